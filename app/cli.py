@@ -1,0 +1,91 @@
+"""The operator's command line, ``slipway``: every command prints one JSON document.
+
+On failure the document is ``{"error": {"code", "message"}}`` and the exit status is
+non-zero (2 for usage errors, 1 otherwise).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from app.config import Config, ConfigError
+from app.errors import DOMAIN_STATUS, PARTNER_CODES
+from app.storage.store import SchemaOutOfDate
+from core.errors import DomainError
+
+
+class UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="slipway", description="Slipway operator commands (JSON out).")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    commands.add_parser("init", help="create or migrate the database schema (idempotent)")
+
+    serve = commands.add_parser("serve", help="serve both APIs with uvicorn")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+
+    commands.add_parser("plugins", help="list the loaded plugins")
+
+    partner = commands.add_parser("partner").add_subparsers(dest="action", required=True, parser_class=_Parser)
+    p = partner.add_parser("create", help="create a partner")
+    p.add_argument("--name", required=True)
+    p.add_argument("--type", default="reseller", choices=["root", "reseller"])
+    p.add_argument("--parent", default=None, help="parent partner id (a sub-reseller)")
+
+    contract = commands.add_parser("contract").add_subparsers(dest="action", required=True, parser_class=_Parser)
+    c = contract.add_parser("create", help="create a billing contract")
+    c.add_argument("--partner", required=True)
+    c.add_argument("--model", required=True)
+    c.add_argument("--currency", required=True)
+    c.add_argument("--unit-price-cents", required=True, type=int)
+
+    token = commands.add_parser("token").add_subparsers(dest="action", required=True, parser_class=_Parser)
+    t = token.add_parser("create", help="mint a partner API token (secret printed once)")
+    t.add_argument("--partner", required=True)
+    t.add_argument("--label", required=True)
+    t.add_argument("--scope", required=True, choices=["read", "write"])
+    return parser
+
+
+def run(argv, environ=None) -> tuple[int, dict | None]:
+    """Run one command; returns (exit status, document to print)."""
+    from app import operator
+
+    args = build_parser().parse_args(argv)
+    config = Config.from_env(environ)
+    if args.command == "serve":
+        return operator.serve(config, args.host, args.port)
+    handler = getattr(operator, args.command if args.command in ("init", "plugins") else
+                      f"{args.command}_{args.action}")
+    return 0, handler(config, args)
+
+
+def main(argv=None) -> int:
+    try:
+        status, document = run(sys.argv[1:] if argv is None else argv)
+    except UsageError as exc:
+        status, document = 2, {"error": {"code": "usage", "message": str(exc)}}
+    except (ConfigError, SchemaOutOfDate) as exc:
+        status, document = 1, {"error": {"code": "configuration", "message": str(exc)}}
+    except DomainError as exc:
+        code = next(PARTNER_CODES[s] for cls, s in DOMAIN_STATUS.items() if isinstance(exc, cls))
+        status, document = 1, {"error": {"code": code, "message": exc.message}}
+    except Exception as exc:  # the operator still gets JSON, never a bare traceback
+        status, document = 1, {"error": {"code": "internal-error", "message": f"{type(exc).__name__}: {exc}"}}
+    if document is not None:
+        print(json.dumps(document, indent=2))
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""Configuration: defaults, read from the environment, checked before anything starts."""
+from __future__ import annotations
+
+import ipaddress
+import math
+import os
+from dataclasses import dataclass, field
+
+from ports.clock import Clock, SystemClock
+
+
+class ConfigError(ValueError):
+    """A setting is wrong; the message names the variable."""
+
+
+def _positive_number(environ, name: str, default: float) -> float:
+    raw = environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a number greater than 0, got {raw!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise ConfigError(f"{name} must be a number greater than 0, got {raw!r}")
+    return value
+
+
+def parse_networks(raw: str, name: str = "SLIPWAY_TRUSTED_PROXIES") -> tuple:
+    networks = []
+    for part in (p.strip() for p in raw.split(",")):
+        if not part:
+            continue
+        try:
+            networks.append(ipaddress.ip_network(part, strict=False))
+        except ValueError:
+            raise ConfigError(f"{name}: {part!r} is not an IP address or CIDR range") from None
+    return tuple(networks)
+
+
+@dataclass
+class Config:
+    database_url: str = "sqlite:///slipway.db"
+    rate_rps: float = 10.0
+    rate_burst: float = 30.0
+    authfail_rps: float = 1.0
+    trusted_proxies: tuple = ()
+    runtime: str = "podman"
+    runtime_url: str | None = None
+    db_threads: int = 4
+    clock: Clock = field(default_factory=SystemClock)
+    #: extra plugin objects registered besides the entry points (tests, embedding)
+    plugins: tuple = ()
+    load_entrypoints: bool = True
+
+    def __post_init__(self):
+        for name, value in (("PC_RATE_RPS", self.rate_rps), ("PC_RATE_BURST", self.rate_burst),
+                            ("PC_AUTHFAIL_RPS", self.authfail_rps)):
+            if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+                raise ConfigError(f"{name} must be a number greater than 0, got {value!r}")
+
+    @classmethod
+    def from_env(cls, environ=None, **overrides) -> "Config":
+        env = os.environ if environ is None else environ
+        values = dict(
+            database_url=env.get("SLIPWAY_DATABASE_URL") or "sqlite:///slipway.db",
+            rate_rps=_positive_number(env, "PC_RATE_RPS", 10.0),
+            rate_burst=_positive_number(env, "PC_RATE_BURST", 30.0),
+            authfail_rps=_positive_number(env, "PC_AUTHFAIL_RPS", 1.0),
+            trusted_proxies=parse_networks(env.get("SLIPWAY_TRUSTED_PROXIES", "")),
+            runtime=env.get("SLIPWAY_RUNTIME") or "podman",
+            runtime_url=env.get("SLIPWAY_RUNTIME_URL") or None,
+        )
+        values.update(overrides)
+        return cls(**values)

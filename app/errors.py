@@ -1,0 +1,89 @@
+"""The one error-mapping layer: domain errors and HTTP failures to each API's format.
+
+Partner API (``/v1``): exactly ``{"error": {"code", "message"}}`` with dash codes.
+Panel API (everything else): underscore codes, optional ``details`` and ``fields``.
+"""
+from __future__ import annotations
+
+import json
+import logging
+
+import falcon
+
+from core.errors import Conflict, DomainError, Forbidden, Invalid, NotFound, Unauthorized
+
+log = logging.getLogger("slipway.errors")
+
+PARTNER_CODES = {
+    400: "bad-request", 401: "unauthorized", 403: "forbidden", 404: "not-found", 405: "method-not-allowed",
+    409: "conflict", 413: "payload-too-large", 415: "unsupported-media-type", 422: "unprocessable-entity",
+    429: "too-many-requests", 500: "internal-error",
+}
+PANEL_CODES = {
+    400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed",
+    409: "conflict", 413: "payload_too_large", 415: "unsupported_media_type", 422: "validation_error",
+    429: "rate_limited", 500: "internal_error",
+}
+DOMAIN_STATUS = {NotFound: 404, Conflict: 409, Invalid: 422, Forbidden: 403, Unauthorized: 401}
+RATE_LIMIT_MESSAGE = "rate limit exceeded"
+
+
+class ApiError(Exception):
+    """An HTTP error with the parts both formats need."""
+
+    def __init__(self, status: int, message: str, *, fields: dict | None = None, details: str | None = None,
+                 headers: dict | None = None):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.fields = fields or {}
+        self.details = details
+        self.headers = headers or {}
+
+
+def api_of(path: str) -> str:
+    return "partner" if path == "/v1" or path.startswith("/v1/") else "panel"
+
+
+def error_body(api: str, status: int, message: str, fields: dict | None = None, details: str | None = None):
+    if api == "partner":
+        if fields and status == 422:
+            message = message + ": " + "; ".join(f"{k} {v}" if k else v for k, v in fields.items())
+        return {"error": {"code": PARTNER_CODES.get(status, "internal-error"), "message": message}}
+    error = {"code": PANEL_CODES.get(status, "internal_error"), "message": message}
+    if details:
+        error["details"] = details
+    if fields:
+        error["fields"] = fields
+    return {"error": error}
+
+
+def to_api_error(ex: Exception) -> ApiError:
+    if isinstance(ex, ApiError):
+        return ex
+    if isinstance(ex, DomainError):
+        status = next(code for cls, code in DOMAIN_STATUS.items() if isinstance(ex, cls))
+        return ApiError(status, ex.message, fields=ex.fields)
+    if isinstance(ex, falcon.HTTPError):
+        status = ex.status_code
+        message = {404: "no such route", 405: "method not allowed for this route"}.get(
+            status, ex.title or "request failed")
+        headers = dict(ex.headers or {})
+        if status not in PANEL_CODES:
+            status = 400 if status < 500 else 500
+        return ApiError(status, message, headers=headers)
+    log.error("unhandled error", exc_info=ex)
+    return ApiError(500, "internal server error")
+
+
+def write_error(req, resp, err: ApiError) -> None:
+    resp.status = err.status
+    for name, value in err.headers.items():
+        resp.set_header(name, value)
+    resp.content_type = falcon.MEDIA_JSON
+    resp.text = json.dumps(error_body(api_of(req.path), err.status, err.message, err.fields, err.details))
+
+
+async def handle_any_error(req, resp, ex, params):
+    """Falcon error handler for everything: no HTML page, no stack trace to the client."""
+    write_error(req, resp, to_api_error(ex))

@@ -1,0 +1,181 @@
+"""Routes from the contract: one resource per path, one pipeline per operation.
+
+The pipeline is the same for both APIs: the API's gate (authentication, rate limit,
+permission), then the body (size, media type, JSON, schema), then the parameters, then
+the operation's handler. Anything raised becomes that API's error format.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import falcon
+
+from app.contract import Contract, Operation
+from app.errors import ApiError, api_of
+
+MAX_BODY = 1024 * 1024
+JSON_TYPES = ("application/json",)
+
+
+@dataclass
+class Reply:
+    status: int = 200
+    body: object = None
+    content_type: str = falcon.MEDIA_JSON
+    headers: dict = field(default_factory=dict)
+
+
+@dataclass
+class Call:
+    """What a handler gets: the parsed request, and who is calling."""
+
+    req: object
+    op: Operation
+    params: dict
+    body: object
+    caller: object
+
+
+class OpenGate:
+    """For APIs (or operations) that need no credentials."""
+
+    async def admit(self, req, op):
+        if op.secured:
+            raise RuntimeError(f"{op.operation_id} needs credentials but its API has no gate")
+        return None
+
+
+async def read_body(req, op: Operation):
+    if op.body_validate is None:
+        return None
+    length = req.content_length
+    if length is not None and length > MAX_BODY:
+        raise ApiError(413, "request body is larger than 1 MiB")
+    chunks, size = [], 0
+    async for chunk in req.stream:
+        size += len(chunk)
+        if size > MAX_BODY:
+            raise ApiError(413, "request body is larger than 1 MiB")
+        chunks.append(chunk)
+    raw = b"".join(chunks)
+    if not raw.strip():
+        if op.body_required:
+            raise ApiError(422, "a JSON request body is required", fields={"body": "is required"})
+        return None
+    media_type = (req.content_type or "").split(";")[0].strip().lower()
+    if media_type not in JSON_TYPES:
+        raise ApiError(415, "request body must be application/json")
+    try:
+        body = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ApiError(400, f"malformed JSON: {exc}") from exc
+    problems = op.body_validate(body)
+    if problems:
+        raise ApiError(422, "invalid request body", fields=_fields(problems, "body"))
+    return body
+
+
+def _reject_constant(name):
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def parse_params(req, op: Operation, path_values: dict) -> dict:
+    """Coerce and validate path and query values; query errors are 422 on the partner API
+    and 400 on the panel API; a parameter with ``x-slipway-fallback`` falls back instead."""
+    values, problems = {}, {}
+    for p in op.params:
+        raw = path_values.get(p.name) if p.location == "path" else req.get_param(p.name)
+        if raw is None:
+            if p.required:
+                problems[p.name] = "is required"
+            elif p.default is not None:
+                values[p.name] = p.default
+            continue
+        value, ok = _coerce(raw, p.kind)
+        if ok and not p.validate(value):
+            values[p.name] = value
+        elif p.has_fallback:
+            values[p.name] = p.fallback
+        else:
+            messages = p.validate(value) if ok else [("", f"must be of type {p.kind}")]
+            problems[p.name] = messages[0][1]
+    if problems:
+        in_query = any(p.location == "query" for p in op.params if p.name in problems)
+        status = 400 if (op.api == "panel" and in_query) else 422
+        raise ApiError(status, "invalid parameters", fields=problems)
+    return values
+
+
+def _coerce(raw: str, kind: str):
+    try:
+        if kind == "integer":
+            return int(raw, 10), True
+        if kind == "number":
+            return float(raw), True
+    except ValueError:
+        return raw, False
+    if kind == "boolean":
+        if raw.lower() in ("true", "1"):
+            return True, True
+        if raw.lower() in ("false", "0"):
+            return False, True
+        return raw, False
+    return raw, True
+
+
+def _fields(problems, default_name):
+    fields = {}
+    for where, message in problems:
+        fields.setdefault(where or default_name, message)
+    return fields
+
+
+def write_reply(resp, reply: Reply) -> None:
+    resp.status = reply.status
+    for name, value in reply.headers.items():
+        resp.set_header(name, value)
+    if reply.status == 204 or reply.body is None:
+        return
+    resp.content_type = reply.content_type
+    if isinstance(reply.body, (bytes, str)):
+        resp.data = reply.body if isinstance(reply.body, bytes) else reply.body.encode("utf-8")
+    else:
+        resp.data = json.dumps(reply.body, separators=(",", ":")).encode("utf-8")
+
+
+class OperationResource:
+    """All operations of one contract path; ``on_<method>`` responders are set per operation."""
+
+    def __init__(self):
+        self.methods = []
+
+    def bind(self, op: Operation, gate, handler) -> None:
+        async def responder(req, resp, **path_values):
+            caller = await gate.admit(req, op)
+            body = await read_body(req, op)
+            params = parse_params(req, op, path_values)
+            write_reply(resp, await handler(Call(req=req, op=op, params=params, body=body, caller=caller)))
+
+        responder.__name__ = f"on_{op.method.lower()}"
+        setattr(self, responder.__name__, responder)
+        self.methods.append(op.method)
+
+
+def add_contract_routes(app: falcon.asgi.App, contract: Contract, gate, handlers: dict) -> None:
+    """Register every operation of ``contract``; an operation without a handler is an error."""
+    resources: dict[str, OperationResource] = {}
+    for op in contract.operations:
+        handler = handlers.get(op.operation_id)
+        if handler is None:
+            raise RuntimeError(f"contract operation {op.operation_id} ({op.method} {op.route}) has no handler")
+        resource = resources.setdefault(op.route, OperationResource())
+        resource.bind(op, gate if op.secured else OpenGate(), handler)
+    extra = set(handlers) - {op.operation_id for op in contract.operations}
+    if extra:
+        raise RuntimeError(f"handlers without a contract operation: {sorted(extra)}")
+    for route, resource in resources.items():
+        app.add_route(route, resource)
+
+
+__all__ = ["Call", "Reply", "add_contract_routes", "api_of"]

@@ -1,0 +1,92 @@
+"""What the operator's commands do; ``app.cli`` parses arguments and prints the result."""
+from __future__ import annotations
+
+import json
+
+from app.partner_api import partner_json, token_json
+from app.pluginmanager import billing_models, deploy_methods, describe_plugins, make_plugin_manager
+from app.storage.store import Store
+from app.timefmt import rfc3339
+from core import contracts, partners, tokens
+
+
+def _store(config) -> Store:
+    store = Store(config.database_url, threads=1)
+    store.require_current_schema()
+    return store
+
+
+def init(config, args) -> dict:
+    store = Store(config.database_url, threads=1)
+    try:
+        applied = store.migrate()
+        return {"database": _redact(config.database_url), "schemaVersion": store.version(), "applied": applied}
+    finally:
+        store.close()
+
+
+def plugins(config, args) -> dict:
+    pm = make_plugin_manager(config.plugins, config.load_entrypoints)
+    return {
+        "plugins": describe_plugins(pm),
+        "deployMethods": sorted(deploy_methods(pm)),
+        "billingModels": sorted(billing_models(pm)),
+    }
+
+
+def partner_create(config, args) -> dict:
+    store = _store(config)
+    try:
+        partner = partners.create_partner(store.uow(), config.clock, name=args.name, type=args.type,
+                                          parent_id=args.parent)
+        return partner_json(partner)
+    finally:
+        store.close()
+
+
+def contract_create(config, args) -> dict:
+    known = set(billing_models(make_plugin_manager(config.plugins, config.load_entrypoints)))
+    store = _store(config)
+    try:
+        contract = contracts.create_contract(store.uow(), config.clock, partner_id=args.partner, model=args.model,
+                                             currency=args.currency, unit_price_cents=args.unit_price_cents,
+                                             known_models=known)
+        return {"id": contract.id, "partnerId": contract.partner_id, "model": contract.model,
+                "currency": contract.currency, "unitPriceCents": contract.unit_price_cents,
+                "createdAt": rfc3339(contract.created_at)}
+    finally:
+        store.close()
+
+
+def token_create(config, args) -> dict:
+    store = _store(config)
+    try:
+        partners.get_partner(store.uow(), args.partner)
+        token, secret = tokens.create_token(store.uow(), config.clock, partner_id=args.partner, label=args.label,
+                                            scope=args.scope, created_by=None)
+        return token_json(token, secret)
+    finally:
+        store.close()
+
+
+def serve(config, host: str, port: int):
+    import uvicorn
+
+    from app.factory import create_app
+
+    app = create_app(config)
+    print(json.dumps({"serving": f"http://{host}:{port}", "database": _redact(config.database_url)}), flush=True)
+    uvicorn.run(app, host=host, port=port, log_level="info", access_log=False)
+    return 0, None
+
+
+def _redact(url: str) -> str:
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if parts.password:
+        netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+        return urlunsplit(parts._replace(netloc=netloc))
+    return url
+
+

@@ -1,0 +1,1 @@
+"""The peewee storage adapter: connection, models, migrations and the unit of work."""

@@ -1,0 +1,127 @@
+"""The peewee unit of work and repositories behind ``ports.storage``."""
+from __future__ import annotations
+
+import peewee
+
+from core.contracts import Contract
+from core.identity import Partner, Token
+from ports.storage import ContractRepository, PartnerRepository, TokenRepository, UnitOfWork
+
+
+def _partner(row) -> Partner:
+    return Partner(id=row.id, name=row.name, type=row.type, parent_id=row.parent_id, created_at=row.created_at)
+
+
+def _token(row) -> Token:
+    return Token(id=row.id, partner_id=row.partner_id, label=row.label, token_prefix=row.token_prefix,
+                 token_hash=row.token_hash, scope=row.scope, created_by=row.created_by,
+                 created_at=row.created_at, last_used_at=row.last_used_at, revoked_at=row.revoked_at)
+
+
+class PeeweePartners(PartnerRepository):
+    def __init__(self, m):
+        self.m = m
+
+    def add(self, partner: Partner) -> None:
+        self.m.Partner.insert(id=partner.id, name=partner.name, type=partner.type, parent=partner.parent_id,
+                              created_at=partner.created_at).execute()
+
+    def get(self, partner_id: str) -> Partner | None:
+        row = self.m.Partner.get_or_none(self.m.Partner.id == partner_id)
+        return _partner(row) if row else None
+
+    def subtree_ids(self, partner_id: str) -> set[str]:
+        P = self.m.Partner
+        base = P.select(P.id).where(P.id == partner_id).cte("subtree", recursive=True, columns=("id",))
+        child = P.alias()
+        recursive = child.select(child.id).join(base, on=(child.parent == base.c.id))
+        cte = base.union_all(recursive)
+        query = cte.select_from(cte.c.id)
+        return {row[0] for row in query.tuples()}
+
+
+class PeeweeTokens(TokenRepository):
+    def __init__(self, m):
+        self.m = m
+
+    def add(self, token: Token) -> None:
+        self.m.ApiToken.insert(id=token.id, partner=token.partner_id, label=token.label,
+                               token_prefix=token.token_prefix, token_hash=token.token_hash, scope=token.scope,
+                               created_by=token.created_by, created_at=token.created_at,
+                               last_used_at=token.last_used_at, revoked_at=token.revoked_at).execute()
+
+    def get(self, token_id: str) -> Token | None:
+        row = self.m.ApiToken.get_or_none(self.m.ApiToken.id == token_id)
+        return _token(row) if row else None
+
+    def by_hash_with_partner(self, token_hash: str):
+        T, P = self.m.ApiToken, self.m.Partner
+        row = (T.select(T, P).join(P).where(T.token_hash == token_hash).get_or_none())
+        return (_token(row), _partner(row.partner)) if row else None
+
+    def list_for_partner(self, partner_id: str) -> list[Token]:
+        T = self.m.ApiToken
+        rows = T.select().where(T.partner == partner_id).order_by(T.created_at.desc(), T.id.desc())
+        return [_token(r) for r in rows]
+
+    def revoke(self, token_id: str, at) -> None:
+        T = self.m.ApiToken
+        T.update(revoked_at=at).where((T.id == token_id) & T.revoked_at.is_null()).execute()
+
+    def touch(self, token_id: str, at) -> None:
+        T = self.m.ApiToken
+        T.update(last_used_at=at).where(T.id == token_id).execute()
+
+
+class PeeweeContracts(ContractRepository):
+    def __init__(self, m):
+        self.m = m
+
+    def add(self, contract: Contract) -> None:
+        self.m.Contract.insert(id=contract.id, partner=contract.partner_id, model=contract.model,
+                               currency=contract.currency, unit_price_cents=contract.unit_price_cents,
+                               created_at=contract.created_at).execute()
+
+    def get(self, contract_id: str) -> Contract | None:
+        row = self.m.Contract.get_or_none(self.m.Contract.id == contract_id)
+        if row is None:
+            return None
+        return Contract(id=row.id, partner_id=row.partner_id, model=row.model, currency=row.currency,
+                        unit_price_cents=row.unit_price_cents, created_at=row.created_at)
+
+
+class _NotCommitted(Exception):
+    """Handed to peewee's transaction to make it roll back."""
+
+
+class PeeweeUnitOfWork(UnitOfWork):
+    """One database transaction; ``commit()`` keeps it, leaving the block otherwise rolls back.
+
+    Not re-entrant and not shared between threads: make one per use-case call.
+    """
+
+    def __init__(self, db: peewee.Database, models):
+        self.db = db
+        self.partners = PeeweePartners(models)
+        self.tokens = PeeweeTokens(models)
+        self.contracts = PeeweeContracts(models)
+        self._tx = None
+        self._committed = False
+
+    def __enter__(self):
+        self.db.connect(reuse_if_open=True)
+        self._committed = False
+        self._tx = self.db.atomic()
+        self._tx.__enter__()
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        tx, self._tx = self._tx, None
+        if exc_type is None and not self._committed:
+            # peewee rolls back a transaction (or savepoint) that exits with an exception.
+            tx.__exit__(_NotCommitted, _NotCommitted(), None)
+        else:
+            tx.__exit__(exc_type, exc, tb)
+
+    def commit(self) -> None:
+        self._committed = True

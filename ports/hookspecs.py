@@ -1,0 +1,32 @@
+"""Every hook Slipway calls, in one module. Each docstring says when and what it returns.
+
+Registry hooks are collected from every plugin (none is ``firstresult``); each returns a
+list of implementations of an abstract port, and configuration picks one by name.
+"""
+from ports import hookspec
+
+# --- Billing ------------------------------------------------------------------------
+
+
+@hookspec
+def register_billing_models():
+    """Return a list of :class:`ports.billing.BillingModel` instances.
+
+    Called once when the plugin manager is built. A contract may only name a model
+    (``BillingModel.name``) that some loaded plugin returns here; two plugins returning
+    the same name is a start-up error.
+    """
+
+
+# --- Deploy methods -----------------------------------------------------------------
+
+
+@hookspec
+def register_deploy_methods():
+    """Return a list of :class:`ports.deploy.DeployMethod` instances.
+
+    Called once when the plugin manager is built. Each method's ``name`` becomes a value
+    of ``deploy_method`` in the panel contract, and its ``request_schema`` says which
+    create-request fields it requires; two plugins returning the same name is a start-up
+    error.
+    """
