@@ -18,14 +18,17 @@ class DatabaseUrlError(ValueError):
     pass
 
 
-def open_database(url: str) -> peewee.Database:
-    """A peewee database for ``url``; connections open lazily, one per thread."""
-    scheme = urlparse(url).scheme
-    if scheme == "sqlite":
+def open_database(url: str, max_connections: int = 8) -> peewee.Database:
+    """A pooled peewee database for ``url``. A unit of work takes a connection from the
+    pool and gives it back when it ends, so ``close_all()`` really closes everything."""
+    parts = urlparse(url)
+    pool = {"max_connections": max_connections, "stale_timeout": 300}
+    if parts.scheme == "sqlite":
         # timeout: how long sqlite3 waits for a writer's lock before "database is locked".
-        return db_url.connect(url, pragmas=SQLITE_PRAGMAS, timeout=10)
-    if scheme in ("postgresql", "postgres"):
-        return db_url.connect(url, autorollback=True)
+        return db_url.connect(url.replace("sqlite:", "sqlite+pool:", 1), pragmas=SQLITE_PRAGMAS, timeout=10,
+                              check_same_thread=False, **pool)
+    if parts.scheme in ("postgresql", "postgres"):
+        return db_url.connect(parts._replace(scheme="postgresql+pool").geturl(), **pool)
     raise DatabaseUrlError(f"SLIPWAY_DATABASE_URL: unsupported scheme {scheme!r} (use sqlite:/// or postgresql://)")
 
 

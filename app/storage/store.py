@@ -19,7 +19,7 @@ class SchemaOutOfDate(RuntimeError):
 class Store:
     def __init__(self, url: str, threads: int = 4):
         self.url = url
-        self.db = open_database(url)
+        self.db = open_database(url, max_connections=threads + 4)
         self.models = define_models(self.db)
         self._threads = threads
         self._pool: ThreadPoolExecutor | None = None
@@ -54,3 +54,4 @@ class Store:
             self._pool = None
         if not self.db.is_closed():
             self.db.close()
+        self.db.close_all()

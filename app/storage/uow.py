@@ -117,11 +117,15 @@ class PeeweeUnitOfWork(UnitOfWork):
 
     def __exit__(self, exc_type, exc, tb):
         tx, self._tx = self._tx, None
-        if exc_type is None and not self._committed:
-            # peewee rolls back a transaction (or savepoint) that exits with an exception.
-            tx.__exit__(_NotCommitted, _NotCommitted(), None)
-        else:
-            tx.__exit__(exc_type, exc, tb)
+        try:
+            if exc_type is None and not self._committed:
+                # peewee rolls back a transaction (or savepoint) that exits with an exception.
+                tx.__exit__(_NotCommitted, _NotCommitted(), None)
+            else:
+                tx.__exit__(exc_type, exc, tb)
+        finally:
+            if self.db.transaction_depth() == 0:
+                self.db.close()  # back to the pool
 
     def commit(self) -> None:
         self._committed = True

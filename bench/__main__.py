@@ -1,0 +1,90 @@
+"""``python -m bench [me]``: GET /v1/me on a bare Falcon app, then on Slipway; prints a table and JSON."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from urllib.parse import urlsplit
+
+from bench.servers import ROOT, prepare_database, uvicorn
+
+RATE = "1000000"  # per-token bucket: still checked on every request, never empty
+TARGETS = (  # (key, label, uvicorn app), the baseline first
+    ("bare", "bare Falcon ASGI endpoint", "bench.bare:app"),
+    ("slipway", "Slipway GET /v1/me (auth+rl)", "app.asgi:app"),
+)
+AIM = 0.5
+
+
+def load(url: str, token: str, args) -> dict:
+    """Run the load generator in its own process (so it does not share the server's GIL)."""
+    command = [sys.executable, "-m", "bench.load", "--url", url + "/v1/me", "--token", token,
+               "--connections", str(args.connections), "--duration", str(args.duration), "--warmup", str(args.warmup)]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True,
+                          timeout=args.warmup + args.duration + 60)
+    if done.returncode != 0:
+        raise RuntimeError(f"load generator failed ({done.returncode}): {done.stderr}")
+    return json.loads(done.stdout)
+
+
+def run_me(args, database_url: str, database: str) -> dict:
+    env = dict(os.environ, SLIPWAY_DATABASE_URL=database_url, PC_RATE_RPS=RATE, PC_RATE_BURST=RATE)
+    token = prepare_database(env)
+    figures = {}
+    for key, _, app in TARGETS:
+        with uvicorn(app, env) as url:
+            figures[key] = load(url, token, args)
+    ratio = figures["slipway"]["rps"] / figures["bare"]["rps"] if figures["bare"]["rps"] else None
+    return {"endpoint": "GET /v1/me", "connections": args.connections, "duration": args.duration,
+            "warmup": args.warmup, "workers": 1, "database": database, "rate_rps": float(RATE),
+            "rate_burst": float(RATE), **figures, "ratio": round(ratio, 3) if ratio is not None else None}
+
+
+def number(value, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def print_report(report: dict) -> None:
+    print(f"{report['endpoint']}, {report['connections']} connections, {report['duration']:g} s each "
+          f"(after {report['warmup']:g} s warm-up), one uvicorn worker, {report['database']}")
+    print(f"Slipway's per-token rate limiter runs on every request but never refuses "
+          f"(PC_RATE_RPS=PC_RATE_BURST={RATE}).")
+    print(f"{'target':<30}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'errors':>9}")
+    for key, label, _ in TARGETS:
+        row = report[key]
+        print(f"{label:<30}{row['rps']:>10.1f}{number(row['p50_ms'], '.2f'):>10}"
+              f"{number(row['p99_ms'], '.2f'):>10}{row['errors']:>9}")
+        if row["errors"]:
+            print(f"  statuses: {row['statuses']}")
+    print(f"ratio Slipway/bare: {number(report['ratio'], '.2f')} (aim: >= {AIM:.2f})")
+    print(json.dumps(report))
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("scenario", nargs="?", default="me", choices=["me"], help="what to measure (default: me)")
+    parser.add_argument("--connections", type=int, default=32, help="concurrent keep-alive connections (32)")
+    parser.add_argument("--duration", type=float, default=5.0, help="seconds measured per target (5)")
+    parser.add_argument("--warmup", type=float, default=1.0, help="seconds of load before measuring (1)")
+    args = parser.parse_args(argv)
+    # A plain `kill` unwinds like Ctrl-C does, so the servers are stopped and the temp dir removed.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+
+    url = os.environ.get("SLIPWAY_DATABASE_URL", "")
+    if urlsplit(url).scheme in ("postgresql", "postgres"):
+        print("Using PostgreSQL from SLIPWAY_DATABASE_URL (a new 'bench' partner and token are added to it).",
+              file=sys.stderr)
+        report = run_me(args, url, "PostgreSQL (SLIPWAY_DATABASE_URL)")
+    else:
+        with tempfile.TemporaryDirectory(prefix="slipway-bench-") as tmp:
+            report = run_me(args, f"sqlite:///{tmp}/bench.db", "SQLite (WAL)")
+    print_report(report)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

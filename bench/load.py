@@ -1,0 +1,95 @@
+"""The load generator: keep-alive HTTP/1.1 GETs over asyncio streams; prints one JSON line."""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import time
+from collections import Counter
+from urllib.parse import urlsplit
+
+
+class Results:
+    def __init__(self):
+        self.latencies: list[float] = []
+        self.statuses: Counter = Counter()
+
+
+async def read_response(reader: asyncio.StreamReader) -> int:
+    """Read one response (status line, headers, Content-Length bytes); return its status."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    status_line, *headers = head[:-4].split(b"\r\n")
+    length = None
+    for line in headers:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    if length is None:
+        raise ValueError("response without Content-Length")
+    await reader.readexactly(length)
+    return int(status_line.split(None, 2)[1])
+
+
+async def connection(host: str, port: int, request: bytes, counting_from: float, stop_at: float, results: Results):
+    """One keep-alive connection sending requests back to back until ``stop_at``; only
+    responses that complete in [counting_from, stop_at] are counted."""
+    reader = writer = None
+    while True:
+        start = time.perf_counter()
+        try:
+            if writer is None:
+                reader, writer = await asyncio.open_connection(host, port)
+            writer.write(request)
+            status = await read_response(reader)
+        except (OSError, asyncio.IncompleteReadError, ValueError):
+            status = "connection-error"
+            if writer is not None:
+                writer.close()
+            reader = writer = None
+        end = time.perf_counter()
+        if end > stop_at:
+            break
+        if end >= counting_from:
+            results.latencies.append(end - start)
+            results.statuses[status] += 1
+    if writer is not None:
+        writer.close()
+
+
+async def run(url: str, token: str, connections: int, duration: float, warmup: float) -> dict:
+    target = urlsplit(url)
+    host, port = target.hostname, target.port or 80
+    request = (f"GET {target.path or '/'} HTTP/1.1\r\nHost: {target.netloc}\r\n"
+               f"Authorization: Bearer {token}\r\n\r\n").encode()
+    counting_from = time.perf_counter() + warmup
+    stop_at = counting_from + duration
+    results = Results()
+    await asyncio.gather(*(connection(host, port, request, counting_from, stop_at, results)
+                           for _ in range(connections)))
+    requests = len(results.latencies)
+    cuts = statistics.quantiles(results.latencies, n=100) if requests >= 2 else None
+    return {
+        "requests": requests,
+        "seconds": duration,
+        "rps": round(requests / duration, 1),
+        "p50_ms": round(cuts[49] * 1000, 2) if cuts else None,
+        "p99_ms": round(cuts[98] * 1000, 2) if cuts else None,
+        "errors": requests - results.statuses[200],
+        "statuses": {str(status): n for status, n in sorted(results.statuses.items(), key=str)},
+    }
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.load", description=__doc__)
+    parser.add_argument("--url", required=True, help="e.g. http://127.0.0.1:8000/v1/me")
+    parser.add_argument("--token", required=True, help="bearer token sent with every request")
+    parser.add_argument("--connections", type=int, default=32)
+    parser.add_argument("--duration", type=float, default=5.0, help="seconds counted")
+    parser.add_argument("--warmup", type=float, default=1.0, help="seconds of load before counting")
+    args = parser.parse_args(argv)
+    print(json.dumps(asyncio.run(run(args.url, args.token, args.connections, args.duration, args.warmup))))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,72 @@
+"""Set up the benchmark database through ``app.cli`` and run uvicorn servers as subprocesses."""
+from __future__ import annotations
+
+import contextlib
+import http.client
+import json
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent  # the project: `app` and `bench` import from here
+
+
+def cli(env: dict, *args: str) -> dict:
+    """Run ``python -m app.cli ARGS`` and return the JSON document it prints."""
+    done = subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"app.cli {' '.join(args)} failed ({done.returncode}): {done.stdout}{done.stderr}")
+    return json.loads(done.stdout)
+
+
+def prepare_database(env: dict) -> str:
+    """Create the schema, a partner and a write-scoped token; return the token's secret."""
+    cli(env, "init")
+    partner = cli(env, "partner", "create", "--name", "bench")
+    return cli(env, "token", "create", "--partner", partner["id"], "--label", "bench", "--scope", "write")["token"]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_until_answering(proc: subprocess.Popen, port: int, timeout: float = 20.0) -> None:
+    """Poll with HTTP GETs until the server answers anything at all."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with status {proc.returncode} before answering")
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
+        try:
+            conn.request("GET", "/")
+            conn.getresponse().read()
+            return
+        except OSError:
+            time.sleep(0.1)
+        finally:
+            conn.close()
+    raise RuntimeError(f"server on port {port} did not answer within {timeout:g} s")
+
+
+@contextlib.contextmanager
+def uvicorn(app: str, env: dict):
+    """Serve ``app`` ("module:attribute") with one uvicorn worker on a free loopback port;
+    yields the base URL and stops the server on the way out, whatever happened."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "uvicorn", app, "--host", "127.0.0.1", "--port", str(port),
+                             "--workers", "1", "--log-level", "warning", "--no-access-log"], cwd=ROOT, env=env)
+    try:
+        wait_until_answering(proc, port)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
