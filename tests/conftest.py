@@ -90,3 +90,15 @@ def world(store, clock):
 
 
 UUID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+@pytest.fixture(scope="session")
+def runtime_url():
+    """The container engine's socket (``SLIPWAY_RUNTIME_URL``). Without one, tests that
+    need it skip, unless ``SLIPWAY_REQUIRE_RUNTIME=1`` (CI), where they fail."""
+    url = os.environ.get("SLIPWAY_RUNTIME_URL")
+    if not url:
+        if os.environ.get("SLIPWAY_REQUIRE_RUNTIME") == "1":
+            pytest.fail("SLIPWAY_REQUIRE_RUNTIME=1 but SLIPWAY_RUNTIME_URL is not set")
+        pytest.skip("no container engine (set SLIPWAY_RUNTIME_URL, e.g. from ../shared/tools/podman-service)")
+    return url

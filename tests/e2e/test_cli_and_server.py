@@ -1,0 +1,126 @@
+"""The operator CLI and a real uvicorn server, driven the way an operator would."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+from tests.conftest import UUID_RE
+
+
+def slipway(database_url, *args, env=None, check=True):
+    full_env = dict(os.environ, SLIPWAY_DATABASE_URL=database_url, **(env or {}))
+    proc = subprocess.run([sys.executable, "-m", "app.cli", *args], env=full_env, capture_output=True, text=True,
+                          timeout=60)
+    document = json.loads(proc.stdout)  # every command prints one JSON document, errors too
+    if check:
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.returncode, document
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def initialised(database_url):
+    _, first = slipway(database_url, "init")
+    _, again = slipway(database_url, "init")
+    assert first["applied"] and again["applied"] == [] and again["schemaVersion"] == first["schemaVersion"]
+    return database_url
+
+
+def test_operator_commands_print_json(initialised):
+    url = initialised
+    _, root = slipway(url, "partner", "create", "--name", "Operator", "--type", "root")
+    assert UUID_RE.match(root["id"]) and root["type"] == "root" and root["parentId"] is None
+    _, child = slipway(url, "partner", "create", "--name", "Reseller", "--parent", root["id"])
+    assert set(child) == {"id", "name", "type", "parentId", "createdAt"}
+    assert child["parentId"] == root["id"] and child["type"] == "reseller"
+    _, token = slipway(url, "token", "create", "--partner", child["id"], "--label", "ops", "--scope", "read")
+    assert token["token"].startswith("pcp_") and token["scope"] == "read" and token["createdBy"] is None
+    _, contract = slipway(url, "contract", "create", "--partner", child["id"], "--model", "per_instance_metered",
+                          "--currency", "EUR", "--unit-price-cents", "990")
+    assert contract["partnerId"] == child["id"] and contract["unitPriceCents"] == 990
+    _, plugins = slipway(url, "plugins")
+    assert "per_instance_metered" in plugins["billingModels"]
+
+
+@pytest.mark.parametrize("args, status, code", [
+    (["partner", "create"], 2, "usage"),
+    (["partner", "create", "--name", "x", "--type", "vendor"], 2, "usage"),
+    (["partner", "create", "--name", "x", "--bogus"], 2, "usage"),
+    (["partner", "create", "--name", "x", "--parent", "not-a-uuid"], 1, "unprocessable-entity"),
+    (["partner", "create", "--name", "x", "--parent", "7d1f0c2a-0000-4000-8000-000000000000"], 1, "not-found"),
+    (["partner", "create", "--name", " "], 1, "unprocessable-entity"),
+    (["token", "create", "--partner", "7d1f0c2a-0000-4000-8000-000000000000", "--label", "x", "--scope", "read"],
+     1, "not-found"),
+    (["token", "create", "--partner", "x", "--label", "x", "--scope", "admin"], 2, "usage"),
+    (["contract", "create", "--partner", "7d1f0c2a-0000-4000-8000-000000000000", "--model", "flat",
+      "--currency", "EUR", "--unit-price-cents", "1"], 1, "unprocessable-entity"),
+    (["contract", "create", "--partner", "7d1f0c2a-0000-4000-8000-000000000000", "--model",
+      "per_instance_metered", "--currency", "EUR", "--unit-price-cents", "ten"], 2, "usage"),
+    (["frobnicate"], 2, "usage"),
+    ([], 2, "usage"),
+])
+def test_bad_operator_input_is_a_json_error(initialised, args, status, code):
+    returncode, document = slipway(initialised, *args, check=False)
+    assert returncode == status
+    assert document["error"]["code"] == code and document["error"]["message"]
+
+
+def test_commands_refuse_an_uninitialised_database(database_url):
+    returncode, document = slipway(database_url, "partner", "create", "--name", "x", check=False)
+    assert returncode == 1 and "slipway init" in document["error"]["message"]
+
+
+@pytest.mark.parametrize("name", ["PC_RATE_RPS", "PC_RATE_BURST", "PC_AUTHFAIL_RPS"])
+def test_serve_refuses_to_start_with_a_bad_limit(initialised, name):
+    returncode, document = slipway(initialised, "serve", "--port", str(free_port()), env={name: "0"}, check=False)
+    assert returncode == 1 and name in document["error"]["message"]
+
+
+def test_served_end_to_end(initialised):
+    url = initialised
+    _, partner = slipway(url, "partner", "create", "--name", "Demo")
+    _, token = slipway(url, "token", "create", "--partner", partner["id"], "--label", "demo", "--scope", "write")
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
+                              env=dict(os.environ, SLIPWAY_DATABASE_URL=url), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                contract = httpx.get(f"{base}/v1/openapi.yaml", timeout=2)
+                break
+            except httpx.TransportError:
+                assert server.poll() is None, server.stderr.read()
+                assert time.monotonic() < deadline, "server did not start"
+                time.sleep(0.1)
+        assert contract.status_code == 200 and "openapi: 3.0" in contract.text
+        headers = {"Authorization": f"Bearer {token['token']}"}
+        me = httpx.get(f"{base}/v1/me", headers=headers, timeout=5)
+        assert me.status_code == 200
+        assert me.json() == {"partnerId": partner["id"], "name": "Demo", "type": "reseller", "scope": "write"}
+        minted = httpx.post(f"{base}/v1/tokens", headers=headers, json={"label": "ci", "scope": "read"}, timeout=5)
+        assert minted.status_code == 201
+        revoked = httpx.delete(f"{base}/v1/tokens/{minted.json()['id']}", headers=headers, timeout=5)
+        assert revoked.status_code == 204
+        refused = httpx.get(f"{base}/v1/me", headers={"Authorization": f"Bearer {minted.json()['token']}"},
+                            timeout=5)
+        assert refused.status_code == 401 and refused.json()["error"]["code"] == "unauthorized"
+        missing = httpx.get(f"{base}/v1/licenses/nope", timeout=5)
+        assert missing.status_code == 404 and missing.headers["content-type"].startswith("application/json")
+    finally:
+        server.terminate()
+        server.wait(timeout=20)

@@ -1,0 +1,76 @@
+"""Plugins: built-ins through the entry points, a third-party package installed by pip."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from app.pluginmanager import PluginError, deploy_methods, make_plugin_manager
+from ports import hookimpl, hookspecs
+
+FIXTURE = Path(__file__).parent.parent / "fixtures" / "thirdparty_plugin"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_builtins_come_through_the_entry_point_group():
+    pm = make_plugin_manager()
+    names = {name for name, _ in pm.list_name_plugin()}
+    assert {"billing_metered", "deploy_template", "deploy_compose", "deploy_git", "deploy_ai"} <= names
+    assert {d.project_name for _, d in pm.list_plugin_distinfo()} == {"slipway"}
+    assert set(deploy_methods(pm)) == {"template", "compose", "git", "ai"}
+
+
+def test_a_misspelled_hook_fails_loudly():
+    class Typo:
+        @hookimpl
+        def register_deploy_method(self):  # missing "s"
+            return []
+
+    with pytest.raises(Exception, match="unknown hook"):
+        make_plugin_manager([Typo()], load_entrypoints=False)
+
+
+def test_two_plugins_claiming_one_name_is_an_error():
+    from plugins import deploy_git
+
+    class Again:
+        @hookimpl
+        def register_deploy_methods(self):
+            return [deploy_git.GitDeploy()]
+
+    with pytest.raises(PluginError, match="git"):
+        deploy_methods(make_plugin_manager([Again()]))
+
+
+def test_every_hook_has_a_docstring_and_a_test():
+    tests_text = "\n".join(p.read_text() for p in (ROOT / "tests").rglob("test_*.py"))
+    hooks = [name for name in dir(hookspecs) if name.startswith("register_")]
+    assert hooks
+    for name in hooks:
+        assert (getattr(hookspecs, name).__doc__ or "").strip(), f"hook {name} has no docstring"
+        assert tests_text.count(name) >= 1, f"hook {name} has no test"
+
+
+def test_a_pip_installed_third_party_plugin_is_loaded(tmp_path):
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+                    "--target", str(target), str(FIXTURE)], check=True, capture_output=True, text=True)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(target), str(ROOT)]))
+    out = subprocess.run([sys.executable, "-m", "app.cli", "plugins"], env=env, capture_output=True, text=True,
+                         check=True).stdout
+    document = json.loads(out)
+    hello = next(p for p in document["plugins"] if p["name"] == "hello")
+    assert hello["distribution"] == "slipway-hello" and hello["version"] == "0.3.0"
+    assert hello["hooks"] == ["register_deploy_methods"]
+    assert "hello" in document["deployMethods"]
+
+
+def test_register_billing_models_provides_the_metered_model():
+    from app.pluginmanager import billing_models
+
+    pm = make_plugin_manager()
+    results = pm.hook.register_billing_models()
+    assert [m.name for batch in results for m in batch] == ["per_instance_metered"]
+    assert set(billing_models(pm)) == {"per_instance_metered"}

@@ -1,0 +1,94 @@
+"""The peewee adapter on a real database (SQLite here, PostgreSQL in CI's second run)."""
+import pytest
+
+from app.storage.migrations import LATEST
+from app.storage.store import SchemaOutOfDate, Store
+from core import partners, tokens
+from tests.conftest import POSTGRES
+
+
+def test_migrations_are_versioned_and_idempotent(database_url):
+    store = Store(database_url)
+    try:
+        with pytest.raises(SchemaOutOfDate, match="slipway init"):
+            store.require_current_schema()
+        assert store.migrate() == list(range(1, LATEST + 1))
+        assert store.migrate() == []
+        assert store.version() == LATEST
+        store.require_current_schema()
+    finally:
+        store.close()
+
+
+@pytest.mark.skipif(POSTGRES, reason="SQLite pragmas")
+def test_sqlite_runs_in_wal_with_foreign_keys_and_a_busy_timeout(store):
+    with store.uow():
+        db = store.db
+        assert db.execute_sql("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert db.execute_sql("PRAGMA foreign_keys").fetchone()[0] == 1
+        assert db.execute_sql("PRAGMA busy_timeout").fetchone()[0] >= 5000
+
+
+def test_foreign_keys_are_enforced(store, clock):
+    import peewee
+
+    from core.identity import Token
+
+    bogus = Token(id="2b3c4d5e-0000-4000-8000-000000000000", partner_id="9b3c4d5e-0000-4000-8000-000000000000",
+                  label="x", token_prefix="abcdefgh", token_hash="0" * 64, scope="read", created_by=None,
+                  created_at=clock.now())
+    with pytest.raises(peewee.IntegrityError):
+        with store.uow() as uow:
+            uow.tokens.add(bogus)
+            uow.commit()
+
+
+def test_a_unit_of_work_without_commit_rolls_back(store, clock):
+    from core.identity import Partner
+
+    partner = Partner(id="3b3c4d5e-0000-4000-8000-000000000000", name="x", type="reseller", parent_id=None,
+                      created_at=clock.now())
+    with store.uow() as uow:
+        uow.partners.add(partner)
+    with pytest.raises(RuntimeError):
+        with store.uow() as uow:
+            uow.partners.add(partner)
+            raise RuntimeError("midway")
+    with store.uow() as uow:
+        assert uow.partners.get(partner.id) is None
+
+
+def test_subtree_through_a_recursive_query(store, clock):
+    root = partners.create_partner(store.uow(), clock, name="Op", type="root")
+    a = partners.create_partner(store.uow(), clock, name="A", parent_id=root.id)
+    b = partners.create_partner(store.uow(), clock, name="B", parent_id=a.id)
+    c = partners.create_partner(store.uow(), clock, name="C", parent_id=b.id)
+    partners.create_partner(store.uow(), clock, name="Other")
+    with store.uow() as uow:
+        assert uow.partners.subtree_ids(a.id) == {a.id, b.id, c.id}
+        assert uow.partners.subtree_ids(root.id) == {root.id, a.id, b.id, c.id}
+        assert uow.partners.subtree_ids(c.id) == {c.id}
+
+
+def test_timestamps_round_trip_as_aware_utc(store, clock):
+    partner = partners.create_partner(store.uow(), clock, name="Acme")
+    token, secret = tokens.create_token(store.uow(), clock, partner_id=partner.id, label="x", scope="read",
+                                        created_by=None)
+    with store.uow() as uow:
+        again = uow.tokens.get(token.id)
+    assert again.created_at == clock.now() and again.created_at.tzinfo is not None
+
+
+def test_token_hashes_are_unique_in_the_schema(store, clock):
+    import dataclasses
+
+    import peewee
+
+    partner = partners.create_partner(store.uow(), clock, name="Acme")
+    token, _ = tokens.create_token(store.uow(), clock, partner_id=partner.id, label="x", scope="read",
+                                   created_by=None)
+    clash = dataclasses.replace(token, id="4b3c4d5e-0000-4000-8000-000000000000")
+    with pytest.raises(peewee.IntegrityError):
+        with store.uow() as uow:
+            uow.tokens.add(clash)
+            uow.commit()
