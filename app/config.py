@@ -26,6 +26,15 @@ def _positive_number(environ, name: str, default: float) -> float:
     return value
 
 
+def _positive_int(environ, name: str, default: int) -> int:
+    raw = environ.get(name)
+    if raw is None or raw == "":
+        return default
+    if not raw.strip().isdigit() or int(raw) < 1:
+        raise ConfigError(f"{name} must be a whole number greater than 0, got {raw!r}")
+    return int(raw)
+
+
 def parse_networks(raw: str, name: str = "SLIPWAY_TRUSTED_PROXIES") -> tuple:
     networks = []
     for part in (p.strip() for p in raw.split(",")):
@@ -70,6 +79,7 @@ class Config:
             trusted_proxies=parse_networks(env.get("SLIPWAY_TRUSTED_PROXIES", "")),
             runtime=env.get("SLIPWAY_RUNTIME") or "podman",
             runtime_url=env.get("SLIPWAY_RUNTIME_URL") or None,
+            db_threads=_positive_int(env, "SLIPWAY_DB_THREADS", 4),
         )
         values.update(overrides)
         return cls(**values)

@@ -87,4 +87,7 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:  # the servers are stopped and the temp dir is gone by now
+        sys.exit(130)

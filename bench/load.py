@@ -5,6 +5,7 @@ import argparse
 import asyncio
 import json
 import statistics
+import sys
 import time
 from collections import Counter
 from urllib.parse import urlsplit
@@ -92,4 +93,7 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:
+        sys.exit(130)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import secrets
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -67,9 +68,9 @@ def hash_token(secret: str) -> str:
     return hashlib.sha256(secret.encode("utf-8")).hexdigest()
 
 
+_TOKEN_SHAPE = re.compile(r"pcp_[A-Za-z0-9_-]{32,512}")
+
+
 def looks_like_token(value: str) -> bool:
-    """Cheap shape check before any lookup: ``pcp_`` plus at least 32 URL-safe chars."""
-    if not value.startswith(TOKEN_PREFIX):
-        return False
-    body = value[len(TOKEN_PREFIX):]
-    return len(body) >= 32 and all(c.isalnum() or c in "-_" for c in body)
+    """Cheap shape check before any lookup: ``pcp_`` plus 32 to 512 URL-safe chars."""
+    return _TOKEN_SHAPE.fullmatch(value) is not None

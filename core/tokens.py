@@ -4,7 +4,7 @@ from __future__ import annotations
 import uuid
 
 from core.errors import Forbidden, Invalid, NotFound, Unauthorized
-from core.identity import TOKEN_PREFIX, TOKEN_SCOPES, Caller, Token, hash_token, looks_like_token, new_token_secret
+from core.identity import LAST_USED_RESOLUTION, TOKEN_PREFIX, TOKEN_SCOPES, Caller, Token, hash_token, looks_like_token, new_token_secret
 from core.partners import is_uuid
 
 UNAUTHORIZED_MESSAGE = "missing, malformed, unknown or revoked token"
@@ -63,16 +63,20 @@ def authenticate(uow, clock, secret: str | None) -> Caller:
         raise Unauthorized(UNAUTHORIZED_MESSAGE)
     with uow:
         found = uow.tokens.by_hash_with_partner(hash_token(secret))
-        if found is None:
-            raise Unauthorized(UNAUTHORIZED_MESSAGE)
-        token, partner = found
-        if token.revoked:
-            raise Unauthorized(UNAUTHORIZED_MESSAGE)
-        now = clock.now()
-        if token.needs_last_used_refresh(now):
-            uow.tokens.touch(token.id, now)
+    if found is None:
+        raise Unauthorized(UNAUTHORIZED_MESSAGE)
+    token, partner = found
+    if token.revoked:
+        raise Unauthorized(UNAUTHORIZED_MESSAGE)
+    now = clock.now()
+    if token.needs_last_used_refresh(now):
+        # A transaction of its own that starts by writing, so concurrent first uses of a
+        # token queue for the write lock instead of failing; the update is conditional,
+        # so only one of them writes.
+        with uow:
+            uow.tokens.touch(token.id, now, older_than=now - LAST_USED_RESOLUTION)
             uow.commit()
-            token = token.used_at(now)
+        token = token.used_at(now)
     return Caller(partner=partner, token=token)
 
 

@@ -42,8 +42,8 @@ class TokenRepository(ABC):
     def revoke(self, token_id: str, at) -> None: ...
 
     @abstractmethod
-    def touch(self, token_id: str, at) -> None:
-        """Set ``last_used_at``."""
+    def touch(self, token_id: str, at, older_than) -> None:
+        """Set ``last_used_at`` to ``at`` unless it is already later than ``older_than``."""
 
 
 class ContractRepository(ABC):

@@ -71,10 +71,12 @@ class InMemoryTokens:
 
         self.rows[token_id] = replace(self.rows[token_id], revoked_at=at)
 
-    def touch(self, token_id, at):
+    def touch(self, token_id, at, older_than):
         from dataclasses import replace
 
-        self.rows[token_id] = replace(self.rows[token_id], last_used_at=at)
+        token = self.rows[token_id]
+        if token.last_used_at is None or token.last_used_at <= older_than:
+            self.rows[token_id] = replace(token, last_used_at=at)
 
 
 class InMemoryContracts:

@@ -2,14 +2,11 @@
 that run database work off the event loop."""
 from __future__ import annotations
 
-import asyncio
-import functools
-from concurrent.futures import ThreadPoolExecutor
-
 from app.storage.database import open_database
 from app.storage.migrations import LATEST, current_version, migrate
 from app.storage.models import define_models
 from app.storage.uow import PeeweeUnitOfWork
+from app.storage.workers import WorkerThreads
 
 
 class SchemaOutOfDate(RuntimeError):
@@ -22,10 +19,10 @@ class Store:
         self.db = open_database(url, max_connections=threads + 4)
         self.models = define_models(self.db)
         self._threads = threads
-        self._pool: ThreadPoolExecutor | None = None
+        self._workers: WorkerThreads | None = None
 
-    def uow(self) -> PeeweeUnitOfWork:
-        return PeeweeUnitOfWork(self.db, self.models)
+    def uow(self, *, transaction: bool = True) -> PeeweeUnitOfWork:
+        return PeeweeUnitOfWork(self.db, self.models, transaction=transaction)
 
     def migrate(self) -> list[int]:
         with self.db.connection_context():
@@ -43,15 +40,14 @@ class Store:
 
     async def run(self, fn, *args, **kwargs):
         """Run blocking database work in a worker thread and await its result."""
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=self._threads, thread_name_prefix="slipway-db")
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
+        if self._workers is None:
+            self._workers = WorkerThreads(self._threads)
+        return await self._workers.run(fn, *args, **kwargs)
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
+        if self._workers is not None:
+            self._workers.shutdown()
+            self._workers = None
         if not self.db.is_closed():
             self.db.close()
         self.db.close_all()

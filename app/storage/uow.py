@@ -41,6 +41,8 @@ class PeeweePartners(PartnerRepository):
 
 
 class PeeweeTokens(TokenRepository):
+    _by_hash_sql = None
+
     def __init__(self, m):
         self.m = m
 
@@ -55,9 +57,22 @@ class PeeweeTokens(TokenRepository):
         return _token(row) if row else None
 
     def by_hash_with_partner(self, token_hash: str):
-        T, P = self.m.ApiToken, self.m.Partner
-        row = (T.select(T, P).join(P).where(T.token_hash == token_hash).get_or_none())
-        return (_token(row), _partner(row.partner)) if row else None
+        # Every authenticated request runs this: the SQL is built once, not per call.
+        if self._by_hash_sql is None:
+            T, P = self.m.ApiToken, self.m.Partner
+            query = (T.select(T.id, T.partner, T.label, T.token_prefix, T.token_hash, T.scope, T.created_by,
+                              T.created_at, T.last_used_at, T.revoked_at, P.name, P.type, P.parent, P.created_at)
+                     .join(P).where(T.token_hash == "?"))
+            type(self)._by_hash_sql = query.sql()[0]
+        row = self.m.ApiToken._meta.database.execute_sql(self._by_hash_sql, (token_hash,)).fetchone()
+        if row is None:
+            return None
+        dt = self.m.ApiToken.created_at.python_value
+        token = Token(id=row[0], partner_id=row[1], label=row[2], token_prefix=row[3], token_hash=row[4],
+                      scope=row[5], created_by=row[6], created_at=dt(row[7]), last_used_at=dt(row[8]),
+                      revoked_at=dt(row[9]))
+        partner = Partner(id=row[1], name=row[10], type=row[11], parent_id=row[12], created_at=dt(row[13]))
+        return token, partner
 
     def list_for_partner(self, partner_id: str) -> list[Token]:
         T = self.m.ApiToken
@@ -68,9 +83,11 @@ class PeeweeTokens(TokenRepository):
         T = self.m.ApiToken
         T.update(revoked_at=at).where((T.id == token_id) & T.revoked_at.is_null()).execute()
 
-    def touch(self, token_id: str, at) -> None:
+    def touch(self, token_id: str, at, older_than) -> None:
         T = self.m.ApiToken
-        T.update(last_used_at=at).where(T.id == token_id).execute()
+        (T.update(last_used_at=at)
+         .where((T.id == token_id) & (T.last_used_at.is_null() | (T.last_used_at <= older_than)))
+         .execute())
 
 
 class PeeweeContracts(ContractRepository):
@@ -97,11 +114,15 @@ class _NotCommitted(Exception):
 class PeeweeUnitOfWork(UnitOfWork):
     """One database transaction; ``commit()`` keeps it, leaving the block otherwise rolls back.
 
-    Not re-entrant and not shared between threads: make one per use-case call.
+    Not re-entrant and not shared between threads: make one per use-case call. With
+    ``transaction=False`` it opens no transaction: each statement stands alone, which is
+    right only for use cases that read with one statement and write with one (token
+    authentication, on every request).
     """
 
-    def __init__(self, db: peewee.Database, models):
+    def __init__(self, db: peewee.Database, models, *, transaction: bool = True):
         self.db = db
+        self.transaction = transaction
         self.partners = PeeweePartners(models)
         self.tokens = PeeweeTokens(models)
         self.contracts = PeeweeContracts(models)
@@ -111,12 +132,17 @@ class PeeweeUnitOfWork(UnitOfWork):
     def __enter__(self):
         self.db.connect(reuse_if_open=True)
         self._committed = False
-        self._tx = self.db.atomic()
-        self._tx.__enter__()
+        if self.transaction:
+            self._tx = self.db.atomic()
+            self._tx.__enter__()
         return self
 
     def __exit__(self, exc_type, exc, tb):
         tx, self._tx = self._tx, None
+        if tx is None:  # single-statement reads in autocommit mode
+            if self.db.transaction_depth() == 0:
+                self.db.close()
+            return
         try:
             if exc_type is None and not self._committed:
                 # peewee rolls back a transaction (or savepoint) that exits with an exception.
