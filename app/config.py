@@ -57,6 +57,9 @@ class Config:
     runtime: str = "podman"
     runtime_url: str | None = None
     db_threads: int = 4
+    license_service: str = "embedded"
+    #: plugin settings (the environment): each plugin reads its own SLIPWAY_* variables
+    settings: dict = field(default_factory=dict)
     clock: Clock = field(default_factory=SystemClock)
     #: extra plugin objects registered besides the entry points (tests, embedding)
     plugins: tuple = ()
@@ -80,6 +83,8 @@ class Config:
             runtime=env.get("SLIPWAY_RUNTIME") or "podman",
             runtime_url=env.get("SLIPWAY_RUNTIME_URL") or None,
             db_threads=_positive_int(env, "SLIPWAY_DB_THREADS", 4),
+            license_service=env.get("SLIPWAY_LICENSE_SERVICE") or "embedded",
+            settings=dict(env),
         )
         values.update(overrides)
         return cls(**values)

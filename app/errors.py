@@ -11,18 +11,19 @@ import logging
 import falcon
 
 from core.errors import Conflict, DomainError, Forbidden, Invalid, NotFound, Unauthorized
+from ports.licensing import LicenseServiceError
 
 log = logging.getLogger("slipway.errors")
 
 PARTNER_CODES = {
     400: "bad-request", 401: "unauthorized", 403: "forbidden", 404: "not-found", 405: "method-not-allowed",
     409: "conflict", 413: "payload-too-large", 415: "unsupported-media-type", 422: "unprocessable-entity",
-    429: "too-many-requests", 500: "internal-error",
+    429: "too-many-requests", 500: "internal-error", 503: "service-unavailable",
 }
 PANEL_CODES = {
     400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed",
     409: "conflict", 413: "payload_too_large", 415: "unsupported_media_type", 422: "validation_error",
-    429: "rate_limited", 500: "internal_error",
+    429: "rate_limited", 500: "internal_error", 503: "service_unavailable",
 }
 DOMAIN_STATUS = {NotFound: 404, Conflict: 409, Invalid: 422, Forbidden: 403, Unauthorized: 401}
 RATE_LIMIT_MESSAGE = "rate limit exceeded"
@@ -64,6 +65,9 @@ def to_api_error(ex: Exception) -> ApiError:
     if isinstance(ex, DomainError):
         status = next(code for cls, code in DOMAIN_STATUS.items() if isinstance(ex, cls))
         return ApiError(status, ex.message, fields=ex.fields)
+    if isinstance(ex, LicenseServiceError):
+        log.warning("license service failed: %s", ex)
+        return ApiError(503, f"the license service failed, nothing was changed: {ex}")
     if isinstance(ex, falcon.HTTPError):
         status = ex.status_code
         message = {404: "no such route", 405: "method not allowed for this route"}.get(

@@ -5,13 +5,14 @@ from __future__ import annotations
 import falcon
 import falcon.asgi
 
-from app.config import Config
+from app.config import Config, ConfigError
 from app.contract import Contract
 from app.errors import handle_any_error
 from app.http import OpenGate, Reply, add_contract_routes
 from app.partner_api import identity_handlers
 from app.partner_gate import PartnerGate
-from app.pluginmanager import billing_models, deploy_methods, make_plugin_manager
+from app.partner_licensing_api import licensing_handlers
+from app.pluginmanager import billing_models, deploy_methods, license_services, make_plugin_manager
 from app.storage.store import Store
 
 
@@ -40,13 +41,24 @@ def create_app(config: Config | None = None, *, store: Store | None = None) -> S
     store = store or Store(config.database_url, threads=config.db_threads)
     store.require_current_schema()
 
+    factories = license_services(pm)
+    if config.license_service not in factories:
+        raise ConfigError(f"SLIPWAY_LICENSE_SERVICE: no loaded plugin provides {config.license_service!r} "
+                          f"(loaded: {', '.join(sorted(factories)) or 'none'})")
+    try:
+        license_service = factories[config.license_service].create(database=store.db, settings=config.settings)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
+
     app = SlipwayApp(middleware=[Lifespan(store)])
     app.req_options.auto_parse_qs_csv = False
     app.add_error_handler(Exception, handle_any_error)
     app.add_error_handler(falcon.HTTPError, handle_any_error)
 
     partner = Contract.load("partner")
-    add_contract_routes(app, partner, PartnerGate(store, config), identity_handlers(store, config.clock, partner))
+    handlers = identity_handlers(store, config.clock, partner)
+    handlers.update(licensing_handlers(store, config.clock, license_service))
+    add_contract_routes(app, partner, PartnerGate(store, config), handlers)
 
     panel = Contract.load("panel", deploy_methods=methods)
 
@@ -55,5 +67,6 @@ def create_app(config: Config | None = None, *, store: Store | None = None) -> S
 
     add_contract_routes(app, panel, OpenGate(), {"getPanelContract": get_panel_contract})
 
-    app.slipway = {"store": store, "plugins": pm, "contracts": {"partner": partner, "panel": panel}}
+    app.slipway = {"store": store, "plugins": pm, "contracts": {"partner": partner, "panel": panel},
+                   "license_service": license_service}
     return app

@@ -138,7 +138,9 @@ def write_reply(resp, reply: Reply) -> None:
     if reply.status == 204 or reply.body is None:
         return
     resp.content_type = reply.content_type
-    if isinstance(reply.body, (bytes, str)):
+    if hasattr(reply.body, "__aiter__"):  # streamed (exports): never built whole in memory
+        resp.stream = reply.body
+    elif isinstance(reply.body, (bytes, str)):
         resp.data = reply.body if isinstance(reply.body, bytes) else reply.body.encode("utf-8")
     else:
         resp.data = json.dumps(reply.body, separators=(",", ":")).encode("utf-8")

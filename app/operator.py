@@ -4,7 +4,8 @@ from __future__ import annotations
 import json
 
 from app.partner_api import partner_json, token_json
-from app.pluginmanager import billing_models, deploy_methods, describe_plugins, make_plugin_manager
+from app.pluginmanager import (billing_models, deploy_methods, describe_plugins, license_services,
+                               make_plugin_manager)
 from app.storage.store import Store
 from app.timefmt import rfc3339
 from core import contracts, partners, tokens
@@ -18,8 +19,9 @@ def _store(config) -> Store:
 
 def init(config, args) -> dict:
     store = Store(config.database_url, threads=1)
+    pm = make_plugin_manager(config.plugins, config.load_entrypoints)
     try:
-        applied = store.migrate()
+        applied = store.migrate([factory.migrate for factory in license_services(pm).values()])
         return {"database": _redact(config.database_url), "schemaVersion": store.version(), "applied": applied}
     finally:
         store.close()
@@ -31,6 +33,7 @@ def plugins(config, args) -> dict:
         "plugins": describe_plugins(pm),
         "deployMethods": sorted(deploy_methods(pm)),
         "billingModels": sorted(billing_models(pm)),
+        "licenseServices": sorted(license_services(pm)),
     }
 
 

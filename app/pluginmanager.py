@@ -58,3 +58,7 @@ def describe_plugins(pm) -> list[dict]:
             "hooks": sorted(h.name for h in pm.get_hookcallers(plugin) or ()),
         })
     return out
+
+
+def license_services(pm) -> dict:
+    return _by_name(pm.hook.register_license_services(), "license service")

@@ -30,3 +30,16 @@ def register_deploy_methods():
     create-request fields it requires; two plugins returning the same name is a start-up
     error.
     """
+
+
+# --- License services ---------------------------------------------------------------
+
+
+@hookspec
+def register_license_services():
+    """Return a list of :class:`ports.licensing.LicenseServiceFactory` instances.
+
+    Called once when the plugin manager is built. ``SLIPWAY_LICENSE_SERVICE`` names the
+    factory whose service the app uses (``embedded`` by default); two plugins returning
+    the same name is a start-up error. The factory's ``migrate`` runs at ``slipway init``.
+    """

@@ -38,8 +38,10 @@ def database_url(tmp_path):
 
 @pytest.fixture
 def store(database_url):
+    from app.pluginmanager import license_services, make_plugin_manager
+
     store = Store(database_url, threads=2)
-    store.migrate()
+    store.migrate([f.migrate for f in license_services(make_plugin_manager()).values()])
     yield store
     store.close()
 

@@ -17,8 +17,43 @@ def _v1_identity(db, m):
     db.create_tables([m.Partner, m.ApiToken, m.Contract], safe=True)
 
 
+DEFAULT_EDITIONS = ("web-host", "web-pro", "power-user")
+APPEND_ONLY = ("note", "ledger_event")
+
+
+def _append_only(db, table: str) -> None:
+    """The database itself refuses to change or remove rows of ``table``."""
+    if is_postgres(db):
+        db.execute_sql(
+            "CREATE OR REPLACE FUNCTION slipway_append_only() RETURNS trigger AS $$ BEGIN "
+            "RAISE EXCEPTION '% is append-only', TG_TABLE_NAME; END $$ LANGUAGE plpgsql")
+        db.execute_sql(f"DROP TRIGGER IF EXISTS {table}_append_only ON {table}")
+        db.execute_sql(f"CREATE TRIGGER {table}_append_only BEFORE UPDATE OR DELETE ON {table} "
+                       "FOR EACH ROW EXECUTE FUNCTION slipway_append_only()")
+    else:
+        for action in ("UPDATE", "DELETE"):
+            db.execute_sql(f"CREATE TRIGGER IF NOT EXISTS {table}_no_{action.lower()} BEFORE {action} ON {table} "
+                           f"BEGIN SELECT RAISE(ABORT, '{table} is append-only'); END")
+
+
+def _v2_licensing(db, m):
+    db.create_tables([m.HumanIdCounter, m.Customer, m.Contact, m.Note, m.Edition, m.License, m.Transfer,
+                      m.LedgerEvent], safe=True)
+    # at most one primary contact per customer, held by the database
+    db.execute_sql("CREATE UNIQUE INDEX IF NOT EXISTS contact_one_primary ON contact (customer_id) "
+                   "WHERE is_primary")
+    for table in APPEND_ONLY:
+        _append_only(db, table)
+    for kind in "CLTP":
+        m.HumanIdCounter.insert(kind=kind, value=1000).on_conflict_ignore().execute()
+    now = datetime.now(timezone.utc)
+    for name in DEFAULT_EDITIONS:
+        m.Edition.insert(name=name, policy=name, updated_at=now).on_conflict_ignore().execute()
+
+
 MIGRATIONS = [
     (1, "partners, partner API tokens, contracts", _v1_identity),
+    (2, "customers, contacts, notes, editions, licenses, transfers, activity ledger", _v2_licensing),
 ]
 LATEST = MIGRATIONS[-1][0]
 

@@ -21,12 +21,18 @@ class Store:
         self._threads = threads
         self._workers: WorkerThreads | None = None
 
-    def uow(self, *, transaction: bool = True) -> PeeweeUnitOfWork:
-        return PeeweeUnitOfWork(self.db, self.models, transaction=transaction)
+    def uow(self, *, transaction: bool = True, write: bool = True) -> PeeweeUnitOfWork:
+        """A unit of work; ``write=False`` for use cases that only read (on SQLite they
+        then do not wait for the write lock)."""
+        return PeeweeUnitOfWork(self.db, self.models, transaction=transaction, write=write)
 
-    def migrate(self) -> list[int]:
+    def migrate(self, plugin_migrations=()) -> list[int]:
+        """Slipway's own migrations, then each plugin's (``LicenseServiceFactory.migrate``)."""
         with self.db.connection_context():
-            return migrate(self.db, self.models)
+            applied = migrate(self.db, self.models)
+            for plugin_migrate in plugin_migrations:
+                plugin_migrate(self.db)
+            return applied
 
     def version(self) -> int:
         with self.db.connection_context():

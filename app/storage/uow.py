@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import peewee
 
+from app.storage import licensing_repos as repos
 from core.contracts import Contract
 from core.identity import Partner, Token
 from ports.storage import ContractRepository, PartnerRepository, TokenRepository, UnitOfWork
@@ -120,12 +121,21 @@ class PeeweeUnitOfWork(UnitOfWork):
     authentication, on every request).
     """
 
-    def __init__(self, db: peewee.Database, models, *, transaction: bool = True):
+    def __init__(self, db: peewee.Database, models, *, transaction: bool = True, write: bool = True):
         self.db = db
         self.transaction = transaction
+        self.write = write
         self.partners = PeeweePartners(models)
         self.tokens = PeeweeTokens(models)
         self.contracts = PeeweeContracts(models)
+        self.human_ids = repos.PeeweeHumanIds(models)
+        self.customers = repos.PeeweeCustomers(models)
+        self.contacts = repos.PeeweeContacts(models)
+        self.notes = repos.PeeweeNotes(models)
+        self.editions = repos.PeeweeEditions(models)
+        self.licenses = repos.PeeweeLicenses(models)
+        self.transfers = repos.PeeweeTransfers(models)
+        self.ledger = repos.PeeweeLedger(models)
         self._tx = None
         self._committed = False
 
@@ -133,7 +143,11 @@ class PeeweeUnitOfWork(UnitOfWork):
         self.db.connect(reuse_if_open=True)
         self._committed = False
         if self.transaction:
-            self._tx = self.db.atomic()
+            # SQLite: a write transaction takes the write lock when it begins, so one that
+            # reads before it writes queues behind other writers instead of failing.
+            immediate = self.write and isinstance(self.db, peewee.SqliteDatabase) \
+                and self.db.transaction_depth() == 0
+            self._tx = self.db.atomic(lock_type="IMMEDIATE") if immediate else self.db.atomic()
             self._tx.__enter__()
         return self
 

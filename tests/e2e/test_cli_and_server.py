@@ -119,7 +119,7 @@ def test_served_end_to_end(initialised):
         refused = httpx.get(f"{base}/v1/me", headers={"Authorization": f"Bearer {minted.json()['token']}"},
                             timeout=5)
         assert refused.status_code == 401 and refused.json()["error"]["code"] == "unauthorized"
-        missing = httpx.get(f"{base}/v1/licenses/nope", timeout=5)
+        missing = httpx.get(f"{base}/v1/no-such-route", timeout=5)
         assert missing.status_code == 404 and missing.headers["content-type"].startswith("application/json")
     finally:
         server.terminate()

@@ -1,0 +1,288 @@
+"""peewee repositories of the licensing aggregates: customers, contacts, notes, editions,
+licenses, transfers, the ledger, and humanId counters."""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, fields
+
+import peewee
+
+from core.customers import Contact, Customer, Note
+from core.ledger import LedgerEvent
+from core.licenses import License
+from core.transfers import Transfer
+
+
+def _for_update(query, db):
+    # SQLite has no row locks: its write transactions begin IMMEDIATE instead (see uow).
+    return query.for_update() if isinstance(db, peewee.PostgresqlDatabase) else query
+
+
+def _page(query, page):
+    return query.limit(page.limit).offset(page.offset)
+
+
+class PeeweeHumanIds:
+    def __init__(self, m):
+        self.m = m
+
+    def next(self, kind: str) -> str:
+        C = self.m.HumanIdCounter
+        C.update(value=C.value + 1).where(C.kind == kind).execute()  # row lock until commit
+        return f"{kind}-{C.get_by_id(kind).value}"
+
+
+_CUSTOMER_FIELDS = [f.name for f in fields(Customer)]
+
+
+class PeeweeCustomers:
+    def __init__(self, m):
+        self.m = m
+
+    def _entity(self, row) -> Customer:
+        values = {name: getattr(row, name) for name in _CUSTOMER_FIELDS if name != "partner_id"}
+        return Customer(partner_id=row.partner_id, **values)
+
+    def add(self, customer: Customer) -> None:
+        values = asdict(customer)
+        values["partner"] = values.pop("partner_id")
+        self.m.Customer.insert(**values).execute()
+
+    def get(self, customer_id: str, for_update: bool = False) -> Customer | None:
+        C = self.m.Customer
+        query = C.select().where((C.id == customer_id) & C.deleted_at.is_null())
+        row = _for_update(query, C._meta.database).first() if for_update else query.first()
+        return self._entity(row) if row else None
+
+    def list(self, scope, page, *, status=None, external_ref=None) -> list[Customer]:
+        C = self.m.Customer
+        query = C.select().where(C.partner.in_(list(scope)) & C.deleted_at.is_null())
+        if status is not None:
+            query = query.where(C.status == status)
+        if external_ref is not None:
+            query = query.where(C.external_ref == external_ref)
+        return [self._entity(r) for r in _page(query.order_by(C.created_at.desc(), C.id.desc()), page)]
+
+    def update(self, customer: Customer) -> None:
+        values = asdict(customer)
+        for key in ("id", "human_id", "partner_id", "created_at"):
+            values.pop(key)
+        self.m.Customer.update(**values).where(self.m.Customer.id == customer.id).execute()
+
+    def delete(self, customer_id: str, at) -> None:
+        self.m.Customer.update(deleted_at=at).where(self.m.Customer.id == customer_id).execute()
+
+
+_CONTACT_FIELDS = [f.name for f in fields(Contact)]
+
+
+class PeeweeContacts:
+    def __init__(self, m):
+        self.m = m
+
+    def _entity(self, row) -> Contact:
+        values = {name: getattr(row, name) for name in _CONTACT_FIELDS if name != "customer_id"}
+        return Contact(customer_id=row.customer_id, **values)
+
+    def add(self, contact: Contact) -> None:
+        values = asdict(contact)
+        values["customer"] = values.pop("customer_id")
+        self.m.Contact.insert(**values).execute()
+
+    def get(self, contact_id: str) -> Contact | None:
+        row = self.m.Contact.get_or_none(self.m.Contact.id == contact_id)
+        return self._entity(row) if row else None
+
+    def list_for_customer(self, customer_id: str) -> list[Contact]:
+        P = self.m.Contact
+        rows = (P.select().where(P.customer == customer_id)
+                .order_by(P.is_primary.desc(), P.created_at.asc(), P.id.asc()))
+        return [self._entity(r) for r in rows]
+
+    def update(self, contact: Contact) -> None:
+        values = asdict(contact)
+        for key in ("id", "human_id", "customer_id", "created_at"):
+            values.pop(key)
+        self.m.Contact.update(**values).where(self.m.Contact.id == contact.id).execute()
+
+    def demote_primary(self, customer_id: str, at) -> None:
+        P = self.m.Contact
+        P.update(is_primary=False, updated_at=at).where((P.customer == customer_id) & P.is_primary).execute()
+
+    def delete(self, contact_id: str) -> None:
+        self.m.Contact.delete().where(self.m.Contact.id == contact_id).execute()
+
+
+class PeeweeNotes:
+    """Append and read; there is deliberately no update or delete here (and the database
+    refuses both)."""
+
+    def __init__(self, m):
+        self.m = m
+
+    def append(self, note: Note) -> Note:
+        new_id = self.m.Note.insert(customer_id=note.customer_id, author=note.author, body=note.body,
+                                    at=note.at).execute()
+        return Note(id=new_id, customer_id=note.customer_id, author=note.author, body=note.body, at=note.at)
+
+    def recent(self, customer_id: str, count: int) -> list[Note]:
+        N = self.m.Note
+        rows = N.select().where(N.customer_id == customer_id).order_by(N.id.desc()).limit(count)
+        return [Note(id=r.id, customer_id=r.customer_id, author=r.author, body=r.body, at=r.at) for r in rows]
+
+
+class PeeweeEditions:
+    def __init__(self, m):
+        self.m = m
+
+    def policy_for(self, edition: str) -> str | None:
+        row = self.m.Edition.get_or_none(self.m.Edition.name == edition)
+        return row.policy if row else None
+
+    def all(self) -> dict[str, str]:
+        return {row.name: row.policy for row in self.m.Edition.select().order_by(self.m.Edition.name)}
+
+    def set(self, edition: str, policy: str, at) -> None:
+        E = self.m.Edition
+        (E.insert(name=edition, policy=policy, updated_at=at)
+         .on_conflict(conflict_target=[E.name], update={E.policy: policy, E.updated_at: at}).execute())
+
+
+_LICENSE_FIELDS = [f.name for f in fields(License)]
+_LICENSE_FKS = ("partner_id", "customer_id", "contract_id")
+LIVE_STATES = ("active", "trial", "suspended")
+
+
+class PeeweeLicenses:
+    def __init__(self, m):
+        self.m = m
+
+    def _entity(self, row) -> License:
+        return License(**{name: getattr(row, name) for name in _LICENSE_FIELDS})
+
+    def _row_values(self, lic: License) -> dict:
+        values = asdict(lic)
+        for fk in _LICENSE_FKS:
+            values[fk[:-3]] = values.pop(fk)
+        return values
+
+    def add(self, lic: License) -> None:
+        self.m.License.insert(**self._row_values(lic)).execute()
+
+    def get(self, license_id: str, for_update: bool = False) -> License | None:
+        L = self.m.License
+        query = L.select().where(L.id == license_id)
+        row = (_for_update(query, L._meta.database) if for_update else query).first()
+        return self._entity(row) if row else None
+
+    def list(self, scope, page, *, customer_id=None, state=None, edition=None) -> list[License]:
+        L = self.m.License
+        query = L.select().where(L.partner.in_(list(scope)))
+        if customer_id is not None:
+            query = query.where(L.customer == customer_id)
+        if state is not None:
+            query = query.where(L.state == state)
+        if edition is not None:
+            query = query.where(L.edition == edition)
+        return [self._entity(r) for r in _page(query.order_by(L.issued_at.desc(), L.id.desc()), page)]
+
+    def update(self, lic: License) -> None:
+        values = self._row_values(lic)
+        for key in ("id", "human_id", "issued_at"):
+            values.pop(key)
+        self.m.License.update(**values).where(self.m.License.id == lic.id).execute()
+
+    def count_live_for_customer(self, customer_id: str) -> int:
+        L = self.m.License
+        return L.select().where((L.customer == customer_id) & L.state.in_(LIVE_STATES)).count()
+
+
+_TRANSFER_FIELDS = [f.name for f in fields(Transfer)]
+
+
+class PeeweeTransfers:
+    def __init__(self, m):
+        self.m = m
+
+    def _entity(self, row) -> Transfer:
+        return Transfer(**{name: getattr(row, name) for name in _TRANSFER_FIELDS})
+
+    def add(self, transfer: Transfer) -> None:
+        values = asdict(transfer)
+        values["license"] = values.pop("license_id")
+        self.m.Transfer.insert(**values).execute()
+
+    def list(self, scope, page, *, license_id=None) -> list[Transfer]:
+        T = self.m.Transfer
+        partners = list(scope)
+        query = T.select().where(T.from_partner_id.in_(partners) | T.to_partner_id.in_(partners))
+        if license_id is not None:
+            query = query.where(T.license == license_id)
+        return [self._entity(r) for r in _page(query.order_by(T.created_at.desc(), T.id.desc()), page)]
+
+    def set_sync_error(self, transfer_id: str, message: str) -> None:
+        self.m.Transfer.update(sync_error=message).where(self.m.Transfer.id == transfer_id).execute()
+
+    def sync_failures(self) -> list[Transfer]:
+        T = self.m.Transfer
+        return [self._entity(r) for r in T.select().where(T.sync_error.is_null(False)).order_by(T.created_at)]
+
+
+class PeeweeLedger:
+    """Append and read; no update or delete path (and the database refuses both)."""
+
+    def __init__(self, m):
+        self.m = m
+
+    def append(self, event: LedgerEvent) -> LedgerEvent:
+        new_id = self.m.LedgerEvent.insert(
+            event=event.event, at=event.at, actor=event.actor, partner_id=event.partner_id,
+            customer_id=event.customer_id, license_id=event.license_id,
+            data=json.dumps(event.data, sort_keys=True, separators=(",", ":"))).execute()
+        return LedgerEvent(id=new_id, event=event.event, at=event.at, actor=event.actor,
+                           partner_id=event.partner_id, customer_id=event.customer_id,
+                           license_id=event.license_id, data=event.data)
+
+    def _entity(self, row) -> LedgerEvent:
+        return LedgerEvent(id=row.id, event=row.event, at=row.at, actor=row.actor, partner_id=row.partner_id,
+                           customer_id=row.customer_id, license_id=row.license_id, data=json.loads(row.data))
+
+    def _for_customer(self, customer_id: str, filters):
+        E, L = self.m.LedgerEvent, self.m.License
+        # older events carry no customer reference: reach them through the customer's licenses
+        theirs = L.select(L.id).where(L.customer == customer_id)
+        where = (E.customer_id == customer_id) | (E.customer_id.is_null() & E.license_id.in_(theirs))
+        if filters.event is not None:
+            where &= E.event == filters.event
+        if filters.actor_given:
+            where &= (E.actor == filters.actor) if filters.actor is not None else E.actor.is_null()
+        if filters.since is not None:
+            where &= E.at >= filters.since
+        if filters.until is not None:
+            where &= E.at < filters.until
+        return where
+
+    def for_customer(self, customer_id: str, filters, page) -> list[LedgerEvent]:
+        E = self.m.LedgerEvent
+        query = E.select().where(self._for_customer(customer_id, filters)).order_by(E.id.desc())
+        return [self._entity(r) for r in _page(query, page)]
+
+    def for_customer_before(self, customer_id: str, filters, before_id, size: int) -> list[LedgerEvent]:
+        E = self.m.LedgerEvent
+        where = self._for_customer(customer_id, filters)
+        if before_id is not None:
+            where &= E.id < before_id
+        return [self._entity(r) for r in E.select().where(where).order_by(E.id.desc()).limit(size)]
+
+    def summary_for_customer(self, customer_id: str, filters):
+        E = self.m.LedgerEvent
+        rows = (E.select(E.event, peewee.fn.COUNT(E.id), peewee.fn.MIN(E.at), peewee.fn.MAX(E.at))
+                .where(self._for_customer(customer_id, filters)).group_by(E.event).tuples())
+        by_event, first, last = {}, None, None
+        python_value = E.at.python_value
+        for event, count, low, high in rows:
+            by_event[event] = count
+            low, high = python_value(low), python_value(high)
+            first = low if first is None or low < first else first
+            last = high if last is None or high > last else last
+        return by_event, first, last
