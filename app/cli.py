@@ -54,6 +54,19 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--partner", required=True)
     t.add_argument("--label", required=True)
     t.add_argument("--scope", required=True, choices=["read", "write"])
+    edition = commands.add_parser("edition").add_subparsers(dest="action", required=True, parser_class=_Parser)
+    edition.add_parser("list", help="the edition -> license-service policy map")
+    e = edition.add_parser("set", help="map an edition to a license-service policy")
+    e.add_argument("name")
+    e.add_argument("--policy", required=True)
+
+    lic = commands.add_parser("license").add_subparsers(dest="action", required=True, parser_class=_Parser)
+    s = lic.add_parser("set-state", help="record what the license service reports (trial, expiry, reinstatement)")
+    s.add_argument("--license", required=True)
+    s.add_argument("--state", required=True, choices=["trial", "expired", "active"])
+
+    transfer = commands.add_parser("transfer").add_subparsers(dest="action", required=True, parser_class=_Parser)
+    transfer.add_parser("sync-failures", help="transfers whose license-service metadata sync failed")
     return parser
 
 
@@ -66,7 +79,7 @@ def run(argv, environ=None) -> tuple[int, dict | None]:
     if args.command == "serve":
         return operator.serve(config, args.host, args.port)
     handler = getattr(operator, args.command if args.command in ("init", "plugins") else
-                      f"{args.command}_{args.action}")
+                      f"{args.command}_{args.action}".replace("-", "_"))
     return 0, handler(config, args)
 
 

@@ -135,6 +135,11 @@ class Contract:
         media = content.get("application/json") or next(iter(content.values()))
         return copy.deepcopy(media.get("schema"))
 
+    def response_media_types(self, method: str, route: str, status: int) -> list[str]:
+        op = self.find_operation(method, route)
+        response = self._deref(self.document["paths"][op.path][method.lower()]["responses"][str(status)])
+        return list(response.get("content", {}))
+
     def error_schema(self) -> dict:
         return {"$ref": "#/components/schemas/Error"}
 

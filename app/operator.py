@@ -1,6 +1,7 @@
 """What the operator's commands do; ``app.cli`` parses arguments and prints the result."""
 from __future__ import annotations
 
+import contextlib
 import json
 
 from app.partner_api import partner_json, token_json
@@ -8,7 +9,7 @@ from app.pluginmanager import (billing_models, deploy_methods, describe_plugins,
                                make_plugin_manager)
 from app.storage.store import Store
 from app.timefmt import rfc3339
-from core import contracts, partners, tokens
+from core import contracts, editions, licenses, partners, tokens
 
 
 def _store(config) -> Store:
@@ -93,3 +94,40 @@ def _redact(url: str) -> str:
     return url
 
 
+
+
+def edition_list(config, args) -> dict:
+    with _opened(config) as store:
+        return {"editions": editions.list_editions(store.uow())}
+
+
+def edition_set(config, args) -> dict:
+    with _opened(config) as store:
+        return {"editions": editions.set_edition(store.uow(), config.clock, args.name, args.policy)}
+
+
+def license_set_state(config, args) -> dict:
+    from app.partner_licensing_api import license_json
+
+    with _opened(config) as store:
+        if not partners.is_uuid(args.license):
+            from core.errors import Invalid
+
+            raise Invalid("license must be a license id (UUID)", fields={"license": "not a UUID"})
+        return license_json(licenses.set_state(store.uow(), config.clock, args.license, args.state))
+
+
+def transfer_sync_failures(config, args) -> dict:
+    from app.partner_licensing_api import transfer_json
+
+    with _opened(config) as store, store.uow(write=False) as uow:
+        return {"transfers": [dict(transfer_json(t), syncError=t.sync_error) for t in uow.transfers.sync_failures()]}
+
+
+@contextlib.contextmanager
+def _opened(config):
+    store = _store(config)
+    try:
+        yield store
+    finally:
+        store.close()

@@ -86,9 +86,52 @@ class World:
         return token, secret
 
 
+    def contract(self, partner, currency="EUR", unit_price_cents=1000):
+        from core import contracts
+
+        return contracts.create_contract(self.store.uow(), self.clock, partner_id=partner.id,
+                                         model="per_instance_metered", currency=currency,
+                                         unit_price_cents=unit_price_cents, known_models={"per_instance_metered"})
+
+
 @pytest.fixture
 def world(store, clock):
     return World(store, clock)
+
+
+class Reseller:
+    """A partner seen through the API: its token, a contract, and helpers to make things."""
+
+    def __init__(self, client, world, partner, secret, contract):
+        self.client, self.world = client, world
+        self.partner, self.secret, self.contract = partner, secret, contract
+        self.id = partner.id
+
+    def call(self, method, path, **kw):
+        return self.client.request(method, path, token=self.secret, **kw)
+
+    def customer(self, name="Customer", **fields):
+        return self.call("POST", "/v1/customers", json_body={"name": name, **fields}, expect=201).json
+
+    def license(self, customer, contract=None, edition="web-host", **fields):
+        body = {"customerId": customer["id"], "contractId": (contract or self.contract).id, "edition": edition,
+                **fields}
+        return self.call("POST", "/v1/licenses", json_body=body, expect=201).json
+
+
+@pytest.fixture
+def reseller_factory(client, world):
+    def make(name="Acme Hosting", parent=None, scope="write"):
+        partner = world.partner(name, parent=parent.partner if parent else None)
+        _, secret = world.token(partner, scope=scope)
+        return Reseller(client, world, partner, secret, world.contract(partner))
+
+    return make
+
+
+@pytest.fixture
+def acme(reseller_factory):
+    return reseller_factory("Acme Hosting")
 
 
 UUID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")

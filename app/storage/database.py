@@ -22,10 +22,11 @@ def open_database(url: str, max_connections: int = 8) -> peewee.Database:
     """A pooled peewee database for ``url``. A unit of work takes a connection from the
     pool and gives it back when it ends, so ``close_all()`` really closes everything."""
     parts = urlparse(url)
-    pool = {"max_connections": max_connections, "stale_timeout": 300}
+    # timeout: wait that long for a free connection instead of failing when all are in use
+    pool = {"max_connections": max_connections, "stale_timeout": 300, "timeout": 30}
     if parts.scheme == "sqlite":
-        # timeout: how long sqlite3 waits for a writer's lock before "database is locked".
-        return db_url.connect(url.replace("sqlite:", "sqlite+pool:", 1), pragmas=SQLITE_PRAGMAS, timeout=10,
+        # the busy_timeout pragma says how long a writer waits for the lock
+        return db_url.connect(url.replace("sqlite:", "sqlite+pool:", 1), pragmas=SQLITE_PRAGMAS,
                               check_same_thread=False, **pool)
     if parts.scheme in ("postgresql", "postgres"):
         return db_url.connect(parts._replace(scheme="postgresql+pool").geturl(), **pool)

@@ -26,7 +26,7 @@ def _append_only(db, table: str) -> None:
     if is_postgres(db):
         db.execute_sql(
             "CREATE OR REPLACE FUNCTION slipway_append_only() RETURNS trigger AS $$ BEGIN "
-            "RAISE EXCEPTION '% is append-only', TG_TABLE_NAME; END $$ LANGUAGE plpgsql")
+            "RAISE EXCEPTION '%% is append-only', TG_TABLE_NAME; END $$ LANGUAGE plpgsql")
         db.execute_sql(f"DROP TRIGGER IF EXISTS {table}_append_only ON {table}")
         db.execute_sql(f"CREATE TRIGGER {table}_append_only BEFORE UPDATE OR DELETE ON {table} "
                        "FOR EACH ROW EXECUTE FUNCTION slipway_append_only()")

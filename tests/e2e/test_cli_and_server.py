@@ -124,3 +124,57 @@ def test_served_end_to_end(initialised):
     finally:
         server.terminate()
         server.wait(timeout=20)
+
+
+def test_edition_map_commands(initialised):
+    url = initialised
+    _, listed = slipway(url, "edition", "list")
+    assert listed["editions"] == {"power-user": "power-user", "web-host": "web-host", "web-pro": "web-pro"}
+    _, changed = slipway(url, "edition", "set", "enterprise", "--policy", "9d4c1f2e-policy")
+    assert changed["editions"]["enterprise"] == "9d4c1f2e-policy"
+    _, again = slipway(url, "edition", "set", "enterprise", "--policy", "other")  # safe to run twice
+    assert again["editions"]["enterprise"] == "other"
+    for args in (["edition", "set", "Not Valid", "--policy", "x"], ["edition", "set", "x", "--policy", " "]):
+        status, document = slipway(url, *args, check=False)
+        assert status == 1 and document["error"]["code"] == "unprocessable-entity"
+    status, document = slipway(url, "edition", "set", "x", check=False)
+    assert status == 2 and document["error"]["code"] == "usage"
+
+
+def test_license_state_and_transfer_sync_commands(initialised):
+    url = initialised
+    from app.config import Config
+    from app.storage.store import Store
+    from core import customers, licenses
+    from core.identity import Caller
+    from plugins.license_embedded import EmbeddedLicenseService
+
+    _, partner = slipway(url, "partner", "create", "--name", "Ops")
+    _, contract = slipway(url, "contract", "create", "--partner", partner["id"], "--model", "per_instance_metered",
+                          "--currency", "EUR", "--unit-price-cents", "100")
+    config = Config.from_env({"SLIPWAY_DATABASE_URL": url})
+    store = Store(url, threads=1)
+    try:
+        from core.partners import get_partner
+        from core.tokens import create_token
+
+        owner = get_partner(store.uow(), partner["id"])
+        token, _ = create_token(store.uow(), config.clock, partner_id=owner.id, label="x", scope="write",
+                                created_by=None)
+        caller = Caller(partner=owner, token=token)
+        customer = customers.create_customer(store.uow(), config.clock, caller, {"name": "C"})
+        lic, _ = licenses.issue_license(store.uow(), config.clock, EmbeddedLicenseService(store.db), caller,
+                                        customer_id=customer.id, contract_id=contract["id"], edition="web-host")
+    finally:
+        store.close()
+    _, trial = slipway(url, "license", "set-state", "--license", lic.id, "--state", "trial")
+    assert trial["state"] == "trial" and trial["id"] == lic.id
+    _, expired = slipway(url, "license", "set-state", "--license", lic.id, "--state", "expired")
+    assert expired["state"] == "expired"
+    status, document = slipway(url, "license", "set-state", "--license", lic.id, "--state", "terminated",
+                               check=False)
+    assert status == 2
+    status, document = slipway(url, "license", "set-state", "--license", "nope", "--state", "trial", check=False)
+    assert status == 1 and document["error"]["code"] == "unprocessable-entity"
+    _, failures = slipway(url, "transfer", "sync-failures")
+    assert failures == {"transfers": []}
