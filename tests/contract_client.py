@@ -14,6 +14,10 @@ class ContractViolation(AssertionError):
     pass
 
 
+#: (api, operationId) of every operation a test has called, with the statuses seen
+EXERCISED: dict[tuple[str, str], set[int]] = {}
+
+
 class ContractClient:
     def __init__(self, app):
         self.app = app
@@ -69,6 +73,7 @@ class ContractClient:
             if status < 400:
                 raise ContractViolation(f"{method} {path} is not in the {api} contract but answered {status}")
         else:
+            EXERCISED.setdefault((api, op.operation_id), set()).add(status)
             try:
                 schema = contract.response_schema(op.method, op.route, status)
             except KeyError as exc:
