@@ -65,6 +65,20 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--license", required=True)
     s.add_argument("--state", required=True, choices=["trial", "expired", "active"])
 
+    billing = commands.add_parser("billing").add_subparsers(dest="action", required=True, parser_class=_Parser)
+    b = billing.add_parser("recompute", help="recompute draft statements (current period by default)")
+    b.add_argument("--partner", default=None)
+    b.add_argument("--period", default=None, help="YYYY-MM, a period not yet finalized")
+
+    statement = commands.add_parser("statement").add_subparsers(dest="action", required=True, parser_class=_Parser)
+    f = statement.add_parser("finalize", help="finalize a period's draft as revision 1")
+    f.add_argument("--partner", required=True)
+    f.add_argument("--period", required=True, help="YYYY-MM")
+    f.add_argument("--by", default="operator")
+    c = statement.add_parser("correct", help="price a finalized period again as a new revision")
+    c.add_argument("--statement", required=True)
+    c.add_argument("--by", default="operator")
+
     transfer = commands.add_parser("transfer").add_subparsers(dest="action", required=True, parser_class=_Parser)
     transfer.add_parser("sync-failures", help="transfers whose license-service metadata sync failed")
     return parser

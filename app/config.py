@@ -26,6 +26,15 @@ def _positive_number(environ, name: str, default: float) -> float:
     return value
 
 
+def _interval(environ, name: str, default: float) -> float:
+    raw = environ.get(name)
+    if raw is None or raw == "":
+        return default
+    if raw.strip() == "0":
+        return 0.0
+    return _positive_number(environ, name, default)
+
+
 def _positive_int(environ, name: str, default: int) -> int:
     raw = environ.get(name)
     if raw is None or raw == "":
@@ -58,6 +67,8 @@ class Config:
     runtime_url: str | None = None
     db_threads: int = 4
     license_service: str = "embedded"
+    #: seconds between billing recomputes in the server; 0 turns the job off
+    billing_interval: float = 86400.0
     #: plugin settings (the environment): each plugin reads its own SLIPWAY_* variables
     settings: dict = field(default_factory=dict)
     clock: Clock = field(default_factory=SystemClock)
@@ -84,6 +95,7 @@ class Config:
             runtime_url=env.get("SLIPWAY_RUNTIME_URL") or None,
             db_threads=_positive_int(env, "SLIPWAY_DB_THREADS", 4),
             license_service=env.get("SLIPWAY_LICENSE_SERVICE") or "embedded",
+            billing_interval=_interval(env, "SLIPWAY_BILLING_INTERVAL", 86400.0),
             settings=dict(env),
         )
         values.update(overrides)

@@ -9,8 +9,10 @@ from app.config import Config, ConfigError
 from app.contract import Contract
 from app.errors import handle_any_error
 from app.http import OpenGate, Reply, add_contract_routes
+from app.jobs import BillingRecompute
 from app.partner_api import identity_handlers
 from app.partner_gate import PartnerGate
+from app.partner_billing_api import billing_handlers
 from app.partner_licensing_api import licensing_handlers
 from app.pluginmanager import billing_models, deploy_methods, license_services, make_plugin_manager
 from app.storage.store import Store
@@ -24,20 +26,31 @@ class SlipwayApp(falcon.asgi.App):
 
 
 class Lifespan:
-    """ASGI lifespan: release database connections and worker threads on shutdown."""
+    """ASGI lifespan: start background jobs; on shutdown stop them, then release the
+    database connections and worker threads."""
 
-    def __init__(self, store: Store):
+    def __init__(self, store: Store, jobs=(), owns_store: bool = True):
         self.store = store
+        self.jobs = list(jobs)
+        self.owns_store = owns_store
+
+    async def process_startup(self, scope, event):
+        for job in self.jobs:
+            job.start()
 
     async def process_shutdown(self, scope, event):
-        self.store.close()
+        for job in self.jobs:
+            await job.stop()
+        if self.owns_store:  # a store handed in by the caller is the caller's to close
+            self.store.close()
 
 
 def create_app(config: Config | None = None, *, store: Store | None = None) -> SlipwayApp:
     config = config or Config.from_env()
     pm = make_plugin_manager(config.plugins, config.load_entrypoints)
     methods = deploy_methods(pm)
-    billing_models(pm)  # refuse start-up when two plugins claim one model
+    models = billing_models(pm)  # refuses start-up when two plugins claim one model
+    owns_store = store is None
     store = store or Store(config.database_url, threads=config.db_threads)
     store.require_current_schema()
 
@@ -50,7 +63,9 @@ def create_app(config: Config | None = None, *, store: Store | None = None) -> S
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
 
-    app = SlipwayApp(middleware=[Lifespan(store)])
+    recompute = BillingRecompute(store, config.clock, models, config.billing_interval)
+    jobs = [recompute] if config.billing_interval else []
+    app = SlipwayApp(middleware=[Lifespan(store, jobs=jobs, owns_store=owns_store)])
     app.req_options.auto_parse_qs_csv = False
     app.add_error_handler(Exception, handle_any_error)
     app.add_error_handler(falcon.HTTPError, handle_any_error)
@@ -58,6 +73,7 @@ def create_app(config: Config | None = None, *, store: Store | None = None) -> S
     partner = Contract.load("partner")
     handlers = identity_handlers(store, config.clock, partner)
     handlers.update(licensing_handlers(store, config.clock, license_service))
+    handlers.update(billing_handlers(store, config.clock))
     add_contract_routes(app, partner, PartnerGate(store, config), handlers)
 
     panel = Contract.load("panel", deploy_methods=methods)
@@ -68,5 +84,5 @@ def create_app(config: Config | None = None, *, store: Store | None = None) -> S
     add_contract_routes(app, panel, OpenGate(), {"getPanelContract": get_panel_contract})
 
     app.slipway = {"store": store, "plugins": pm, "contracts": {"partner": partner, "panel": panel},
-                   "license_service": license_service}
+                   "license_service": license_service, "billing_recompute": recompute}
     return app

@@ -9,7 +9,9 @@ from app.pluginmanager import (billing_models, deploy_methods, describe_plugins,
                                make_plugin_manager)
 from app.storage.store import Store
 from app.timefmt import rfc3339
-from core import contracts, editions, licenses, partners, tokens
+from core import contracts, editions, licenses, partners, statements, tokens
+from core.billing import Period
+from core.errors import Invalid
 
 
 def _store(config) -> Store:
@@ -131,3 +133,39 @@ def _opened(config):
         yield store
     finally:
         store.close()
+
+
+def _period(text: str | None) -> Period | None:
+    if text is None:
+        return None
+    try:
+        return Period.parse(text)
+    except ValueError:
+        raise Invalid(f"period must be YYYY-MM, got {text!r}", fields={"period": "must be YYYY-MM"}) from None
+
+
+def _models(config) -> dict:
+    return billing_models(make_plugin_manager(config.plugins, config.load_entrypoints))
+
+
+def billing_recompute(config, args) -> dict:
+    with _opened(config) as store:
+        done = statements.recompute(store.uow(), config.clock, _models(config), partner_id=args.partner,
+                                    period=_period(args.period))
+    return {**done, "computedAt": rfc3339(done.get("computedAt"))}
+
+
+def statement_finalize(config, args) -> dict:
+    from app.partner_billing_api import statement_json
+
+    period = _period(args.period)
+    with _opened(config) as store:
+        return statement_json(statements.finalize(store.uow(), config.clock, args.partner, period, args.by))
+
+
+def statement_correct(config, args) -> dict:
+    from app.partner_billing_api import statement_json
+
+    with _opened(config) as store:
+        return statement_json(statements.correct(store.uow(), config.clock, _models(config), args.statement,
+                                                 args.by))

@@ -1,11 +1,37 @@
-"""The billing-model port: how a contract's usage over a period is priced.
+"""The billing-model port: how one contract's usage over one period is priced.
 
-Issue "Billing" adds the pricing call; today a model declares its name so that contracts
-can only name a model some loaded plugin provides.
+A model gets the contract, the period, "today" (usage counts days up to and including
+it) and the history of every license that was ever under the contract, rebuilt from
+the activity ledger; it returns one statement line. Money is integer cents.
 """
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from datetime import date
+from decimal import Decimal
+
+from core.billing import LicenseHistory, Period
+from core.contracts import Contract
+
+
+@dataclass(frozen=True)
+class LineDetail:
+    license_id: str
+    key_masked: str
+    days: int
+    amount_cents: int
+
+
+@dataclass(frozen=True)
+class Line:
+    contract_id: str
+    model: str
+    currency: str
+    quantity: Decimal
+    unit_price_cents: int
+    amount_cents: int
+    detail: tuple[LineDetail, ...] = field(default_factory=tuple)
 
 
 class BillingModel(ABC):
@@ -17,3 +43,8 @@ class BillingModel(ABC):
     @property
     def description(self) -> str:
         return ""
+
+    @abstractmethod
+    def price(self, contract: Contract, period: Period, histories: list[LicenseHistory], today: date) -> Line:
+        """Price ``contract`` over ``period``. Deterministic: the same histories and day
+        give the same line, so a past period prices the same way again."""

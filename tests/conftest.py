@@ -54,6 +54,7 @@ def clock():
 @pytest.fixture
 def make_app(store, clock):
     def make(**overrides):
+        overrides.setdefault("billing_interval", 0)  # tests drive recomputes themselves
         config = Config(database_url=store.url, clock=clock, **overrides)
         return create_app(config, store=store)
 

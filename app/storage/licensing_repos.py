@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, fields
+from datetime import date, datetime
 
 import peewee
 
@@ -274,6 +275,9 @@ class PeeweeLedger:
             where &= E.id < before_id
         return [self._entity(r) for r in E.select().where(where).order_by(E.id.desc()).limit(size)]
 
+    def histories_for_partner(self, partner_id: str) -> list:
+        return ledger_histories(self.m, partner_id)
+
     def summary_for_customer(self, customer_id: str, filters):
         E = self.m.LedgerEvent
         rows = (E.select(E.event, peewee.fn.COUNT(E.id), peewee.fn.MIN(E.at), peewee.fn.MAX(E.at))
@@ -286,3 +290,135 @@ class PeeweeLedger:
             first = low if first is None or low < first else first
             last = high if last is None or high > last else last
         return by_event, first, last
+
+
+_BILLING_EVENTS = ("license.issued", "license.suspended", "license.resumed", "license.terminated",
+                   "license.state_changed", "license.transferred_in")
+
+
+def ledger_histories(m, partner_id: str) -> list:
+    """Every license the partner ever owned, with its billing-relevant ledger events:
+    ``[(LicenseHistory, {contract ids it was under}), ...]``. Raw SQL and tuples: this
+    reads hundreds of thousands of rows for a large partner."""
+    from core.billing import Change, LicenseHistory
+
+    db = m.LedgerEvent._meta.database
+    p = db.param
+    sql = (
+        "SELECT e.license_id, e.id, e.at, e.event, e.partner_id, e.data, l.key_masked "
+        "FROM ledger_event e JOIN license l ON l.id = e.license_id "
+        f"WHERE e.event IN ({', '.join([p] * len(_BILLING_EVENTS))}) AND e.license_id IN ("
+        f"SELECT o.license_id FROM ledger_event o WHERE o.partner_id = {p} "
+        f"AND o.event IN ({p}, {p})) ORDER BY e.license_id, e.id")
+    params = (*_BILLING_EVENTS, partner_id, "license.issued", "license.transferred_in")
+    out, history, contracts = [], None, None
+    fromiso = date.fromisoformat
+    for license_id, event_id, at, event, owner, data, key_masked in db.execute_sql(sql, params):
+        if history is None or history.license_id != license_id:
+            history, contracts = LicenseHistory(license_id, key_masked), set()
+            out.append((history, contracts))
+        on = at.date() if isinstance(at, datetime) else fromiso(at[:10])
+        if event == "license.issued":
+            contract = json.loads(data).get("contractId")
+            contracts.add(contract)
+            history.changes.append(Change(event_id, on, event, partner=owner, contract=contract))
+        elif event == "license.transferred_in":
+            d = json.loads(data)
+            contracts.add(d["toContractId"])
+            history.changes.append(Change(event_id, on, event, effective=fromiso(d["effectiveDate"]),
+                                          to_partner=d["toPartnerId"], to_contract=d["toContractId"]))
+        elif event == "license.state_changed":
+            history.changes.append(Change(event_id, on, event, state_to=json.loads(data).get("to")))
+        else:
+            history.changes.append(Change(event_id, on, event))
+    return out
+
+
+class PeeweeStatements:
+    def __init__(self, m):
+        self.m = m
+
+    # JSON once, in a fixed shape: what is stored is what every export prints
+    @staticmethod
+    def _lines_json(lines) -> str:
+        return json.dumps([{
+            "contractId": line.contract_id, "model": line.model, "currency": line.currency,
+            "quantity": str(line.quantity), "unitPriceCents": line.unit_price_cents,
+            "amountCents": line.amount_cents,
+            "detail": [{"licenseId": d.license_id, "keyMasked": d.key_masked, "days": d.days,
+                        "amountCents": d.amount_cents} for d in line.detail],
+        } for line in lines], separators=(",", ":"), ensure_ascii=False)
+
+    @staticmethod
+    def _lines(text: str) -> tuple:
+        from decimal import Decimal
+
+        from ports.billing import Line, LineDetail
+
+        return tuple(Line(contract_id=x["contractId"], model=x["model"], currency=x["currency"],
+                          quantity=Decimal(x["quantity"]), unit_price_cents=x["unitPriceCents"],
+                          amount_cents=x["amountCents"],
+                          detail=tuple(LineDetail(d["licenseId"], d["keyMasked"], d["days"], d["amountCents"])
+                                       for d in x["detail"]))
+                     for x in json.loads(text))
+
+    def _entity(self, row):
+        from core.billing import Period
+        from core.statements import Statement
+
+        return Statement(id=row.id, partner_id=row.partner_id, period=Period(row.period_start, row.period_end),
+                         revision=row.revision, status=row.status,
+                         totals=tuple((c, a) for c, a in json.loads(row.totals)), lines=self._lines(row.lines),
+                         computed_at=row.computed_at, finalized_by=row.finalized_by, finalized_at=row.finalized_at,
+                         supersedes_statement_id=row.supersedes_statement_id)
+
+    def add(self, s) -> None:
+        self.m.Statement.insert(
+            id=s.id, partner=s.partner_id, period_start=s.period.start, period_end=s.period.end,
+            revision=s.revision, status=s.status, totals=json.dumps([list(t) for t in s.totals]),
+            lines=self._lines_json(s.lines), computed_at=s.computed_at, finalized_by=s.finalized_by,
+            finalized_at=s.finalized_at, supersedes_statement_id=s.supersedes_statement_id).execute()
+
+    def try_lock_recompute(self) -> bool:
+        """One recompute at a time: a transaction-scoped advisory lock on PostgreSQL; on
+        SQLite the write transaction already excludes every other writer."""
+        db = self.m.Statement._meta.database
+        if isinstance(db, peewee.PostgresqlDatabase):
+            return db.execute_sql("SELECT pg_try_advisory_xact_lock(%s)", (0x51_1B_2A_02,)).fetchone()[0]
+        return True
+
+    def draft(self, partner_id: str, period):
+        S = self.m.Statement
+        row = S.get_or_none((S.partner == partner_id) & (S.period_start == period.start) & (S.status == "draft"))
+        return self._entity(row) if row else None
+
+    def replace_draft(self, s) -> None:
+        S = self.m.Statement
+        S.delete().where((S.partner == s.partner_id) & (S.period_start == s.period.start)
+                         & (S.status == "draft")).execute()
+        self.add(s)
+
+    def latest_finalized(self, partner_id: str, period):
+        S = self.m.Statement
+        row = (S.select().where((S.partner == partner_id) & (S.period_start == period.start)
+                                & S.revision.is_null(False)).order_by(S.revision.desc()).first())
+        return self._entity(row) if row else None
+
+    def finalize_draft(self, s) -> None:
+        S = self.m.Statement
+        S.update(status=s.status, revision=s.revision, finalized_by=s.finalized_by,
+                 finalized_at=s.finalized_at).where(S.id == s.id).execute()
+
+    def supersede(self, statement_id: str) -> None:
+        S = self.m.Statement
+        S.update(status="superseded").where(S.id == statement_id).execute()
+
+    def get(self, statement_id: str):
+        row = self.m.Statement.get_or_none(self.m.Statement.id == statement_id)
+        return self._entity(row) if row else None
+
+    def visible_for(self, partner_id: str) -> list:
+        S = self.m.Statement
+        rows = (S.select().where((S.partner == partner_id) & (S.status != "draft"))
+                .order_by(S.period_start.desc(), S.revision.desc()))
+        return [self._entity(r) for r in rows]

@@ -51,9 +51,43 @@ def _v2_licensing(db, m):
         m.Edition.insert(name=name, policy=name, updated_at=now).on_conflict_ignore().execute()
 
 
+_STATEMENT_FROZEN = ("lines", "totals", "revision", "computed_at", "finalized_by", "finalized_at",
+                     "partner_id", "period_start", "period_end", "supersedes_statement_id", "id")
+
+
+def _v3_billing(db, m):
+    db.create_tables([m.Statement], safe=True)
+    db.execute_sql("CREATE UNIQUE INDEX IF NOT EXISTS statement_one_draft ON statement (partner_id, period_start) "
+                   "WHERE status = 'draft'")
+    db.execute_sql("CREATE UNIQUE INDEX IF NOT EXISTS statement_one_revision ON statement "
+                   "(partner_id, period_start, revision) WHERE revision IS NOT NULL")
+    db.execute_sql("CREATE INDEX IF NOT EXISTS ledger_event_ownership ON ledger_event "
+                   "(partner_id, event, license_id)")
+    # finalized statements are immutable: only finalized -> superseded, nothing else changes
+    if is_postgres(db):
+        same = " AND ".join(f"NEW.{c} IS NOT DISTINCT FROM OLD.{c}" for c in _STATEMENT_FROZEN)
+        db.execute_sql(
+            "CREATE OR REPLACE FUNCTION slipway_statement_frozen() RETURNS trigger AS $$ BEGIN "
+            "IF OLD.status = 'draft' THEN RETURN COALESCE(NEW, OLD); END IF; "
+            f"IF TG_OP = 'UPDATE' AND OLD.status = 'finalized' AND NEW.status = 'superseded' AND {same} "
+            "THEN RETURN NEW; END IF; "
+            "RAISE EXCEPTION 'finalized statements are immutable'; END $$ LANGUAGE plpgsql")
+        db.execute_sql("DROP TRIGGER IF EXISTS statement_frozen ON statement")
+        db.execute_sql("CREATE TRIGGER statement_frozen BEFORE UPDATE OR DELETE ON statement "
+                       "FOR EACH ROW EXECUTE FUNCTION slipway_statement_frozen()")
+    else:
+        same = " AND ".join(f"NEW.{c} IS OLD.{c}" for c in _STATEMENT_FROZEN)
+        db.execute_sql("CREATE TRIGGER IF NOT EXISTS statement_frozen_update BEFORE UPDATE ON statement "
+                       f"WHEN OLD.status <> 'draft' AND NOT (OLD.status = 'finalized' AND NEW.status = 'superseded' "
+                       f"AND {same}) BEGIN SELECT RAISE(ABORT, 'finalized statements are immutable'); END")
+        db.execute_sql("CREATE TRIGGER IF NOT EXISTS statement_frozen_delete BEFORE DELETE ON statement "
+                       "WHEN OLD.status <> 'draft' BEGIN SELECT RAISE(ABORT, 'finalized statements are immutable'); END")
+
+
 MIGRATIONS = [
     (1, "partners, partner API tokens, contracts", _v1_identity),
     (2, "customers, contacts, notes, editions, licenses, transfers, activity ledger", _v2_licensing),
+    (3, "statements (drafts, finalized, superseded); ledger index for billing", _v3_billing),
 ]
 LATEST = MIGRATIONS[-1][0]
 

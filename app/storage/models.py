@@ -185,6 +185,24 @@ def define_models(db: peewee.Database) -> SimpleNamespace:
             table_name = "ledger_event"
             indexes = ((("customer_id", "id"), False), (("license_id", "id"), False))
 
+    class Statement(Base):
+        id = peewee.CharField(max_length=36, primary_key=True)
+        partner = peewee.ForeignKeyField(Partner, column_name="partner_id", on_delete="RESTRICT")
+        period_start = peewee.DateField()
+        period_end = peewee.DateField()
+        revision = peewee.IntegerField(null=True)  # null for the draft
+        status = peewee.CharField(max_length=16)
+        totals = peewee.TextField()  # JSON, stored once: exports are byte-identical
+        lines = peewee.TextField()
+        computed_at = UtcDateTimeField()
+        finalized_by = peewee.TextField(null=True)
+        finalized_at = UtcDateTimeField(null=True)
+        supersedes_statement_id = peewee.CharField(max_length=36, null=True)
+
+        class Meta:
+            indexes = ((("partner", "period_start", "revision"), False),)
+
     return SimpleNamespace(SchemaVersion=SchemaVersion, Partner=Partner, ApiToken=ApiToken, Contract=Contract,
                            HumanIdCounter=HumanIdCounter, Customer=Customer, Contact=Contact, Note=Note,
-                           Edition=Edition, License=License, Transfer=Transfer, LedgerEvent=LedgerEvent)
+                           Edition=Edition, License=License, Transfer=Transfer, LedgerEvent=LedgerEvent,
+                           Statement=Statement)

@@ -31,6 +31,9 @@ class PeeweePartners(PartnerRepository):
         row = self.m.Partner.get_or_none(self.m.Partner.id == partner_id)
         return _partner(row) if row else None
 
+    def all_ids(self) -> list[str]:
+        return [row[0] for row in self.m.Partner.select(self.m.Partner.id).order_by(self.m.Partner.id).tuples()]
+
     def subtree_ids(self, partner_id: str) -> set[str]:
         P = self.m.Partner
         base = P.select(P.id).where(P.id == partner_id).cte("subtree", recursive=True, columns=("id",))
@@ -100,12 +103,18 @@ class PeeweeContracts(ContractRepository):
                                currency=contract.currency, unit_price_cents=contract.unit_price_cents,
                                created_at=contract.created_at).execute()
 
-    def get(self, contract_id: str) -> Contract | None:
-        row = self.m.Contract.get_or_none(self.m.Contract.id == contract_id)
-        if row is None:
-            return None
+    @staticmethod
+    def _entity(row) -> Contract:
         return Contract(id=row.id, partner_id=row.partner_id, model=row.model, currency=row.currency,
                         unit_price_cents=row.unit_price_cents, created_at=row.created_at)
+
+    def get(self, contract_id: str) -> Contract | None:
+        row = self.m.Contract.get_or_none(self.m.Contract.id == contract_id)
+        return self._entity(row) if row else None
+
+    def for_partner(self, partner_id: str) -> list[Contract]:
+        C = self.m.Contract
+        return [self._entity(r) for r in C.select().where(C.partner == partner_id).order_by(C.id)]
 
 
 class _NotCommitted(Exception):
@@ -136,6 +145,7 @@ class PeeweeUnitOfWork(UnitOfWork):
         self.licenses = repos.PeeweeLicenses(models)
         self.transfers = repos.PeeweeTransfers(models)
         self.ledger = repos.PeeweeLedger(models)
+        self.statements = repos.PeeweeStatements(models)
         self._tx = None
         self._committed = False
 

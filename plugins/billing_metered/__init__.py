@@ -1,15 +1,31 @@
 """Billing model ``per_instance_metered``: one instance priced per UTC day it is billable.
 
-The pricing itself lands with the billing issue; the model is declared now so that
-contracts can be created for it.
+Per license: ``amountCents = round_half_up(unitPriceCents * days / daysInPeriod)``; the
+line's ``quantity`` is ``sum(days) / daysInPeriod`` to 4 decimals and its amount the sum
+of the licenses' amounts. Which days are billable, and to whom, is
+``core.billing.billable_days``.
 """
+from core.billing import billable_days, quantity, round_half_up
 from ports import hookimpl
-from ports.billing import BillingModel
+from ports.billing import BillingModel, Line, LineDetail
 
 
 class PerInstanceMetered(BillingModel):
     name = "per_instance_metered"
     description = "unitPriceCents per instance per period, prorated by billable UTC days"
+
+    def price(self, contract, period, histories, today):
+        owner = (contract.partner_id, contract.id)
+        detail = []
+        for history in sorted(histories, key=lambda h: h.license_id):
+            days = billable_days(history, period, today).get(owner, 0)
+            if days:
+                amount = round_half_up(contract.unit_price_cents * days, period.days)
+                detail.append(LineDetail(history.license_id, history.key_masked, days, amount))
+        return Line(contract_id=contract.id, model=self.name, currency=contract.currency,
+                    quantity=quantity(sum(d.days for d in detail), period.days),
+                    unit_price_cents=contract.unit_price_cents, amount_cents=sum(d.amount_cents for d in detail),
+                    detail=tuple(detail))
 
 
 @hookimpl

@@ -1,0 +1,46 @@
+"""Background work inside the server: the periodic billing recompute.
+
+It runs once at start-up and then every ``SLIPWAY_BILLING_INTERVAL`` seconds, in a
+worker thread. Several Slipway processes may run it: the recompute takes an advisory
+lock, so only one of them works at a time and the others skip that round.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from core import statements
+
+log = logging.getLogger("slipway.jobs")
+
+
+class BillingRecompute:
+    def __init__(self, store, clock, models: dict, interval: float):
+        self.store, self.clock, self.models, self.interval = store, clock, models, interval
+        self._task: asyncio.Task | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="billing-recompute")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None
+
+    async def once(self) -> dict:
+        return await self.store.run(statements.recompute, self.store.uow(), self.clock, self.models)
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                done = await self.once()
+                log.info("billing recompute %s: %d partner(s)", done["period"], len(done["partners"]))
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # keep the schedule; the next round tries again
+                log.exception("billing recompute failed")
+            await asyncio.sleep(self.interval)
