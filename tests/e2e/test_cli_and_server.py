@@ -178,3 +178,33 @@ def test_license_state_and_transfer_sync_commands(initialised):
     assert status == 1 and document["error"]["code"] == "unprocessable-entity"
     _, failures = slipway(url, "transfer", "sync-failures")
     assert failures == {"transfers": []}
+
+
+def test_billing_and_statement_commands(initialised):
+    url = initialised
+    _, partner = slipway(url, "partner", "create", "--name", "Billed")
+    _, recomputed = slipway(url, "billing", "recompute")
+    assert partner["id"] in recomputed["partners"] and recomputed["computedAt"]
+    _, again = slipway(url, "billing", "recompute", "--partner", partner["id"])  # safe to run twice
+    assert again["partners"] == [partner["id"]]
+    period = recomputed["period"]
+    _, final = slipway(url, "statement", "finalize", "--partner", partner["id"], "--period", period, "--by", "ops")
+    assert final["revision"] == 1 and final["status"] == "finalized" and final["finalizedBy"] == "ops"
+    assert final["totals"] == [] and final["lines"] == []
+    status, document = slipway(url, "statement", "finalize", "--partner", partner["id"], "--period", period,
+                               check=False)
+    assert status == 1 and document["error"]["code"] == "conflict"
+    _, corrected = slipway(url, "statement", "correct", "--statement", final["id"])
+    assert corrected["revision"] == 2 and corrected["supersedesStatementId"] == final["id"]
+    _, skipped = slipway(url, "billing", "recompute", "--partner", partner["id"], "--period", period)
+    assert skipped["partners"] == []  # a finalized period is not recomputed
+    for args, code in [(["billing", "recompute", "--period", "2026-13"], "unprocessable-entity"),
+                       (["billing", "recompute", "--period", "nov"], "unprocessable-entity"),
+                       (["billing", "recompute", "--period", "2999-01"], "unprocessable-entity"),
+                       (["billing", "recompute", "--partner", "7d1f0c2a-0000-4000-8000-000000000000"], "not-found"),
+                       (["statement", "correct", "--statement", "7d1f0c2a-0000-4000-8000-000000000000"],
+                        "not-found"),
+                       (["statement", "finalize", "--partner", partner["id"], "--period", "1999-01"],
+                        "not-found")]:
+        status, document = slipway(url, *args, check=False)
+        assert status == 1 and document["error"]["code"] == code, (args, document)
