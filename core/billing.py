@@ -10,6 +10,7 @@ import calendar
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
 from decimal import ROUND_HALF_UP, Decimal
+from typing import NamedTuple
 
 BILLABLE_STATES = ("active", "suspended")
 TERMINAL_STATES = ("terminated", "expired")
@@ -44,9 +45,8 @@ class Period:
         return self.start.strftime("%Y-%m")
 
 
-@dataclass(frozen=True)
-class Change:
-    """One ledger event, reduced to what billing needs."""
+class Change(NamedTuple):
+    """One ledger event, reduced to what billing needs (a tuple: there are many)."""
 
     id: int
     on: date  # UTC day of the event
@@ -86,13 +86,17 @@ def billable_days(history: LicenseHistory, period: Period, today: date) -> dict[
     date is <= d decides), d is not before its issue day, and its state at the end of d
     is active or suspended, or it was terminated or expired during d. Trial days are not.
     """
-    issued = next((c for c in history.changes if c.event == "license.issued"), None)
+    changes = history.changes
+    issued = changes[0] if changes and changes[0].event == "license.issued" else \
+        next((c for c in changes if c.event == "license.issued"), None)
     if issued is None:
         return {}
     last = min(period.end, today)
     first = max(period.start, issued.on)
     if first > last:
         return {}
+    if len(changes) == 1:  # the common case: issued, nothing since
+        return {(issued.partner, issued.contract): (last - first).days + 1}
     # state at the end of each change day, and the days something turned terminal
     states: list[tuple[date, str]] = []
     terminal_days: set[date] = set()

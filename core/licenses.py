@@ -69,7 +69,7 @@ def issue_license(uow, clock, service, caller, *, customer_id: str, contract_id:
             lic = replace(lic, license_service_license_id=issued.service_license_id, key_masked=mask(issued.key))
             uow.licenses.add(lic)
             ledger.record(uow, clock, event="license.issued", license=lic, actor=caller.partner.id,
-                          data={"edition": edition, "contractId": contract.id})
+                          data={"edition": edition, "contractId": contract.id, "keyMasked": lic.key_masked})
             uow.commit()
     except Exception:
         if issued is not None:  # the service has a license our database does not: take it back
