@@ -1,4 +1,6 @@
-"""``python -m bench [me]``: GET /v1/me on a bare Falcon app, then on Slipway; prints a table and JSON."""
+"""``python -m bench [me|licensing]``: GET /v1/me on a bare Falcon app, then on Slipway
+(``me``); or license list pages and the activity export on a small and a large generated
+database (``licensing``, see bench/licensing.py). Prints a table and one JSON line."""
 from __future__ import annotations
 
 import argparse
@@ -66,13 +68,30 @@ def print_report(report: dict) -> None:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    parser.add_argument("scenario", nargs="?", default="me", choices=["me"], help="what to measure (default: me)")
+    parser.add_argument("scenario", nargs="?", default="me", choices=["me", "licensing"],
+                        help="what to measure (default: me)")
     parser.add_argument("--connections", type=int, default=32, help="concurrent keep-alive connections (32)")
     parser.add_argument("--duration", type=float, default=5.0, help="seconds measured per target (5)")
     parser.add_argument("--warmup", type=float, default=1.0, help="seconds of load before measuring (1)")
+    licensing = parser.add_argument_group("licensing scenario")
+    licensing.add_argument("--licenses", type=int, default=100_000, help="licenses of the large database (100000)")
+    licensing.add_argument("--events", type=int, default=1_000_000,
+                           help="ledger events of the large database (1000000)")
+    licensing.add_argument("--small", type=int, default=10_000,
+                           help="licenses of the small database, which gets 10x as many events (10000)")
+    licensing.add_argument("--keep", metavar="DIR", default=None,
+                           help="generate the databases in DIR and keep them (reused when run again)")
     args = parser.parse_args(argv)
     # A plain `kill` unwinds like Ctrl-C does, so the servers are stopped and the temp dir removed.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+
+    if args.scenario == "licensing":
+        from bench.licensing import print_licensing, run_licensing
+
+        if min(args.licenses, args.small) < 1 or args.events < 0:
+            parser.error("--licenses and --small must be >= 1, --events >= 0")
+        print_licensing(run_licensing(args))
+        return 0
 
     url = os.environ.get("SLIPWAY_DATABASE_URL", "")
     if urlsplit(url).scheme in ("postgresql", "postgres"):

@@ -61,7 +61,8 @@ async def connection(host: str, port: int, request: bytes, counting_from: float,
 async def run(url: str, token: str, connections: int, duration: float, warmup: float) -> dict:
     target = urlsplit(url)
     host, port = target.hostname, target.port or 80
-    request = (f"GET {target.path or '/'} HTTP/1.1\r\nHost: {target.netloc}\r\n"
+    path = (target.path or "/") + (f"?{target.query}" if target.query else "")
+    request = (f"GET {path} HTTP/1.1\r\nHost: {target.netloc}\r\n"
                f"Authorization: Bearer {token}\r\n\r\n").encode()
     counting_from = time.perf_counter() + warmup
     stop_at = counting_from + duration
@@ -83,7 +84,7 @@ async def run(url: str, token: str, connections: int, duration: float, warmup: f
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.load", description=__doc__)
-    parser.add_argument("--url", required=True, help="e.g. http://127.0.0.1:8000/v1/me")
+    parser.add_argument("--url", required=True, help="e.g. http://127.0.0.1:8000/v1/me (a query string is sent too)")
     parser.add_argument("--token", required=True, help="bearer token sent with every request")
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--duration", type=float, default=5.0, help="seconds counted")
