@@ -9,6 +9,7 @@ import json
 import logging
 
 import falcon
+import peewee
 
 from core.errors import Conflict, DomainError, Forbidden, Invalid, NotFound, Unauthorized
 from ports.licensing import LicenseServiceError
@@ -68,6 +69,9 @@ def to_api_error(ex: Exception) -> ApiError:
     if isinstance(ex, LicenseServiceError):
         log.warning("license service failed: %s", ex)
         return ApiError(503, f"the license service failed, nothing was changed: {ex}")
+    if isinstance(ex, peewee.OperationalError) and "locked" in str(ex):
+        log.warning("database busy: %s", ex)
+        return ApiError(503, "the database is busy, retry shortly", headers={"Retry-After": "1"})
     if isinstance(ex, falcon.HTTPError):
         status = ex.status_code
         message = {404: "no such route", 405: "method not allowed for this route"}.get(

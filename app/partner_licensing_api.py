@@ -3,6 +3,7 @@ activity, and the JSON (and CSV) shapes they answer with."""
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 import re
@@ -18,6 +19,7 @@ _CAMEL = re.compile(r"_([a-z])")
 _SNAKE = re.compile(r"(?<!^)([A-Z])")
 
 
+@functools.lru_cache(maxsize=None)
 def camel(name: str) -> str:
     return _CAMEL.sub(lambda m: m.group(1).upper(), name)
 

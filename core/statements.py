@@ -52,34 +52,44 @@ def price_partner(uow, models: dict, partner_id: str, period: Period, today: dat
 
 
 def recompute(uow, clock, models: dict, *, partner_id: str | None = None, period: Period | None = None) -> dict:
-    """Rebuild the drafts of one period (the current one by default) in one transaction:
-    a crash midway leaves the previous drafts as they were. Periods already finalized for
-    a partner are left alone (corrections are ``correct``'s job)."""
+    """Rebuild the drafts of one period (the current one by default).
+
+    Pricing reads in one transaction; the drafts are then replaced together in a short
+    second one, so writers are not held up for the length of the pricing and a crash
+    midway leaves the previous drafts as they were. Both phases take the recompute lock
+    (an advisory lock on PostgreSQL): another process recomputing makes this one skip.
+    Periods already finalized for a partner are left alone (corrections are ``correct``'s).
+    """
     now = clock.now()
     today = now.date()
     period = period or Period.containing(today)
     if period.start > today:
         raise Invalid("the period has not started yet", fields={"period": "must not be in the future"})
-    with uow:
+    skipped = {"period": period.label, "skipped": "another process is recomputing", "partners": []}
+    with uow.reading():
         if not uow.statements.try_lock_recompute():
-            return {"period": period.label, "skipped": "another process is recomputing", "partners": []}
+            return skipped
         if partner_id is not None:
             if not is_uuid(partner_id) or uow.partners.get(partner_id) is None:
                 raise NotFound(f"partner {partner_id} not found")
             partner_ids = [partner_id]
         else:
             partner_ids = uow.partners.all_ids()
-        done = []
+        drafts = []
         for pid in partner_ids:
             if uow.statements.latest_finalized(pid, period) is not None:
                 continue
             lines = price_partner(uow, models, pid, period, today)
-            uow.statements.replace_draft(Statement(
-                id=str(uuid.uuid4()), partner_id=pid, period=period, revision=None, status=DRAFT,
-                totals=totals_of(lines), lines=lines, computed_at=now))
-            done.append(pid)
+            drafts.append(Statement(id=str(uuid.uuid4()), partner_id=pid, period=period, revision=None,
+                                    status=DRAFT, totals=totals_of(lines), lines=lines, computed_at=now))
+    with uow:
+        if not uow.statements.try_lock_recompute():
+            return skipped
+        for draft in drafts:
+            if uow.statements.latest_finalized(draft.partner_id, period) is None:  # finalized meanwhile?
+                uow.statements.replace_draft(draft)
         uow.commit()
-    return {"period": period.label, "partners": done, "computedAt": now}
+    return {"period": period.label, "partners": [d.partner_id for d in drafts], "computedAt": now}
 
 
 def current_usage(uow, clock, partner_id: str) -> tuple[Period, Statement | None]:

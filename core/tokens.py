@@ -1,12 +1,14 @@
 """Use cases of partner API tokens: mint, list, revoke, and authenticate a request."""
 from __future__ import annotations
 
+import logging
 import uuid
 
 from core.errors import Forbidden, Invalid, NotFound, Unauthorized
 from core.identity import LAST_USED_RESOLUTION, TOKEN_PREFIX, TOKEN_SCOPES, Caller, Token, hash_token, looks_like_token, new_token_secret
 from core.partners import is_uuid
 
+log = logging.getLogger("slipway.tokens")
 UNAUTHORIZED_MESSAGE = "missing, malformed, unknown or revoked token"
 
 
@@ -73,10 +75,13 @@ def authenticate(uow, clock, secret: str | None) -> Caller:
         # A transaction of its own that starts by writing, so concurrent first uses of a
         # token queue for the write lock instead of failing; the update is conditional,
         # so only one of them writes.
-        with uow:
-            uow.tokens.touch(token.id, now, older_than=now - LAST_USED_RESOLUTION)
-            uow.commit()
-        token = token.used_at(now)
+        try:
+            with uow:
+                uow.tokens.touch(token.id, now, older_than=now - LAST_USED_RESOLUTION)
+                uow.commit()
+            token = token.used_at(now)
+        except Exception:  # lastUsedAt is advisory: a busy database must not fail the request
+            log.warning("could not refresh lastUsedAt of token %s", token.id, exc_info=True)
     return Caller(partner=partner, token=token)
 
 

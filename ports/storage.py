@@ -68,3 +68,8 @@ class UnitOfWork(ABC):
 
     @abstractmethod
     def commit(self) -> None: ...
+
+    def reading(self):
+        """A read-only transaction of this unit of work (a context manager). Default:
+        the ordinary one."""
+        return self

@@ -7,6 +7,7 @@ from dataclasses import asdict, fields
 from datetime import date, datetime
 
 import peewee
+from peewee import SQL
 
 from core.customers import Contact, Customer, Note
 from core.ledger import LedgerEvent
@@ -248,11 +249,13 @@ class PeeweeLedger:
         return LedgerEvent(id=row.id, event=row.event, at=row.at, actor=row.actor, partner_id=row.partner_id,
                            customer_id=row.customer_id, license_id=row.license_id, data=json.loads(row.data))
 
-    def _for_customer(self, customer_id: str, filters):
+    def _branches(self, customer_id: str, filters, before_id=None):
+        """The customer's events as two id-ordered queries: those that name it, and older
+        ones without a customer reference, reached through its licenses. Kept apart (and
+        joined by UNION ALL) because one ``OR`` makes the database read every
+        unattributed event of the ledger and sort the lot on each page."""
         E, L = self.m.LedgerEvent, self.m.License
-        # older events carry no customer reference: reach them through the customer's licenses
-        theirs = L.select(L.id).where(L.customer == customer_id)
-        where = (E.customer_id == customer_id) | (E.customer_id.is_null() & E.license_id.in_(theirs))
+        where = peewee.Value(True)
         if filters.event is not None:
             where &= E.event == filters.event
         if filters.actor_given:
@@ -261,90 +264,45 @@ class PeeweeLedger:
             where &= E.at >= filters.since
         if filters.until is not None:
             where &= E.at < filters.until
-        return where
-
-    def for_customer(self, customer_id: str, filters, page) -> list[LedgerEvent]:
-        E = self.m.LedgerEvent
-        query = E.select().where(self._for_customer(customer_id, filters)).order_by(E.id.desc())
-        return [self._entity(r) for r in _page(query, page)]
-
-    def for_customer_before(self, customer_id: str, filters, before_id, size: int) -> list[LedgerEvent]:
-        E = self.m.LedgerEvent
-        where = self._for_customer(customer_id, filters)
         if before_id is not None:
             where &= E.id < before_id
-        return [self._entity(r) for r in E.select().where(where).order_by(E.id.desc()).limit(size)]
+        theirs = L.select(L.id).where(L.customer == customer_id)
+        direct = E.select().where((E.customer_id == customer_id) & where)
+        older = E.select().where(E.customer_id.is_null() & E.license_id.in_(theirs) & where)
+        return direct, older
+
+    def _newest_first(self, customer_id, filters, limit, offset=0, before_id=None) -> list[LedgerEvent]:
+        direct, older = self._branches(customer_id, filters, before_id)
+        # each branch stops early on its (customer_id, id) / (license_id, id) index
+        direct = direct.order_by(self.m.LedgerEvent.id.desc()).limit(limit + offset)
+        older = older.order_by(self.m.LedgerEvent.id.desc()).limit(limit + offset)
+        union = (direct.select_from(SQL("*")) + older.select_from(SQL("*")))
+        query = (self.m.LedgerEvent.select(SQL("*")).from_(union.alias("activity"))
+                 .order_by(SQL("id").desc()).limit(limit).offset(offset))
+        return [self._entity(r) for r in query]
+
+    def for_customer(self, customer_id: str, filters, page) -> list[LedgerEvent]:
+        return self._newest_first(customer_id, filters, page.limit, page.offset)
+
+    def for_customer_before(self, customer_id: str, filters, before_id, size: int) -> list[LedgerEvent]:
+        return self._newest_first(customer_id, filters, size, 0, before_id)
 
     def histories_for_partner(self, partner_id: str) -> list:
         return ledger_histories(self.m, partner_id)
 
     def summary_for_customer(self, customer_id: str, filters):
         E = self.m.LedgerEvent
-        rows = (E.select(E.event, peewee.fn.COUNT(E.id), peewee.fn.MIN(E.at), peewee.fn.MAX(E.at))
-                .where(self._for_customer(customer_id, filters)).group_by(E.event).tuples())
         by_event, first, last = {}, None, None
         python_value = E.at.python_value
-        for event, count, low, high in rows:
-            by_event[event] = count
-            low, high = python_value(low), python_value(high)
-            first = low if first is None or low < first else first
-            last = high if last is None or high > last else last
+        for branch in self._branches(customer_id, filters):
+            rows = (branch.select(E.event, peewee.fn.COUNT(E.id), peewee.fn.MIN(E.at), peewee.fn.MAX(E.at))
+                    .group_by(E.event).tuples())
+            for event, count, low, high in rows:
+                by_event[event] = by_event.get(event, 0) + count
+                low, high = python_value(low), python_value(high)
+                first = low if first is None or low < first else first
+                last = high if last is None or high > last else last
         return by_event, first, last
-
-
-_BILLING_EVENTS = ("license.issued", "license.suspended", "license.resumed", "license.terminated",
-                   "license.state_changed", "license.transferred_in")
-
-
-def ledger_histories(m, partner_id: str) -> list:
-    """Every license the partner ever owned, with its billing-relevant ledger events:
-    ``[(LicenseHistory, {contract ids it was under}), ...]``. Raw SQL, tuples, and the
-    JSON fields pulled out by the database: this reads a row per license and event for a
-    partner with hundreds of thousands of licenses."""
-    from core.billing import Change, LicenseHistory
-
-    db = m.LedgerEvent._meta.database
-    p = db.param
-    if isinstance(db, peewee.PostgresqlDatabase):
-        def field(key):
-            return f"(e.data::json ->> '{key}')"
-    else:
-        def field(key):
-            return f"json_extract(e.data, '$.{key}')"
-    sql = (
-        # keyMasked travels in license.issued (the key never changes): no join with license
-        "SELECT e.license_id, e.id, e.at, e.event, e.partner_id, "
-        f"CASE e.event WHEN 'license.issued' THEN {field('keyMasked')} END, "
-        f"CASE e.event WHEN 'license.issued' THEN {field('contractId')} "
-        f"WHEN 'license.transferred_in' THEN {field('toContractId')} END, "
-        f"CASE e.event WHEN 'license.transferred_in' THEN {field('toPartnerId')} END, "
-        f"CASE e.event WHEN 'license.transferred_in' THEN {field('effectiveDate')} END, "
-        f"CASE e.event WHEN 'license.state_changed' THEN {field('to')} END "
-        "FROM ledger_event e "
-        f"WHERE e.event IN ({', '.join([p] * len(_BILLING_EVENTS))}) AND e.license_id IN ("
-        f"SELECT o.license_id FROM ledger_event o WHERE o.partner_id = {p} "
-        f"AND o.event IN ({p}, {p})) ORDER BY e.license_id, e.id")
-    params = (*_BILLING_EVENTS, partner_id, "license.issued", "license.transferred_in")
-    out, history, contracts = [], None, None
-    fromiso = date.fromisoformat
-    for license_id, event_id, at, event, owner, key_masked, contract, to_partner, effective, state_to \
-            in db.execute_sql(sql, params):
-        if history is None or history.license_id != license_id:
-            history, contracts = LicenseHistory(license_id, key_masked or ""), set()
-            out.append((history, contracts))
-        on = at.date() if isinstance(at, datetime) else fromiso(at[:10])
-        if event == "license.issued":
-            contracts.add(contract)
-            history.changes.append(Change(event_id, on, event, partner=owner, contract=contract))
-        elif event == "license.transferred_in":
-            contracts.add(contract)
-            history.changes.append(Change(event_id, on, event, effective=fromiso(effective),
-                                          to_partner=to_partner, to_contract=contract))
-        elif event == "license.state_changed":
-            history.changes.append(Change(event_id, on, event, state_to=state_to))
-        else:
-            history.changes.append(Change(event_id, on, event))
-    return out
 
 
 class PeeweeStatements:

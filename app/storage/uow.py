@@ -1,6 +1,8 @@
 """The peewee unit of work and repositories behind ``ports.storage``."""
 from __future__ import annotations
 
+import contextlib
+
 import peewee
 
 from app.storage import licensing_repos as repos
@@ -179,3 +181,13 @@ class PeeweeUnitOfWork(UnitOfWork):
 
     def commit(self) -> None:
         self._committed = True
+
+    @contextlib.contextmanager
+    def reading(self):
+        """The same unit of work as a read-only transaction (no write lock on SQLite)."""
+        write, self.write = self.write, False
+        try:
+            with self:
+                yield self
+        finally:
+            self.write = write
