@@ -305,6 +305,61 @@ class PeeweeLedger:
         return by_event, first, last
 
 
+_BILLING_EVENTS = ("license.issued", "license.suspended", "license.resumed", "license.terminated",
+                   "license.state_changed", "license.transferred_in")
+
+
+def ledger_histories(m, partner_id: str) -> list:
+    """Every license the partner ever owned, with its billing-relevant ledger events:
+    ``[(LicenseHistory, {contract ids it was under}), ...]``. Raw SQL, tuples, and the
+    JSON fields pulled out by the database: this reads a row per license and event for a
+    partner with hundreds of thousands of licenses."""
+    from core.billing import Change, LicenseHistory
+
+    db = m.LedgerEvent._meta.database
+    p = db.param
+    if isinstance(db, peewee.PostgresqlDatabase):
+        def field(key):
+            return f"(e.data::json ->> '{key}')"
+    else:
+        def field(key):
+            return f"json_extract(e.data, '$.{key}')"
+    sql = (
+        # keyMasked travels in license.issued (the key never changes): no join with license
+        "SELECT e.license_id, e.id, e.at, e.event, e.partner_id, "
+        f"CASE e.event WHEN 'license.issued' THEN {field('keyMasked')} END, "
+        f"CASE e.event WHEN 'license.issued' THEN {field('contractId')} "
+        f"WHEN 'license.transferred_in' THEN {field('toContractId')} END, "
+        f"CASE e.event WHEN 'license.transferred_in' THEN {field('toPartnerId')} END, "
+        f"CASE e.event WHEN 'license.transferred_in' THEN {field('effectiveDate')} END, "
+        f"CASE e.event WHEN 'license.state_changed' THEN {field('to')} END "
+        "FROM ledger_event e "
+        f"WHERE e.event IN ({', '.join([p] * len(_BILLING_EVENTS))}) AND e.license_id IN ("
+        f"SELECT o.license_id FROM ledger_event o WHERE o.partner_id = {p} "
+        f"AND o.event IN ({p}, {p})) ORDER BY e.license_id, e.id")
+    params = (*_BILLING_EVENTS, partner_id, "license.issued", "license.transferred_in")
+    out, history, contracts = [], None, None
+    fromiso = date.fromisoformat
+    for license_id, event_id, at, event, owner, key_masked, contract, to_partner, effective, state_to \
+            in db.execute_sql(sql, params):
+        if history is None or history.license_id != license_id:
+            history, contracts = LicenseHistory(license_id, key_masked or ""), set()
+            out.append((history, contracts))
+        on = at.date() if isinstance(at, datetime) else fromiso(at[:10])
+        if event == "license.issued":
+            contracts.add(contract)
+            history.changes.append(Change(event_id, on, event, partner=owner, contract=contract))
+        elif event == "license.transferred_in":
+            contracts.add(contract)
+            history.changes.append(Change(event_id, on, event, effective=fromiso(effective),
+                                          to_partner=to_partner, to_contract=contract))
+        elif event == "license.state_changed":
+            history.changes.append(Change(event_id, on, event, state_to=state_to))
+        else:
+            history.changes.append(Change(event_id, on, event))
+    return out
+
+
 class PeeweeStatements:
     def __init__(self, m):
         self.m = m
