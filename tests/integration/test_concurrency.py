@@ -55,3 +55,30 @@ def test_many_customers_at_once_get_distinct_human_ids(store, world, clock):
     made = _all_at_once(24, lambda i: customers.create_customer(store.uow(), clock, caller, {"name": f"c{i}"}))
     assert len({c.human_id for c in made}) == 24
     assert all(c.human_id.startswith("C-") for c in made)
+
+
+def test_only_one_process_recomputes_at_a_time(store, world, clock):
+    """Another session holding the recompute lock makes this recompute skip its round
+    (PostgreSQL's advisory lock; on SQLite the write transaction serializes instead)."""
+    import pytest
+
+    from app.pluginmanager import billing_models, make_plugin_manager
+    from app.storage.database import is_postgres
+    from core import statements
+
+    if not is_postgres(store.db):
+        pytest.skip("advisory locks are PostgreSQL's")
+    import psycopg2
+
+    world.partner("Acme")
+    other = psycopg2.connect(store.url)
+    try:
+        with other.cursor() as cur:
+            cur.execute("SELECT pg_advisory_xact_lock(%s)", (0x51_1B_2A_02,))  # held until rollback
+            done = statements.recompute(store.uow(), clock, billing_models(make_plugin_manager()))
+            assert done["partners"] == [] and "another process" in done["skipped"]
+        other.rollback()
+        done = statements.recompute(store.uow(), clock, billing_models(make_plugin_manager()))
+        assert len(done["partners"]) == 1
+    finally:
+        other.close()
