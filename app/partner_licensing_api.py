@@ -39,8 +39,6 @@ def _json(entity, names, **extra) -> dict:
 
 _CUSTOMER_OUT = ("id", "human_id", "partner_id", "created_at") + customers.EDITABLE
 _CONTACT_OUT = ("id", "human_id", "customer_id", "created_at", "updated_at") + customers.CONTACT_EDITABLE
-_LICENSE_OUT = ("id", "human_id", "partner_id", "customer_id", "contract_id", "license_service_license_id",
-                "key_masked", "edition", "state", "external_billing_ref", "metadata", "issued_at")
 
 
 def customer_json(c) -> dict:
@@ -56,7 +54,12 @@ def note_json(n) -> dict:
 
 
 def license_json(lic) -> dict:
-    return _json(lic, _LICENSE_OUT, terminatedAt=rfc3339(lic.terminated_at))
+    # spelled out: list pages build fifty of these per request
+    return {"id": lic.id, "humanId": lic.human_id, "partnerId": lic.partner_id, "customerId": lic.customer_id,
+            "contractId": lic.contract_id, "licenseServiceLicenseId": lic.license_service_license_id,
+            "keyMasked": lic.key_masked, "edition": lic.edition, "state": lic.state,
+            "externalBillingRef": lic.external_billing_ref, "metadata": lic.metadata,
+            "issuedAt": rfc3339(lic.issued_at), "terminatedAt": rfc3339(lic.terminated_at)}
 
 
 def transfer_json(t) -> dict:

@@ -186,7 +186,17 @@ class PeeweeLicenses:
             query = query.where(L.state == state)
         if edition is not None:
             query = query.where(L.edition == edition)
-        return [self._entity(r) for r in _page(query.order_by(L.issued_at.desc(), L.id.desc()), page)]
+        query = _page(query.order_by(L.issued_at.desc(), L.id.desc()), page)
+        # tuples, not model instances: a page is fifty rows of thirteen columns
+        issued_at, terminated_at = L.issued_at.python_value, L.terminated_at.python_value
+        return [License(*row[:9], issued_at(row[9]), row[10], row[11], terminated_at(row[12]))
+                for row in query.select(*self._columns()).tuples()]
+
+    def _columns(self):
+        L = self.m.License
+        # in the order of core.licenses.License's fields
+        return (L.id, L.human_id, L.partner, L.customer, L.contract, L.license_service_license_id, L.key_masked,
+                L.edition, L.state, L.issued_at, L.external_billing_ref, L.metadata, L.terminated_at)
 
     def update(self, lic: License) -> None:
         values = self._row_values(lic)

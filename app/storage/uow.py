@@ -22,6 +22,8 @@ def _token(row) -> Token:
 
 
 class PeeweePartners(PartnerRepository):
+    _subtree_sql = None
+
     def __init__(self, m):
         self.m = m
 
@@ -37,13 +39,19 @@ class PeeweePartners(PartnerRepository):
         return [row[0] for row in self.m.Partner.select(self.m.Partner.id).order_by(self.m.Partner.id).tuples()]
 
     def subtree_ids(self, partner_id: str) -> set[str]:
+        # every scoped request runs this: the recursive query is built once
+        if self._subtree_sql is None:
+            type(self)._subtree_sql = self._subtree_query("?").sql()[0]
+        db = self.m.Partner._meta.database
+        return {row[0] for row in db.execute_sql(self._subtree_sql, (partner_id,))}
+
+    def _subtree_query(self, partner_id):
         P = self.m.Partner
         base = P.select(P.id).where(P.id == partner_id).cte("subtree", recursive=True, columns=("id",))
         child = P.alias()
         recursive = child.select(child.id).join(base, on=(child.parent == base.c.id))
         cte = base.union_all(recursive)
-        query = cte.select_from(cte.c.id)
-        return {row[0] for row in query.tuples()}
+        return cte.select_from(cte.c.id)
 
 
 class PeeweeTokens(TokenRepository):
