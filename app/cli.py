@@ -79,6 +79,15 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--statement", required=True)
     c.add_argument("--by", default="operator")
 
+    apikey = commands.add_parser("apikey").add_subparsers(dest="action", required=True, parser_class=_Parser)
+    k = apikey.add_parser("create", help="create a panel API key (the full key is printed once)")
+    k.add_argument("--name", required=True)
+    k.add_argument("--role", required=True, choices=["admin", "customer", "viewer"])
+    k.add_argument("--customer", default=None, help="cust_... (required for role customer)")
+    k.add_argument("--rate-limit-rpm", type=int, default=120)
+    k.add_argument("--expires-at", default=None, help="RFC 3339")
+    k.add_argument("--deny", nargs="+", default=[], metavar="PERM")
+
     transfer = commands.add_parser("transfer").add_subparsers(dest="action", required=True, parser_class=_Parser)
     transfer.add_parser("sync-failures", help="transfers whose license-service metadata sync failed")
     return parser

@@ -41,6 +41,8 @@ class Operation:
     params: list[Param] = field(default_factory=list)
     body_validate: object = None
     body_required: bool = False
+    permission: str | None = None  # x-slipway-permission (panel)
+    rate_tier: str | None = None  # x-slipway-rate-tier (panel: "deploy")
 
 
 class Contract:
@@ -90,7 +92,9 @@ class Contract:
                 secured = bool(op["security"]) if "security" in op else global_security
                 operation = Operation(api=self.api, method=method.upper(), path=path,
                                       route=(self.base + path) or "/", operation_id=op["operationId"],
-                                      secured=secured, scope="read" if method == "get" else "write")
+                                      secured=secured, scope="read" if method == "get" else "write",
+                                      permission=op.get("x-slipway-permission"),
+                                      rate_tier=op.get("x-slipway-rate-tier"))
                 for p in _merge_params(shared_params, op.get("parameters", [])):
                     p = self._deref(p)
                     schema = p.get("schema", {})

@@ -86,6 +86,8 @@ def to_api_error(ex: Exception) -> ApiError:
 
 def write_error(req, resp, err: ApiError) -> None:
     resp.status = err.status
+    for name, value in getattr(req.context, "rate_headers", {}).items():  # errors carry them too
+        resp.set_header(name, value)
     for name, value in err.headers.items():
         resp.set_header(name, value)
     resp.content_type = falcon.MEDIA_JSON

@@ -8,13 +8,15 @@ import falcon.asgi
 from app.config import Config, ConfigError
 from app.contract import Contract
 from app.errors import handle_any_error
-from app.http import OpenGate, Reply, add_contract_routes
+from app.http import add_contract_routes
 from app.jobs import BillingRecompute
 from app.partner_api import identity_handlers
 from app.partner_gate import PartnerGate
 from app.partner_billing_api import billing_handlers
 from app.partner_licensing_api import licensing_handlers
-from app.pluginmanager import billing_models, deploy_methods, license_services, make_plugin_manager
+from app.panel_api import panel_handlers
+from app.panel_gate import PanelGate
+from app.pluginmanager import billing_models, deploy_methods, license_services, make_plugin_manager, templates
 from app.storage.store import Store
 
 
@@ -77,11 +79,7 @@ def create_app(config: Config | None = None, *, store: Store | None = None) -> S
     add_contract_routes(app, partner, PartnerGate(store, config), handlers)
 
     panel = Contract.load("panel", deploy_methods=methods)
-
-    async def get_panel_contract(call):
-        return Reply(200, panel.text, content_type="application/yaml")
-
-    add_contract_routes(app, panel, OpenGate(), {"getPanelContract": get_panel_contract})
+    add_contract_routes(app, panel, PanelGate(store, config), panel_handlers(store, config.clock, panel, templates(pm)))
 
     app.slipway = {"store": store, "plugins": pm, "contracts": {"partner": partner, "panel": panel},
                    "license_service": license_service, "billing_recompute": recompute}

@@ -158,6 +158,8 @@ class OperationResource:
             body = await read_body(req, op)
             params = parse_params(req, op, path_values)
             write_reply(resp, await handler(Call(req=req, op=op, params=params, body=body, caller=caller)))
+            for name, value in getattr(req.context, "rate_headers", {}).items():
+                resp.set_header(name, value)
 
         responder.__name__ = f"on_{op.method.lower()}"
         setattr(self, responder.__name__, responder)

@@ -169,3 +169,13 @@ def statement_correct(config, args) -> dict:
     with _opened(config) as store:
         return statement_json(statements.correct(store.uow(), config.clock, _models(config), args.statement,
                                                  args.by))
+
+
+def apikey_create(config, args) -> dict:
+    from app.panel_api import api_key_json, create_key
+
+    body = {"name": args.name, "role": args.role, "rateLimitRpm": args.rate_limit_rpm,
+            "expiresAt": args.expires_at, "deniedPermissions": args.deny, "customerId": args.customer}
+    with _opened(config) as store:
+        key, full = create_key(store, config.clock, body)
+    return api_key_json(key, full)

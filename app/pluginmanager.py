@@ -62,3 +62,12 @@ def describe_plugins(pm) -> list[dict]:
 
 def license_services(pm) -> dict:
     return _by_name(pm.hook.register_license_services(), "license service")
+
+
+def templates(pm) -> dict:
+    """The template catalog by id; a plugin's template replaces a built-in one."""
+    catalog = {}
+    for batch in reversed(pm.hook.register_templates()):  # built-ins (trylast) come last: apply them first
+        for template in batch or ():
+            catalog[template["id"]] = template
+    return catalog

@@ -15,6 +15,8 @@ class Decision:
     allowed: bool
     remaining: int
     retry_after: int  # whole seconds until one token is back; 0 when allowed
+    limit: int = 0  # the bucket's size
+    full_after: float = 0.0  # seconds until the bucket is full again
 
 
 class TokenBucket:
@@ -30,11 +32,12 @@ class TokenBucket:
         elapsed = max(0.0, now - self.stamp)
         self.tokens = min(self.capacity, self.tokens + elapsed * self.rate)
         self.stamp = now
+        limit = int(self.capacity)
         if self.tokens >= 1.0:
             self.tokens -= 1.0
-            return Decision(True, int(self.tokens), 0)
+            return Decision(True, int(self.tokens), 0, limit, (self.capacity - self.tokens) / self.rate)
         wait = (1.0 - self.tokens) / self.rate
-        return Decision(False, 0, max(1, math.ceil(wait)))
+        return Decision(False, 0, max(1, math.ceil(wait)), limit, (self.capacity - self.tokens) / self.rate)
 
 
 class BucketTable:
@@ -52,10 +55,11 @@ class BucketTable:
         self.max_keys = max_keys
         self._buckets: OrderedDict[str, TokenBucket] = OrderedDict()
 
-    def take(self, key: str, now: float) -> Decision:
+    def take(self, key: str, now: float, *, rate: float | None = None, burst: float | None = None) -> Decision:
+        """``rate`` and ``burst`` override the table's for a key's first bucket (per-key limits)."""
         bucket = self._buckets.get(key)
         if bucket is None:
-            bucket = self._buckets[key] = TokenBucket(self.rate, self.burst, now)
+            bucket = self._buckets[key] = TokenBucket(rate or self.rate, burst or self.burst, now)
             if len(self._buckets) > self.max_keys:
                 self._buckets.popitem(last=False)
         else:

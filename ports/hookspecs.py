@@ -43,3 +43,18 @@ def register_license_services():
     factory whose service the app uses (``embedded`` by default); two plugins returning
     the same name is a start-up error. The factory's ``migrate`` runs at ``slipway init``.
     """
+
+
+# --- Templates ----------------------------------------------------------------------
+
+
+@hookspec
+def register_templates():
+    """Return a list of template dicts for the panel's catalog.
+
+    Called once when the app is built. Each template has ``id``, ``name``, ``category``,
+    ``description``, ``compose`` (the compose text it deploys, with ``${VARIABLE}``
+    placeholders) and ``variables`` (a list of ``{name, default, required,
+    description}``). A later plugin's template replaces a built-in one with the same id
+    (built-ins are registered ``trylast``).
+    """

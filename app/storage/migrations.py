@@ -84,10 +84,15 @@ def _v3_billing(db, m):
                        "WHEN OLD.status <> 'draft' BEGIN SELECT RAISE(ABORT, 'finalized statements are immutable'); END")
 
 
+def _v4_panel_access(db, m):
+    db.create_tables([m.PanelCustomer, m.PanelApiKey], safe=True)
+
+
 MIGRATIONS = [
     (1, "partners, partner API tokens, contracts", _v1_identity),
     (2, "customers, contacts, notes, editions, licenses, transfers, activity ledger", _v2_licensing),
     (3, "statements (drafts, finalized, superseded); ledger index for billing", _v3_billing),
+    (4, "panel customers and API keys", _v4_panel_access),
 ]
 LATEST = MIGRATIONS[-1][0]
 

@@ -202,7 +202,33 @@ def define_models(db: peewee.Database) -> SimpleNamespace:
         class Meta:
             indexes = ((("partner", "period_start", "revision"), False),)
 
-    return SimpleNamespace(SchemaVersion=SchemaVersion, Partner=Partner, ApiToken=ApiToken, Contract=Contract,
+    class PanelCustomer(Base):
+        id = peewee.CharField(max_length=40, primary_key=True)
+        name = peewee.TextField()
+        email = peewee.TextField(default="")
+        created_at = UtcDateTimeField()
+
+        class Meta:
+            table_name = "panel_customer"
+            indexes = ((("created_at", "id"), False),)
+
+    class PanelApiKey(Base):
+        id = peewee.CharField(max_length=16, primary_key=True)  # the key id of slw_<key_id>_<secret>
+        name = peewee.TextField()
+        role = peewee.CharField(max_length=16)
+        secret_hash = peewee.CharField(max_length=64)
+        rate_limit_rpm = peewee.IntegerField()
+        expires_at = UtcDateTimeField(null=True)
+        denied_permissions = peewee.TextField(default="[]")
+        customer = peewee.ForeignKeyField(PanelCustomer, column_name="customer_id", null=True,
+                                          on_delete="RESTRICT")
+        created_at = UtcDateTimeField()
+        revoked_at = UtcDateTimeField(null=True)
+
+        class Meta:
+            table_name = "panel_api_key"
+
+    return SimpleNamespace(PanelCustomer=PanelCustomer, PanelApiKey=PanelApiKey, SchemaVersion=SchemaVersion, Partner=Partner, ApiToken=ApiToken, Contract=Contract,
                            HumanIdCounter=HumanIdCounter, Customer=Customer, Contact=Contact, Note=Note,
                            Edition=Edition, License=License, Transfer=Transfer, LedgerEvent=LedgerEvent,
                            Statement=Statement)

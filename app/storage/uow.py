@@ -6,6 +6,7 @@ import contextlib
 import peewee
 
 from app.storage import licensing_repos as repos
+from app.storage import panel_repos
 from core.contracts import Contract
 from core.identity import Partner, Token
 from ports.storage import ContractRepository, PartnerRepository, TokenRepository, UnitOfWork
@@ -156,6 +157,8 @@ class PeeweeUnitOfWork(UnitOfWork):
         self.transfers = repos.PeeweeTransfers(models)
         self.ledger = repos.PeeweeLedger(models)
         self.statements = repos.PeeweeStatements(models)
+        self.api_keys = panel_repos.PeeweeApiKeys(models)
+        self.panel_customers = panel_repos.PeeweePanelCustomers(models)
         self._tx = None
         self._committed = False
 

@@ -208,3 +208,21 @@ def test_billing_and_statement_commands(initialised):
                         "not-found")]:
         status, document = slipway(url, *args, check=False)
         assert status == 1 and document["error"]["code"] == code, (args, document)
+
+
+def test_apikey_create_command(initialised):
+    url = initialised
+    _, key = slipway(url, "apikey", "create", "--name", "bootstrap", "--role", "admin", "--rate-limit-rpm", "600",
+                     "--deny", "backups:write", "services:delete")
+    assert key["key"].startswith(key["keyPrefix"] + "_") and key["role"] == "admin"
+    assert key["deniedPermissions"] == ["backups:write", "services:delete"] and key["rateLimitRpm"] == 600
+    for args, status, code in [
+        (["apikey", "create", "--name", "x", "--role", "customer"], 1, "unprocessable-entity"),
+        (["apikey", "create", "--name", "x", "--role", "customer", "--customer", "cust_nope"], 1, "not-found"),
+        (["apikey", "create", "--name", "x", "--role", "viewer", "--deny", "root"], 1, "unprocessable-entity"),
+        (["apikey", "create", "--name", "x", "--role", "viewer", "--expires-at", "tomorrow"], 1,
+         "unprocessable-entity"),
+        (["apikey", "create", "--name", "x", "--role", "owner"], 2, "usage"),
+    ]:
+        returncode, document = slipway(url, *args, check=False)
+        assert (returncode, document["error"]["code"]) == (status, code), (args, document)
