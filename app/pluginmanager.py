@@ -71,3 +71,7 @@ def templates(pm) -> dict:
         for template in batch or ():
             catalog[template["id"]] = template
     return catalog
+
+
+def runtimes(pm) -> dict:
+    return _by_name(pm.hook.register_runtimes(), "container runtime")

@@ -58,3 +58,17 @@ def register_templates():
     description}``). A later plugin's template replaces a built-in one with the same id
     (built-ins are registered ``trylast``).
     """
+
+
+# --- Container runtimes -------------------------------------------------------------
+
+
+@hookspec
+def register_runtimes():
+    """Return a list of runtime factories: objects with ``name`` and
+    ``create(url: str | None) -> ports.runtime.ContainerRuntime``.
+
+    ``SLIPWAY_RUNTIME`` (``podman`` by default, or ``docker``) picks one and
+    ``SLIPWAY_RUNTIME_URL`` is handed to it; two plugins returning the same name is a
+    start-up error.
+    """

@@ -3,13 +3,15 @@
 The catalog ships as data files (``templates/*.yaml``: id, name, category, description,
 the compose definition it deploys and its variables with defaults and which are
 required). A hosting company adds its own templates with a plugin implementing
-``register_templates``. Deploying (filling the variables, running the compose
-definition through the runtime port) arrives with the services issue.
+``register_templates``. A deploy fills the variables (defaults, then the request's;
+a missing required one is a 422 naming it) and runs the compose definition.
 """
 from importlib import resources
 
 import yaml
 
+from core.errors import Invalid
+from plugins.deploy_compose import parse_compose
 from ports import hookimpl
 from ports.deploy import DeployMethod
 
@@ -23,6 +25,27 @@ class TemplateDeploy(DeployMethod):
             "variables": {"type": "object", "additionalProperties": {"type": "string"}},
         },
     }
+
+    def plan(self, request: dict, catalog: dict):
+        template = catalog.get(request["template_id"])
+        if template is None:
+            raise Invalid("unknown template", fields={"template_id": f"no template {request['template_id']!r}"})
+        given = request.get("variables") or {}
+        values, missing = {}, []
+        for variable in template.get("variables", []):
+            name = variable["name"]
+            if name in given:
+                values[name] = given[name]
+            elif variable.get("default") is not None:
+                values[name] = str(variable["default"])
+            elif variable.get("required"):
+                missing.append(name)
+        if missing:
+            raise Invalid("missing template variables",
+                          fields={f"variables.{name}": "is required by the template" for name in missing})
+        plan = parse_compose(template["compose"], values)
+        return type(plan)(compose=plan.compose, components=plan.components, volumes=plan.volumes,
+                          variables=values, template_id=template["id"])
 
 
 def load_catalog() -> list[dict]:

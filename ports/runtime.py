@@ -1,0 +1,135 @@
+"""The container-runtime port: what a deploy needs from Podman or Docker.
+
+Everything Slipway creates carries the label ``slipway.service=<service id>`` (and
+``slipway.component=<compose service name>`` on containers), so the panel can rebuild its
+view of the engine after a restart and delete leaves nothing behind. Calls are
+synchronous (the clients are); the app runs them in worker threads.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from datetime import datetime
+
+SERVICE_LABEL = "slipway.service"
+COMPONENT_LABEL = "slipway.component"
+
+
+class EngineError(Exception):
+    """The engine refused or failed; the message is the engine's, shortened."""
+
+
+@dataclass(frozen=True)
+class Healthcheck:
+    test: tuple  # e.g. ("CMD", "wget", "-q", "-O", "-", "http://127.0.0.1:8080/") or ("CMD-SHELL", "...")
+    interval_s: float = 30.0
+    timeout_s: float = 30.0
+    retries: int = 3
+    start_period_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class PortSpec:
+    container_port: int
+    host_port: int | None = None  # None: published on a free port
+    protocol: str = "tcp"
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    name: str  # the engine's container name
+    image: str
+    labels: dict
+    command: tuple | None = None
+    environment: dict = field(default_factory=dict)
+    ports: tuple = ()  # PortSpec
+    volumes: tuple = ()  # (volume name, mount path)
+    network: str | None = None
+    aliases: tuple = ()  # names other containers of the network reach it by
+    healthcheck: Healthcheck | None = None
+
+
+@dataclass(frozen=True)
+class ContainerState:
+    id: str
+    name: str
+    status: str  # created, running, exited, ...
+    running: bool
+    health: str | None  # healthy, unhealthy, starting, or None without a healthcheck
+    ports: dict  # container port -> host port
+    labels: dict
+
+
+@dataclass(frozen=True)
+class LogLine:
+    timestamp: datetime
+    stream: str  # stdout or stderr
+    message: str
+
+
+@dataclass(frozen=True)
+class Usage:
+    cpu_percent: float
+    memory_mb: float
+    memory_limit_mb: float
+
+
+class ContainerRuntime(ABC):
+    name: str
+
+    @abstractmethod
+    def ping(self) -> bool: ...
+
+    @abstractmethod
+    def has_image(self, image: str) -> bool: ...
+
+    @abstractmethod
+    def pull_image(self, image: str) -> None: ...
+
+    @abstractmethod
+    def build_image(self, context_dir: str, tag: str, dockerfile: str | None = None) -> list[str]:
+        """Build ``context_dir``; returns the build output lines."""
+
+    @abstractmethod
+    def remove_image(self, image: str) -> None: ...
+
+    @abstractmethod
+    def create_network(self, name: str, labels: dict) -> None: ...
+
+    @abstractmethod
+    def create_volume(self, name: str, labels: dict) -> None: ...
+
+    @abstractmethod
+    def run(self, spec: ContainerSpec) -> str:
+        """Create and start a container; returns its id."""
+
+    @abstractmethod
+    def start(self, container_id: str) -> None: ...
+
+    @abstractmethod
+    def stop(self, container_id: str, timeout: int = 10) -> None: ...
+
+    @abstractmethod
+    def restart(self, container_id: str, timeout: int = 10) -> None: ...
+
+    @abstractmethod
+    def inspect(self, container_id: str) -> ContainerState | None:
+        """None when the container does not exist."""
+
+    @abstractmethod
+    def containers(self, service_id: str) -> list[ContainerState]:
+        """The service's containers (by label), running or not."""
+
+    @abstractmethod
+    def logs(self, container_id: str, tail: int | None = 100, since: datetime | None = None) -> list[LogLine]: ...
+
+    @abstractmethod
+    def usage(self, container_id: str) -> Usage: ...
+
+    @abstractmethod
+    def remove_service(self, service_id: str) -> None:
+        """Remove every container, volume and network labelled with the service; idempotent."""
+
+    @abstractmethod
+    def labelled(self, service_id: str) -> dict:
+        """What the engine holds for a service: {"containers": [...], "volumes": [...], "networks": [...]}."""

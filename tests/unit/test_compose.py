@@ -1,0 +1,76 @@
+"""Compose parsing and template filling: plans, interpolation, and every refusal."""
+import pytest
+
+from core.errors import Invalid
+from plugins.deploy_compose import interpolate, parse_compose
+from plugins.deploy_template import TemplateDeploy, load_catalog
+
+TWO = """
+services:
+  web:
+    image: ${IMAGE:-localhost/busybox:latest}
+    command: httpd -f -p 8080
+    environment: {GREETING: "$GREETING", COST: "$$5"}
+    ports: ["8080", "9000:81/udp"]
+    volumes: ["site:/www"]
+    depends_on: [db]
+    healthcheck: {test: "wget -q -O - http://127.0.0.1:8080/", interval: 1m30s, retries: 2}
+  db:
+    image: localhost/busybox:latest
+    environment: ["A=1", "B"]
+volumes:
+  site: {}
+"""
+
+
+def test_plan_order_ports_volumes_environment_healthcheck():
+    plan = parse_compose(TWO, {"GREETING": "hi"})
+    assert [c.name for c in plan.components] == ["db", "web"]
+    db, web = plan.components
+    assert web.image == "localhost/busybox:latest" and web.command == ("httpd", "-f", "-p", "8080")
+    assert web.environment == {"GREETING": "hi", "COST": "$5"} and db.environment == {"A": "1", "B": ""}
+    assert [(p.container_port, p.host_port, p.protocol) for p in web.ports] == [(8080, None, "tcp"), (81, 9000, "udp")]
+    assert web.volumes == (("site", "/www"),) and plan.volumes == ("site",)
+    assert web.healthcheck.test == ("CMD-SHELL", "wget -q -O - http://127.0.0.1:8080/")
+    assert web.healthcheck.interval_s == 90 and web.healthcheck.retries == 2
+
+
+def test_interpolation_rules():
+    assert interpolate("$A ${A} ${B:-x} ${C-y} ${D:-z} $$A", {"A": "1", "C": "", "D": ""}) == "1 1 x  z $A"
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("services:\n  web:\n    image: x\n    restart: always\n", "services.web.restart"),
+    ("services:\n  web:\n    image: x\nnetworks: {}\n", "networks"),
+    ("services:\n  web:\n    image: x\n    volumes: ['/etc:/etc']\n", "named volumes"),
+    ("services:\n  web:\n    image: x\n    volumes: ['data:/d']\n", "not declared"),
+    ("services:\n  web:\n    image: x\n    depends_on: [db]\n", "no service 'db'"),
+    ("services:\n  a:\n    image: x\n    depends_on: [b]\n  b:\n    image: x\n    depends_on: [a]\n", "cycle"),
+    ("services:\n  web:\n    command: x\n", "image is required"),
+    ("services:\n  web:\n    image: x\n    ports: ['1.2.3.4:80:80']\n", "unsupported port"),
+    ("services:\n  web:\n    image: x\n    healthcheck: {test: [CMD, x], interval: soon}\n", "duration"),
+    ("services: {}\n", "non-empty services"),
+    ("services: [\n", "YAML"),
+    ("just text", "non-empty services"),
+])
+def test_refusals_name_the_problem(text, needle):
+    with pytest.raises(Invalid) as info:
+        parse_compose(text)
+    assert needle in info.value.fields["compose"]
+
+
+def test_template_fills_defaults_and_requires_variables():
+    catalog = {t["id"]: t for t in load_catalog()}
+    method = TemplateDeploy()
+    with pytest.raises(Invalid) as info:
+        method.plan({"template_id": "postgres"}, catalog)
+    assert info.value.fields == {"variables.POSTGRES_PASSWORD": "is required by the template"}
+    plan = method.plan({"template_id": "postgres", "variables": {"POSTGRES_PASSWORD": "s3cret"}}, catalog)
+    assert plan.components[0].environment == {"POSTGRES_PASSWORD": "s3cret", "POSTGRES_DB": "app"}
+    assert plan.template_id == "postgres" and plan.variables["POSTGRES_DB"] == "app"
+    with pytest.raises(Invalid) as info:
+        method.plan({"template_id": "nope"}, catalog)
+    assert "template_id" in info.value.fields
+    for template in catalog.values():  # every shipped template parses with its defaults
+        needed = {v["name"]: "x" for v in template["variables"] if v.get("required")}
+        assert method.plan({"template_id": template["id"], "variables": needed}, catalog).components
