@@ -69,6 +69,10 @@ class Config:
     license_service: str = "embedded"
     #: seconds between billing recomputes in the server; 0 turns the job off
     billing_interval: float = 86400.0
+    #: run deploy jobs and health checks in this process
+    deploy_worker: bool = True
+    health_interval: float = 15.0
+    base_domain: str | None = None
     #: plugin settings (the environment): each plugin reads its own SLIPWAY_* variables
     settings: dict = field(default_factory=dict)
     clock: Clock = field(default_factory=SystemClock)
@@ -96,6 +100,9 @@ class Config:
             db_threads=_positive_int(env, "SLIPWAY_DB_THREADS", 4),
             license_service=env.get("SLIPWAY_LICENSE_SERVICE") or "embedded",
             billing_interval=_interval(env, "SLIPWAY_BILLING_INTERVAL", 86400.0),
+            deploy_worker=env.get("SLIPWAY_DEPLOY_WORKER", "1") != "0",
+            health_interval=_positive_number(env, "SLIPWAY_HEALTH_INTERVAL", 15.0),
+            base_domain=env.get("SLIPWAY_BASE_DOMAIN") or None,
             settings=dict(env),
         )
         values.update(overrides)

@@ -61,8 +61,16 @@ class Contract:
     def load(cls, api: str, *, deploy_methods=None) -> "Contract":
         name = {"partner": "partner.yaml", "panel": "panel.yaml"}[api]
         document = yaml.safe_load(resources.files("app.contracts").joinpath(name).read_text("utf-8"))
-        if deploy_methods is not None and "DeployMethod" in document.get("components", {}).get("schemas", {}):
-            document["components"]["schemas"]["DeployMethod"]["enum"] = sorted(deploy_methods)
+        schemas = document.get("components", {}).get("schemas", {})
+        if deploy_methods is not None and "DeployMethod" in schemas:
+            schemas["DeployMethod"]["enum"] = sorted(deploy_methods)
+            methods = deploy_methods if isinstance(deploy_methods, dict) else {}
+            if "ServiceCreate" in schemas and methods:
+                # each plugin's required fields, keyed on deploy_method
+                schemas["ServiceCreate"]["allOf"] = [
+                    {"if": {"properties": {"deploy_method": {"const": name}}, "required": ["deploy_method"]},
+                     "then": copy.deepcopy(method.request_schema)}
+                    for name, method in sorted(methods.items())]
         return cls(api, document)
 
     # --- validators -----------------------------------------------------------------

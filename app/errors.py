@@ -13,6 +13,7 @@ import peewee
 
 from core.errors import Conflict, DomainError, Forbidden, Invalid, NotFound, Unauthorized
 from ports.licensing import LicenseServiceError
+from ports.runtime import EngineError
 
 log = logging.getLogger("slipway.errors")
 
@@ -69,6 +70,9 @@ def to_api_error(ex: Exception) -> ApiError:
     if isinstance(ex, LicenseServiceError):
         log.warning("license service failed: %s", ex)
         return ApiError(503, f"the license service failed, nothing was changed: {ex}")
+    if isinstance(ex, EngineError):
+        log.warning("container engine failed: %s", ex)
+        return ApiError(503, f"the container engine failed: {ex}")
     if isinstance(ex, peewee.OperationalError) and "locked" in str(ex):
         log.warning("database busy: %s", ex)
         return ApiError(503, "the database is busy, retry shortly", headers={"Retry-After": "1"})

@@ -15,8 +15,10 @@ from app.partner_gate import PartnerGate
 from app.partner_billing_api import billing_handlers
 from app.partner_licensing_api import licensing_handlers
 from app.panel_api import panel_handlers
+from app.deployer import DeployWorker
 from app.panel_gate import PanelGate
-from app.pluginmanager import billing_models, deploy_methods, license_services, make_plugin_manager, templates
+from app.panel_services_api import services_handlers
+from app.pluginmanager import billing_models, deploy_methods, license_services, make_plugin_manager, runtimes, templates
 from app.storage.store import Store
 
 
@@ -65,8 +67,15 @@ def create_app(config: Config | None = None, *, store: Store | None = None) -> S
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
 
+    engines = runtimes(pm)
+    if config.runtime not in engines:
+        raise ConfigError(f"SLIPWAY_RUNTIME: no loaded plugin provides {config.runtime!r} "
+                          f"(loaded: {', '.join(sorted(engines)) or 'none'})")
+    runtime = engines[config.runtime].create(config.runtime_url)
+    deployer = DeployWorker(store, config.clock, runtime, base_domain=config.base_domain,
+                            health_interval=config.health_interval)
     recompute = BillingRecompute(store, config.clock, models, config.billing_interval)
-    jobs = [recompute] if config.billing_interval else []
+    jobs = ([recompute] if config.billing_interval else []) + ([deployer] if config.deploy_worker else [])
     app = SlipwayApp(middleware=[Lifespan(store, jobs=jobs, owns_store=owns_store)])
     app.req_options.auto_parse_qs_csv = False
     app.add_error_handler(Exception, handle_any_error)
@@ -78,9 +87,13 @@ def create_app(config: Config | None = None, *, store: Store | None = None) -> S
     handlers.update(billing_handlers(store, config.clock))
     add_contract_routes(app, partner, PartnerGate(store, config), handlers)
 
-    panel = Contract.load("panel", deploy_methods=methods)
-    add_contract_routes(app, panel, PanelGate(store, config), panel_handlers(store, config.clock, panel, templates(pm)))
+    panel = Contract.load("panel", deploy_methods=methods)  # names and per-method required fields
+    catalog = templates(pm)
+    panel_ops = panel_handlers(store, config.clock, panel, catalog)
+    panel_ops.update(services_handlers(store, config.clock, runtime, methods, catalog, wake=deployer.wake))
+    add_contract_routes(app, panel, PanelGate(store, config), panel_ops)
 
     app.slipway = {"store": store, "plugins": pm, "contracts": {"partner": partner, "panel": panel},
-                   "license_service": license_service, "billing_recompute": recompute}
+                   "license_service": license_service, "billing_recompute": recompute, "runtime": runtime,
+                   "deployer": deployer}
     return app

@@ -71,6 +71,8 @@ def delete_customer(uow, customer_id: str) -> None:
     with uow:
         if uow.panel_customers.get(customer_id) is None:
             raise NotFound(f"customer {customer_id} not found")
+        if uow.services.count_for_customer(customer_id):
+            raise Conflict("the customer still has services; delete them first")
         if uow.api_keys.count_for_customer(customer_id):
             raise Conflict("API keys of role customer still belong to this customer; revoke them first")
         uow.panel_customers.delete(customer_id)

@@ -113,6 +113,10 @@ class ContainerRuntime(ABC):
     def restart(self, container_id: str, timeout: int = 10) -> None: ...
 
     @abstractmethod
+    def remove_container(self, container_id: str) -> None:
+        """Force-remove one container (its volumes stay); idempotent."""
+
+    @abstractmethod
     def inspect(self, container_id: str) -> ContainerState | None:
         """None when the container does not exist."""
 

@@ -55,6 +55,7 @@ def clock():
 def make_app(store, clock):
     def make(**overrides):
         overrides.setdefault("billing_interval", 0)  # tests drive recomputes themselves
+        overrides.setdefault("deploy_worker", False)  # lifespan runs per request in falcon.testing
         config = Config(database_url=store.url, clock=clock, **overrides)
         return create_app(config, store=store)
 

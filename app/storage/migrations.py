@@ -88,11 +88,16 @@ def _v4_panel_access(db, m):
     db.create_tables([m.PanelCustomer, m.PanelApiKey], safe=True)
 
 
+def _v5_services(db, m):
+    db.create_tables([m.Service, m.DeployJob, m.ServiceEvent], safe=True)
+
+
 MIGRATIONS = [
     (1, "partners, partner API tokens, contracts", _v1_identity),
     (2, "customers, contacts, notes, editions, licenses, transfers, activity ledger", _v2_licensing),
     (3, "statements (drafts, finalized, superseded); ledger index for billing", _v3_billing),
     (4, "panel customers and API keys", _v4_panel_access),
+    (5, "services, deploy jobs, service events", _v5_services),
 ]
 LATEST = MIGRATIONS[-1][0]
 

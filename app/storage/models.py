@@ -228,7 +228,50 @@ def define_models(db: peewee.Database) -> SimpleNamespace:
         class Meta:
             table_name = "panel_api_key"
 
-    return SimpleNamespace(PanelCustomer=PanelCustomer, PanelApiKey=PanelApiKey, SchemaVersion=SchemaVersion, Partner=Partner, ApiToken=ApiToken, Contract=Contract,
+    class Service(Base):
+        id = peewee.CharField(max_length=40, primary_key=True)
+        name = peewee.CharField(max_length=63, unique=True)
+        customer = peewee.ForeignKeyField(PanelCustomer, column_name="customer_id", on_delete="RESTRICT")
+        deploy_method = peewee.CharField(max_length=32)
+        status = peewee.CharField(max_length=16)
+        template_id = peewee.CharField(max_length=64, null=True)
+        compose = peewee.TextField(default="")
+        variables = peewee.TextField(default="{}")
+        url = peewee.TextField(default="")
+        created_at = UtcDateTimeField()
+        updated_at = UtcDateTimeField()
+        deployed_at = UtcDateTimeField(null=True)
+        health_status = peewee.CharField(max_length=16, default="unknown")
+        health_checked_at = UtcDateTimeField(null=True)
+        health_failures = peewee.IntegerField(default=0)
+
+    class DeployJob(Base):
+        id = peewee.CharField(max_length=40, primary_key=True)
+        service_id = peewee.CharField(max_length=40, index=True)
+        kind = peewee.CharField(max_length=16)
+        state = peewee.CharField(max_length=16, index=True)
+        step = peewee.CharField(max_length=32, default="")
+        error = peewee.TextField(null=True)
+        created_at = UtcDateTimeField()
+        updated_at = UtcDateTimeField()
+
+        class Meta:
+            table_name = "deploy_job"
+
+    class ServiceEvent(Base):
+        id = peewee.BigAutoField()
+        service_id = peewee.CharField(max_length=40)
+        type = peewee.CharField(max_length=16)
+        status = peewee.CharField(max_length=16)
+        message = peewee.TextField()
+        timestamp = UtcDateTimeField()
+
+        class Meta:
+            table_name = "service_event"
+            indexes = ((("service_id", "id"), False),)
+
+    return SimpleNamespace(Service=Service, DeployJob=DeployJob, ServiceEvent=ServiceEvent,
+                           PanelCustomer=PanelCustomer, PanelApiKey=PanelApiKey, SchemaVersion=SchemaVersion, Partner=Partner, ApiToken=ApiToken, Contract=Contract,
                            HumanIdCounter=HumanIdCounter, Customer=Customer, Contact=Contact, Note=Note,
                            Edition=Edition, License=License, Transfer=Transfer, LedgerEvent=LedgerEvent,
                            Statement=Statement)

@@ -1,0 +1,75 @@
+"""The deploy worker inside the server: runs queued deploy jobs and the periodic health
+check, off the event loop. On start-up it puts jobs a stopped process left running back
+in the queue, so no service stays ``deploying`` forever."""
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from core import deploys
+from plugins.deploy_compose import parse_compose
+
+log = logging.getLogger("slipway.deployer")
+
+
+class DeployWorker:
+    def __init__(self, store, clock, runtime, *, base_domain=None, health_interval: float = 15.0,
+                 progress=lambda *a: None):
+        self.store, self.clock, self.runtime = store, clock, runtime
+        self.base_domain, self.health_interval, self.progress = base_domain, health_interval, progress
+        self._tasks: list[asyncio.Task] = []
+        self._wake: asyncio.Event | None = None
+        self._loop = None
+
+    def wake(self) -> None:
+        """A job was queued: look now rather than at the next poll."""
+        if self._wake is not None and self._loop is not None:
+            self._loop.call_soon_threadsafe(self._wake.set)
+
+    def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._wake = asyncio.Event()
+        self._tasks = [self._loop.create_task(self._jobs(), name="deploy-jobs"),
+                       self._loop.create_task(self._health(), name="health-checks")]
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+        self._tasks = []
+
+    async def _jobs(self) -> None:
+        resumed = await self.store.run(deploys.recover_interrupted, self.store.uow(), self.clock)
+        if resumed:
+            log.warning("resuming %d interrupted deploy job(s): %s", len(resumed), ", ".join(resumed))
+        while True:
+            try:
+                job = await self.store.run(deploys.claim_next, self.store.uow(), self.clock)
+                if job is None:
+                    self._wake.clear()
+                    try:
+                        await asyncio.wait_for(self._wake.wait(), timeout=1.0)
+                    except asyncio.TimeoutError:
+                        pass
+                    continue
+                await self.store.run(deploys.run_job, self.store.uow(), self.clock, self.runtime, job,
+                                     parse_compose, base_domain=self.base_domain, progress=self.progress)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("deploy worker round failed")
+                await asyncio.sleep(1.0)
+
+    async def _health(self) -> None:
+        while True:
+            await asyncio.sleep(self.health_interval)
+            try:
+                await self.store.run(deploys.check_health, self.store.uow(), self.clock, self.runtime)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("health check failed")

@@ -1,0 +1,122 @@
+"""Handlers of the panel API's services: create, list, detail, lifecycle, events, logs."""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from app.http import Reply
+from app.timefmt import rfc3339
+from core import services
+
+
+def _resources(runtime, service_id: str, detail: bool = False) -> dict:
+    cpu = mem = limit = 0.0
+    try:
+        for state in runtime.containers(service_id):
+            if state.running:
+                usage = runtime.usage(state.id)
+                cpu += usage.cpu_percent
+                mem += usage.memory_mb
+                limit = max(limit, usage.memory_limit_mb)
+    except Exception:  # resources are informative; an engine hiccup must not fail the read
+        pass
+    out = {"cpu_usage": round(cpu, 2), "memory_usage_mb": round(mem, 1), "memory_limit_mb": round(limit, 1)}
+    if detail:
+        out.update({"cpu_limit": 0.0, "storage_mb": 0.0})
+    return out
+
+
+def service_item(s, resources: dict) -> dict:
+    return {"id": s.id, "name": s.name, "status": s.status, "url": s.url, "customer_id": s.customer_id,
+            "template": s.template_id, "deploy_method": s.deploy_method, "created_at": rfc3339(s.created_at),
+            "updated_at": rfc3339(s.updated_at), "resources": resources}
+
+
+def service_detail(s, resources: dict, customer_name: str) -> dict:
+    out = service_item(s, resources)
+    out.update({"customer_name": customer_name, "compose": s.compose, "variables": s.variables or {},
+                "custom_domains": [], "deployed_at": rfc3339(s.deployed_at),
+                "health": {"status": s.health_status, "last_check": rfc3339(s.health_checked_at),
+                           "consecutive_failures": s.health_failures}})
+    return out
+
+
+def event_json(e) -> dict:
+    return {"type": e.type, "status": e.status, "message": e.message, "timestamp": rfc3339(e.timestamp)}
+
+
+def services_handlers(store, clock, runtime, methods: dict, catalog: dict, wake=lambda: None) -> dict:
+    run = store.run
+
+    async def list_services(call):
+        p = call.params
+        found, total = await run(services.list_services, store.uow(write=False), call.caller, page=p["page"],
+                                 per_page=p["per_page"], status=p.get("status"), customer_id=p.get("customer_id"),
+                                 sort=p.get("sort"), order=p["order"], search=p.get("search"))
+
+        def with_resources():
+            return [service_item(s, _resources(runtime, s.id)) for s in found]
+
+        return Reply(200, {"data": await run(with_resources), "total": total, "page": p["page"],
+                           "per_page": p["per_page"]})
+
+    async def create_service(call):
+        service, job = await run(services.create_service, store.uow(), clock, call.caller, call.body, methods,
+                                 catalog)
+        wake()
+        return Reply(201, {"id": service.id, "name": service.name, "status": service.status, "url": service.url,
+                           "deploy_job_id": job.id})
+
+    async def get_service(call):
+        def detail():
+            service = services.get_service(store.uow(write=False), call.caller, call.params["id"])
+            with store.uow(write=False) as uow:
+                name = uow.services.customer_names([service.customer_id]).get(service.customer_id, "")
+            return service_detail(service, _resources(runtime, service.id, detail=True), name)
+
+        return Reply(200, await run(detail))
+
+    def operation(name):
+        async def handler(call):
+            service, message = await run(services.operate, store.uow(), clock, runtime, call.caller,
+                                         call.params["id"], name)
+            return Reply(200, {"id": service.id, "status": service.status, "message": message})
+
+        return handler
+
+    async def redeploy(call):
+        service, job = await run(services.redeploy, store.uow(), clock, call.caller, call.params["id"])
+        wake()
+        return Reply(200, {"id": service.id, "status": service.status, "deploy_job_id": job.id})
+
+    async def delete_service(call):
+        await run(services.delete_service, store.uow(), runtime, call.caller, call.params["id"])
+        return Reply(204)
+
+    async def list_events(call):
+        p = call.params
+        found, total = await run(services.list_events, store.uow(write=False), call.caller, p["id"],
+                                 page=p["page"], per_page=p["per_page"])
+        return Reply(200, {"data": [event_json(e) for e in found], "total": total, "page": p["page"],
+                           "per_page": p["per_page"]})
+
+    async def get_logs(call):
+        since = call.params.get("since")
+        since = datetime.fromisoformat(since).astimezone(timezone.utc) if since else None
+        tail = call.params["tail"]
+
+        def read():
+            service = services.get_service(store.uow(write=False), call.caller, call.params["id"])
+            lines = []
+            for state in runtime.containers(service.id):
+                lines.extend(runtime.logs(state.id, tail=tail, since=since))
+            lines.sort(key=lambda line: line.timestamp)
+            return lines[-tail:]
+
+        lines = await run(read)
+        return Reply(200, {"logs": [{"timestamp": rfc3339(line.timestamp), "stream": line.stream,
+                                     "message": line.message} for line in lines]})
+
+    return {"listServices": list_services, "createService": create_service, "getService": get_service,
+            "startService": operation("start"), "stopService": operation("stop"),
+            "restartService": operation("restart"), "redeployService": redeploy, "deleteService": delete_service,
+            "listServiceEvents": list_events, "getServiceLogs": get_logs}

@@ -1,0 +1,139 @@
+"""peewee repositories of panel services, their deploy jobs and their event timelines."""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, fields
+
+import peewee
+
+from core.services import DeployJob, Service, ServiceEvent
+
+_SERVICE_FIELDS = [f.name for f in fields(Service)]
+SORTABLE = ("name", "status", "created_at", "updated_at")
+
+
+def _locked(query, db):
+    return query.for_update() if isinstance(db, peewee.PostgresqlDatabase) else query
+
+
+class PeeweeServices:
+    def __init__(self, m):
+        self.m = m
+
+    def _entity(self, row) -> Service:
+        values = {name: getattr(row, name) for name in _SERVICE_FIELDS if name not in ("customer_id", "variables")}
+        return Service(customer_id=row.customer_id, variables=json.loads(row.variables or "{}"), **values)
+
+    def _values(self, s: Service) -> dict:
+        values = asdict(s)
+        values["customer"] = values.pop("customer_id")
+        values["variables"] = json.dumps(s.variables or {}, sort_keys=True)
+        return values
+
+    def add(self, s: Service) -> None:
+        self.m.Service.insert(**self._values(s)).execute()
+
+    def get(self, service_id: str, for_update: bool = False) -> Service | None:
+        S = self.m.Service
+        query = S.select().where(S.id == service_id)
+        row = (_locked(query, S._meta.database) if for_update else query).first()
+        return self._entity(row) if row else None
+
+    def by_name(self, name: str) -> Service | None:
+        row = self.m.Service.get_or_none(self.m.Service.name == name)
+        return self._entity(row) if row else None
+
+    def update(self, s: Service) -> None:
+        values = self._values(s)
+        values.pop("id")
+        self.m.Service.update(**values).where(self.m.Service.id == s.id).execute()
+
+    def delete(self, service_id: str) -> None:
+        self.m.Service.delete().where(self.m.Service.id == service_id).execute()
+
+    def count_for_customer(self, customer_id: str) -> int:
+        return self.m.Service.select().where(self.m.Service.customer == customer_id).count()
+
+    def with_status(self, status: str) -> list[Service]:
+        S = self.m.Service
+        return [self._entity(r) for r in S.select().where(S.status == status)]
+
+    def page(self, *, page, per_page, status, customer_id, sort, order, search):
+        S = self.m.Service
+        query = S.select()
+        if status:
+            query = query.where(S.status == status)
+        if customer_id:
+            query = query.where(S.customer == customer_id)
+        if search:
+            query = query.where(S.name.contains(search))
+        column = getattr(S, sort if sort in SORTABLE else "created_at")
+        desc = order == "desc"
+        total = query.count()
+        rows = query.order_by(column.desc() if desc else column.asc(), S.id.desc() if desc else S.id.asc())
+        return [self._entity(r) for r in rows.paginate(page, per_page)], total
+
+    def customer_names(self, customer_ids) -> dict:
+        C = self.m.PanelCustomer
+        return {r.id: r.name for r in C.select(C.id, C.name).where(C.id.in_(list(customer_ids)))}
+
+
+class PeeweeDeployJobs:
+    def __init__(self, m):
+        self.m = m
+
+    @staticmethod
+    def _entity(row) -> DeployJob:
+        return DeployJob(id=row.id, service_id=row.service_id, kind=row.kind, state=row.state,
+                         created_at=row.created_at, updated_at=row.updated_at, step=row.step, error=row.error)
+
+    def add(self, job: DeployJob) -> None:
+        self.m.DeployJob.insert(**asdict(job)).execute()
+
+    def get(self, job_id: str) -> DeployJob | None:
+        row = self.m.DeployJob.get_or_none(self.m.DeployJob.id == job_id)
+        return self._entity(row) if row else None
+
+    def claim_queued(self, now) -> DeployJob | None:
+        J = self.m.DeployJob
+        db = J._meta.database
+        query = J.select().where(J.state == "queued").order_by(J.created_at, J.id).limit(1)
+        if isinstance(db, peewee.PostgresqlDatabase):
+            query = query.for_update("FOR UPDATE SKIP LOCKED")
+        row = query.first()
+        if row is None:
+            return None
+        J.update(state="running", updated_at=now).where(J.id == row.id).execute()
+        return self._entity(row)
+
+    def requeue_running(self, now) -> list[DeployJob]:
+        J = self.m.DeployJob
+        rows = [self._entity(r) for r in J.select().where(J.state == "running")]
+        if rows:
+            J.update(state="queued", updated_at=now).where(J.id.in_([r.id for r in rows])).execute()
+        return rows
+
+    def set_step(self, job_id: str, step: str, now) -> None:
+        J = self.m.DeployJob
+        J.update(step=step, updated_at=now).where(J.id == job_id).execute()
+
+    def finish(self, job_id: str, state: str, error, now) -> None:
+        J = self.m.DeployJob
+        J.update(state=state, error=error, updated_at=now).where(J.id == job_id).execute()
+
+
+class PeeweeServiceEvents:
+    def __init__(self, m):
+        self.m = m
+
+    def add(self, event: ServiceEvent) -> ServiceEvent:
+        new_id = self.m.ServiceEvent.insert(service_id=event.service_id, type=event.type, status=event.status,
+                                            message=event.message, timestamp=event.timestamp).execute()
+        return ServiceEvent(new_id, event.service_id, event.type, event.status, event.message, event.timestamp)
+
+    def page(self, service_id: str, *, page: int, per_page: int):
+        E = self.m.ServiceEvent
+        query = E.select().where(E.service_id == service_id)
+        total = query.count()
+        rows = query.order_by(E.id.desc()).paginate(page, per_page)
+        return [ServiceEvent(r.id, r.service_id, r.type, r.status, r.message, r.timestamp) for r in rows], total

@@ -1,0 +1,176 @@
+"""Deploy jobs: carry a service's plan out through the runtime port, step by step, and
+the periodic health check. Runs in worker threads; every step is persisted, so a job
+interrupted by a restart is found and run again (idempotently) on start-up."""
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+from core.services import record
+
+WAIT_SECONDS = 90
+STEPS = ("plan", "images", "network", "volumes", "containers", "wait", "done")
+
+
+def resource_names(service, component: str | None = None, volume: str | None = None) -> str:
+    if volume is not None:
+        return f"slw-{service.id}-{volume}"
+    if component is not None:
+        return f"slw-{service.name}-{component}"
+    return f"slw-{service.id}"
+
+
+def claim_next(uow, clock):
+    """Take the oldest queued job (SKIP LOCKED on PostgreSQL, so processes share the queue)."""
+    with uow:
+        job = uow.deploy_jobs.claim_queued(clock.now())
+        uow.commit()
+    return job
+
+
+def recover_interrupted(uow, clock) -> list[str]:
+    """Jobs left ``running`` by a stopped process go back to the queue, to run again."""
+    with uow:
+        resumed = uow.deploy_jobs.requeue_running(clock.now())
+        for job in resumed:
+            record(uow, clock, job.service_id, job.kind, "started",
+                   f"{job.kind} job {job.id} resumed after a restart")
+        uow.commit()
+    return [job.id for job in resumed]
+
+
+def _step(uow, clock, job, step, progress, message, pct):
+    with uow:
+        uow.deploy_jobs.set_step(job.id, step, clock.now())
+        uow.commit()
+    progress(job, step, message, pct)
+
+
+def run_job(uow, clock, runtime, job, parse, *, base_domain: str | None = None, progress=lambda *a: None,
+            wait_seconds: float = WAIT_SECONDS):
+    """Deploy (or redeploy) the job's service. Never raises: failures end the job and the
+    service ``failed`` with the reason in the event timeline."""
+    with uow.reading():
+        service = uow.services.get(job.service_id)
+    if service is None:  # deleted meanwhile
+        with uow:
+            uow.deploy_jobs.finish(job.id, "failed", "service deleted", clock.now())
+            uow.commit()
+        return
+    try:
+        _step(uow, clock, job, "plan", progress, "reading the compose definition", 5)
+        plan = parse(service.compose, service.variables or {})
+        _step(uow, clock, job, "images", progress, "checking images", 15)
+        for image in sorted({c.image for c in plan.components}):
+            if not runtime.has_image(image):
+                runtime.pull_image(image)
+        # a resumed or repeated job starts from a clean slate of containers; volumes stay
+        for state in runtime.containers(service.id):
+            runtime.remove_container(state.id)
+        _step(uow, clock, job, "network", progress, "creating the network", 30)
+        from ports.runtime import COMPONENT_LABEL, SERVICE_LABEL, ContainerSpec
+
+        labels = {SERVICE_LABEL: service.id}
+        network = resource_names(service)
+        runtime.create_network(network, labels)
+        _step(uow, clock, job, "volumes", progress, "creating volumes", 40)
+        for volume in plan.volumes:
+            runtime.create_volume(resource_names(service, volume=volume), labels)
+        for i, component in enumerate(plan.components):
+            _step(uow, clock, job, "containers", progress, f"starting {component.name}",
+                  45 + int(35 * i / max(1, len(plan.components))))
+            runtime.run(ContainerSpec(
+                name=resource_names(service, component=component.name), image=component.image,
+                labels={**labels, COMPONENT_LABEL: component.name}, command=component.command,
+                environment=component.environment, ports=component.ports,
+                volumes=tuple((resource_names(service, volume=v), path) for v, path in component.volumes),
+                network=network, aliases=(component.name,), healthcheck=component.healthcheck))
+        _step(uow, clock, job, "wait", progress, "waiting for the containers", 85)
+        states = _wait(runtime, service.id, len(plan.components), wait_seconds)
+        url = _url(service, plan, states, base_domain)
+        now = clock.now()
+        with uow:
+            current = uow.services.get(service.id, for_update=True)
+            if current is not None:
+                uow.services.update(replace(current, status="running", url=url, deployed_at=now, updated_at=now,
+                                            health_status=_health(states), health_checked_at=now,
+                                            health_failures=0))
+                record(uow, clock, service.id, job.kind, "success", f"{job.kind} succeeded" + (f": {url}" if url else ""))
+            uow.deploy_jobs.finish(job.id, "succeeded", None, now)
+            uow.commit()
+        progress(job, "done", "running", 100)
+    except Exception as exc:  # the reason goes to the timeline, the job and the service
+        reason = str(exc)[-2000:] or type(exc).__name__
+        now = clock.now()
+        with uow:
+            current = uow.services.get(service.id, for_update=True)
+            if current is not None:
+                uow.services.update(replace(current, status="failed", updated_at=now))
+                record(uow, clock, service.id, job.kind, "failed", f"{job.kind} failed: {reason}")
+            uow.deploy_jobs.finish(job.id, "failed", reason, now)
+            uow.commit()
+        progress(job, "failed", reason, 100)
+
+
+def _wait(runtime, service_id: str, expected: int, seconds: float):
+    deadline = time.monotonic() + seconds
+    while True:
+        states = runtime.containers(service_id)
+        stopped = [s for s in states if not s.running]
+        if stopped:
+            last = runtime.logs(stopped[0].id, tail=10)
+            tail = "\n".join(line.message for line in last)
+            raise RuntimeError(f"container {stopped[0].name} exited ({stopped[0].status}); last output:\n{tail}")
+        if len(states) >= expected and all(s.health in (None, "healthy") for s in states):
+            return states
+        if time.monotonic() > deadline:  # an early failing healthcheck may still pass: wait it out
+            sick = [s.name for s in states if s.health != "healthy" and s.health is not None]
+            raise RuntimeError(f"containers not running and healthy after {seconds:g} s"
+                               + (f" (healthcheck failing: {', '.join(sick)})" if sick else ""))
+        time.sleep(0.3)
+
+
+def _url(service, plan, states, base_domain):
+    if base_domain:
+        return f"https://{service.name}.{base_domain}"
+    by_component = {s.labels.get("slipway.component"): s for s in states}
+    for component in plan.components:
+        state = by_component.get(component.name)
+        for port in component.ports:
+            host = state.ports.get(port.container_port) if state else None
+            if host:
+                return f"http://127.0.0.1:{host}"
+    return ""
+
+
+def _health(states) -> str:
+    if not states or any(not s.running or s.health == "unhealthy" for s in states):
+        return "unhealthy"
+    if any(s.health == "starting" for s in states):
+        return "starting"
+    return "healthy"
+
+
+def check_health(uow, clock, runtime) -> int:
+    """Look at every running service's containers; record changes in the timeline."""
+    with uow.reading():
+        running = uow.services.with_status("running")
+    changed = 0
+    for service in running:
+        try:
+            status = _health(runtime.containers(service.id))
+        except Exception:  # an unreachable engine is not a verdict on the service
+            status = "unknown"
+        now = clock.now()
+        with uow:
+            current = uow.services.get(service.id, for_update=True)
+            if current is None or current.status != "running":
+                continue
+            failures = current.health_failures + 1 if status == "unhealthy" else 0
+            uow.services.update(replace(current, health_status=status, health_checked_at=now,
+                                        health_failures=failures))
+            if status != current.health_status and status in ("healthy", "unhealthy"):
+                record(uow, clock, service.id, "health", status, f"service is {status}")
+                changed += 1
+            uow.commit()
+    return changed

@@ -1,0 +1,403 @@
+"""``ClientRuntime``: the port implemented once over the object model podman-py and
+docker-py share; subclasses supply the client and the calls where the two differ."""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from contextlib import contextmanager
+from datetime import datetime, timezone
+
+from plugins.runtime_common.parsing import (
+    as_utc,
+    build_failure,
+    error_text,
+    event_error,
+    healthcheck_due,
+    merge_logs,
+    output_lines,
+    parse_log,
+    port_bindings,
+    state_from_attrs,
+    status_code,
+    stream_events,
+    usage_from_stats,
+    volume_binds,
+)
+from ports.runtime import SERVICE_LABEL, ContainerRuntime, ContainerSpec, ContainerState, EngineError, LogLine, Usage
+
+CONFLICT = 409
+READ_ATTEMPTS = 4
+READ_RETRY_S = 0.2
+
+
+class ClientRuntime(ContainerRuntime):
+    """Subclasses set ``name``, ``errors`` (client exceptions that mean the engine failed),
+    ``not_found`` (the subset meaning "no such object") and ``build_error``, and implement
+    the ``_`` hooks below the public methods."""
+
+    name = ""
+    errors: tuple = ()
+    not_found: tuple = ()
+    build_error: type = Exception
+
+    def __init__(self, connect, *, ulimits=()):
+        """``connect()`` makes the client; it is called on first use, so a runtime can be
+        created while the engine is down (``ping`` then says False)."""
+        self._connect = connect
+        self._client = None
+        self._lock = threading.Lock()
+        self._drives_healthchecks = None
+        self.ulimits = tuple(ulimits)
+
+    # --- plumbing --------------------------------------------------------------------------
+
+    @property
+    def client(self):
+        if self._client is None:
+            with self._lock:
+                if self._client is None:
+                    with self.engine("connecting to the engine"):
+                        self._client = self._connect()
+        return self._client
+
+    @contextmanager
+    def engine(self, what: str):
+        """Turn the client's exceptions into :class:`EngineError` ``"<what>: <engine's words>"``."""
+        try:
+            yield
+        except EngineError:
+            raise
+        except self.errors as exc:
+            raise EngineError(f"{what}: {error_text(exc)}") from exc
+
+    def _read(self, call, attempts: int = READ_ATTEMPTS):
+        """``call()``, an idempotent read, tried again after a server error: Podman's
+        inspect and Docker-compatible network listing race with containers that are
+        exiting ("read /proc/<pid>/cgroup: no such process")."""
+        for attempt in range(1, attempts + 1):
+            try:
+                return call()
+            except self.errors as exc:
+                code = status_code(exc)
+                if attempt == attempts or not (isinstance(code, int) and code >= 500):
+                    raise
+            time.sleep(READ_RETRY_S * attempt)
+
+    def _get(self, container_id: str):
+        """The client's container object, or None when the engine has no such container."""
+        try:
+            return self._read(lambda: self.client.containers.get(container_id))
+        except self.not_found:
+            return None
+
+    def _require(self, container_id: str):
+        container = self._get(container_id)
+        if container is None:
+            raise EngineError(f"no such container: {container_id}")
+        return container
+
+    def _attrs(self, container_id: str) -> dict | None:
+        with self.engine(f"inspecting container {container_id}"):
+            container = self._get(container_id)
+        return None if container is None else container.attrs
+
+    @staticmethod
+    def _label_filter(service_id: str) -> dict:
+        return {"label": f"{SERVICE_LABEL}={service_id}"}
+
+    # --- images ----------------------------------------------------------------------------
+
+    def ping(self) -> bool:
+        try:
+            return bool(self.client.ping())
+        except EngineError:
+            return False
+        except self.errors:
+            return False
+
+    def has_image(self, image: str) -> bool:
+        with self.engine(f"looking up image {image}"):
+            try:
+                self._read(lambda: self.client.images.get(image))
+            except self.not_found:
+                return False
+        return True
+
+    def pull_image(self, image: str) -> None:
+        """Pull ``image``; the engines report pull failures inside the stream (with a
+        success status), so the stream is read to its end and checked."""
+        with self.engine(f"pulling {image}"):
+            events = list(stream_events(self._pull_events(image)))
+        for event in events:
+            error = event_error(event)
+            if error:
+                raise EngineError(f"pulling {image} failed: {error_text(Exception(error))}")
+        if not self.has_image(image):
+            lines = output_lines(events)
+            raise EngineError(f"pulling {image} failed: " + (lines[-1] if lines else "no image arrived"))
+
+    def build_image(self, context_dir: str, tag: str, dockerfile: str | None = None) -> list[str]:
+        if not os.path.isdir(context_dir):
+            raise EngineError(f"building {tag} failed: no build context directory {context_dir}")
+        if not dockerfile:  # always named: podman-py would otherwise send a random name
+            dockerfile = "Dockerfile"
+            if not os.path.exists(os.path.join(context_dir, dockerfile)) \
+                    and os.path.exists(os.path.join(context_dir, "Containerfile")):
+                dockerfile = "Containerfile"
+        kwargs = {"path": context_dir, "tag": tag, "dockerfile": dockerfile, "rm": True, "forcerm": True}
+        try:
+            _, chunks = self.client.images.build(**kwargs)
+            return output_lines(chunks)
+        except self.build_error as exc:
+            raise EngineError(build_failure(tag, getattr(exc, "msg", exc),
+                                            output_lines(getattr(exc, "build_log", ())))) from exc
+        except self.errors as exc:
+            raise EngineError(build_failure(tag, error_text(exc), [])) from exc
+
+    def remove_image(self, image: str) -> None:
+        """Remove ``image`` (the tag; the layers once nothing else uses them). A missing
+        image is fine; one that a container still uses is an :class:`EngineError`."""
+        with self.engine(f"removing image {image}"):
+            try:
+                self.client.images.remove(image)
+            except self.not_found:
+                pass
+
+    # --- networks and volumes ---------------------------------------------------------------
+
+    def create_network(self, name: str, labels: dict) -> None:
+        """Create a bridge network with DNS (containers reach each other by alias); an
+        existing network of that name is kept as it is."""
+        with self.engine(f"creating network {name}"):
+            if self._exists(self.client.networks, name):
+                return
+            try:
+                self._create_network(name, dict(labels))
+            except self.errors as exc:
+                if status_code(exc) == CONFLICT and self._exists(self.client.networks, name):
+                    return
+                raise
+
+    def create_volume(self, name: str, labels: dict) -> None:
+        """Create a local volume; an existing volume of that name is kept as it is."""
+        with self.engine(f"creating volume {name}"):
+            if self._exists(self.client.volumes, name):
+                return
+            try:
+                self.client.volumes.create(name=name, labels=dict(labels))
+            except self.errors as exc:
+                if status_code(exc) == CONFLICT and self._exists(self.client.volumes, name):
+                    return
+                raise
+
+    def _exists(self, collection, name: str) -> bool:
+        try:
+            self._read(lambda: collection.get(name))
+        except self.not_found:
+            return False
+        return True
+
+    # --- containers ------------------------------------------------------------------------
+
+    def run(self, spec: ContainerSpec) -> str:
+        """Create and start; a container that fails to start is removed again (so the name
+        is free for a retry) and the start error raised."""
+        with self.engine(f"creating container {spec.name}"):
+            self._ensure_volumes(spec)
+            container = self.client.containers.create(spec.image, **self._create_kwargs(spec))
+        try:
+            with self.engine(f"starting container {spec.name}"):
+                self._after_create(container, spec)
+                container.start()
+        except EngineError:
+            try:
+                self._discard(container.id)
+            except self.errors:
+                pass
+            raise
+        return container.id
+
+    def _ensure_volumes(self, spec: ContainerSpec) -> None:
+        """Named volumes the engine would create silently get the service label first,
+        so ``remove_service`` finds them."""
+        labels = {SERVICE_LABEL: spec.labels[SERVICE_LABEL]} if SERVICE_LABEL in spec.labels else {}
+        for volume, _ in spec.volumes:
+            if volume and not volume.startswith(("/", ".", "~")) and not self._exists(self.client.volumes, volume):
+                try:
+                    self.client.volumes.create(name=volume, labels=labels)
+                except self.errors as exc:
+                    if status_code(exc) != CONFLICT:
+                        raise
+
+    def _common_create_kwargs(self, spec: ContainerSpec) -> dict:
+        kwargs = {"name": spec.name, "labels": {str(k): str(v) for k, v in spec.labels.items()},
+                  "environment": {str(k): "" if v is None else str(v) for k, v in spec.environment.items()}}
+        if spec.command:
+            kwargs["command"] = [str(part) for part in spec.command]
+        if spec.ports:
+            kwargs["ports"] = port_bindings(spec.ports)
+        if spec.volumes:
+            kwargs["volumes"] = volume_binds(spec.volumes)
+        return kwargs
+
+    def start(self, container_id: str) -> None:
+        with self.engine(f"starting container {container_id}"):
+            self._require(container_id).start()
+
+    def stop(self, container_id: str, timeout: int = 10) -> None:
+        """SIGTERM, then SIGKILL after ``timeout`` seconds; stopping a stopped container is fine."""
+        with self.engine(f"stopping container {container_id}"):
+            self._stop(self._require(container_id), timeout)
+
+    def restart(self, container_id: str, timeout: int = 10) -> None:
+        with self.engine(f"restarting container {container_id}"):
+            self._restart(self._require(container_id), timeout)
+
+    def remove_container(self, container_id: str) -> None:
+        """SIGKILL and remove; named volumes stay (anonymous ones too); a missing container is fine."""
+        with self.engine(f"removing container {container_id}"):
+            self._discard(container_id, volumes=False)
+
+    def inspect(self, container_id: str) -> ContainerState | None:
+        attrs = self._attrs(container_id)
+        return None if attrs is None else self._state(attrs)
+
+    def containers(self, service_id: str) -> list[ContainerState]:
+        with self.engine(f"listing containers of {service_id}"):
+            listed = self._read(lambda: self.client.containers.list(all=True, filters=self._label_filter(service_id)))
+        states = []
+        for container in listed:
+            attrs = container.attrs  # docker-py lists inspected containers, podman-py list entries
+            if not (isinstance(attrs.get("State"), dict) and "Config" in attrs):
+                attrs = self._attrs(container.id)
+            if attrs is not None:
+                states.append(self._state(attrs))
+        return sorted(states, key=lambda state: state.name)
+
+    def _state(self, attrs: dict) -> ContainerState:
+        """The state, after running an overdue healthcheck on engines that do not schedule
+        them (Podman schedules them with systemd timers; without systemd they never run)."""
+        if self._runs_overdue_healthchecks() and healthcheck_due(attrs, datetime.now(timezone.utc)):
+            try:
+                self._run_healthcheck(attrs)
+                attrs = self._attrs(attrs["Id"]) or attrs
+            except (EngineError, *self.errors):
+                pass
+        return state_from_attrs(attrs)
+
+    def _runs_overdue_healthchecks(self) -> bool:
+        if self._drives_healthchecks is None:
+            try:
+                self._drives_healthchecks = bool(self._engine_is_podman())
+            except (EngineError, *self.errors):
+                return False
+        return self._drives_healthchecks
+
+    def logs(self, container_id: str, tail: int | None = 100, since: datetime | None = None) -> list[LogLine]:
+        """The last ``tail`` lines (all with None) at or after ``since``, oldest first.
+        Engines compare ``since`` in whole seconds, and Podman 4 timestamps lines to the
+        second, so lines of the second ``since`` falls in are included."""
+        kwargs = {"timestamps": True}
+        if tail is not None:
+            kwargs["tail"] = max(int(tail), 0)
+        if since is not None:
+            kwargs["since"] = int(as_utc(since).timestamp())
+        with self.engine(f"reading logs of {container_id}"):
+            container = self._require(container_id)
+            stdout = self._read_logs(container, stdout=True, stderr=False, **kwargs)
+            stderr = self._read_logs(container, stdout=False, stderr=True, **kwargs)
+        return merge_logs(parse_log(stdout, "stdout"), parse_log(stderr, "stderr"), tail, since)
+
+    def usage(self, container_id: str) -> Usage:
+        """Zeros for a container that is not running."""
+        with self.engine(f"reading stats of {container_id}"):
+            container = self._require(container_id)
+            state = container.attrs.get("State") or {}
+            if not (isinstance(state, dict) and state.get("Running")):
+                return Usage(0.0, 0.0, 0.0)
+            return self._usage(container)
+
+    # --- services --------------------------------------------------------------------------
+
+    def remove_service(self, service_id: str) -> None:
+        """Kill and remove the containers (with their anonymous volumes), then the labelled
+        volumes, then the labelled networks; what is already gone is skipped."""
+        label = self._label_filter(service_id)
+        with self.engine(f"removing service {service_id}"):
+            for container in self._read(lambda: self.client.containers.list(all=True, filters=label)):
+                self._discard(container.id)
+            for volume in self._read(lambda: self.client.volumes.list(filters=label)):
+                try:
+                    volume.remove(force=True)
+                except self.not_found:
+                    pass
+            for network in self._read(lambda: self.client.networks.list(filters=label)):
+                try:
+                    network.remove()
+                except self.not_found:
+                    pass
+
+    def _discard(self, container_id: str, volumes: bool = True) -> None:
+        """Force-remove: SIGKILL first (a forced remove would otherwise wait out the stop
+        timeout on Podman), then remove, with its anonymous volumes when ``volumes``."""
+        container = self._get(container_id)
+        if container is None:
+            return
+        state = container.attrs.get("State") or {}
+        if isinstance(state, dict) and state.get("Running"):
+            try:
+                container.kill()
+            except self.errors:
+                pass  # it stopped meanwhile; the forced remove copes either way
+        try:
+            container.remove(force=True, v=volumes)
+        except self.not_found:
+            pass
+
+    def labelled(self, service_id: str) -> dict:
+        label = self._label_filter(service_id)
+        with self.engine(f"listing what service {service_id} holds"):
+            return {
+                "containers": sorted(c.name for c in self._read(
+                    lambda: self.client.containers.list(all=True, filters=label))),
+                "volumes": sorted(v.name for v in self._read(lambda: self.client.volumes.list(filters=label))),
+                "networks": sorted(n.name for n in self._read(lambda: self.client.networks.list(filters=label))),
+            }
+
+    # --- hooks for the client plugins ------------------------------------------------------
+
+    def _create_kwargs(self, spec: ContainerSpec) -> dict:
+        """Keyword arguments of ``client.containers.create``."""
+        raise NotImplementedError
+
+    def _after_create(self, container, spec: ContainerSpec) -> None:
+        """Fix-ups between create and start."""
+
+    def _create_network(self, name: str, labels: dict) -> None:
+        raise NotImplementedError
+
+    def _pull_events(self, image: str):
+        """The pull's progress stream (dicts or JSON bytes)."""
+        raise NotImplementedError
+
+    def _stop(self, container, timeout: int) -> None:
+        container.stop(timeout=int(timeout))
+
+    def _restart(self, container, timeout: int) -> None:
+        container.restart(timeout=int(timeout))
+
+    def _read_logs(self, container, **kwargs):
+        """Bytes (or an iterable of byte chunks) of ``<timestamp> <line>`` lines."""
+        return container.logs(**kwargs)
+
+    def _usage(self, container) -> Usage:
+        """Usage of a running container from one stats sample."""
+        return usage_from_stats(container.stats(stream=False))
+
+    def _engine_is_podman(self) -> bool:
+        return False
+
+    def _run_healthcheck(self, attrs: dict) -> None:
+        """Run the healthcheck of the container ``attrs`` describes once, now (Podman only)."""
+        raise NotImplementedError

@@ -1,0 +1,26 @@
+"""Container runtime ``docker``: Slipway's containers on a Docker API engine, through docker-py.
+
+Selected with ``SLIPWAY_RUNTIME=docker``; ``SLIPWAY_RUNTIME_URL`` is the engine's socket, e.g.
+``unix:///var/run/docker.sock`` (without one, docker-py's default from ``DOCKER_HOST``).
+Podman's Docker-compatible API works too (the runtime notices and uses Podman's own
+endpoint to run healthchecks it would otherwise never run). ``SLIPWAY_RUNTIME_ULIMITS``
+sets ulimits on every container (see :mod:`plugins.runtime_common`).
+"""
+from __future__ import annotations
+
+from plugins.runtime_common import ulimits_from_environment
+from plugins.runtime_docker.runtime import DockerRuntime
+from ports import hookimpl
+
+
+class DockerFactory:
+    name = "docker"
+
+    def create(self, url: str | None = None, *, ulimits=None) -> DockerRuntime:
+        """``ulimits``: ``"name=soft[:hard],..."`` or parsed tuples; default from the environment."""
+        return DockerRuntime(url, ulimits=ulimits_from_environment(ulimits))
+
+
+@hookimpl
+def register_runtimes():
+    return [DockerFactory()]

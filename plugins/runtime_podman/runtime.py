@@ -1,0 +1,94 @@
+"""``PodmanRuntime``: :class:`plugins.runtime_common.ClientRuntime` on podman-py (libpod API)."""
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+
+import podman
+import podman.errors
+import requests
+
+from plugins.runtime_common import ClientRuntime
+from plugins.runtime_common.parsing import healthcheck_call_timeout, healthcheck_nanoseconds, usage_from_stats
+from ports.runtime import ContainerSpec, EngineError, Usage
+
+# seconds allowed for an engine call on top of the container's own stop timeout
+STOP_SLACK_S = 60
+
+
+class PodmanRuntime(ClientRuntime):
+    name = "podman"
+    errors = (podman.errors.APIError, podman.errors.PodmanError, requests.RequestException)
+    not_found = (podman.errors.NotFound, podman.errors.ImageNotFound)
+    build_error = podman.errors.BuildError
+
+    def __init__(self, url: str | None = None, *, ulimits=()):
+        self.url = url
+        super().__init__(lambda: podman.PodmanClient(base_url=url) if url else podman.PodmanClient(),
+                         ulimits=ulimits)
+
+    def _create_kwargs(self, spec: ContainerSpec) -> dict:
+        kwargs = self._common_create_kwargs(spec)
+        if spec.network:
+            kwargs["networks"] = {spec.network: {"aliases": list(spec.aliases)} if spec.aliases else {}}
+        if spec.healthcheck is not None:
+            # libpod takes the Go field names; "start_period" would be silently ignored
+            check = healthcheck_nanoseconds(spec.healthcheck)
+            kwargs["healthcheck"] = {"Test": check["test"], "Interval": check["interval"],
+                                     "Timeout": check["timeout"], "Retries": check["retries"],
+                                     "StartPeriod": check["start_period"]}
+        if self.ulimits:
+            kwargs["ulimits"] = [{"Name": name, "Soft": soft, "Hard": hard} for name, soft, hard in self.ulimits]
+        return kwargs
+
+    def build_image(self, context_dir: str, tag: str, dockerfile: str | None = None) -> list[str]:
+        """As the base, minus the litter: podman-py copies a Dockerfile that is not at the
+        top of the context into ``.containerfile.<random>`` there and leaves it behind."""
+        before = set(_proxies(context_dir))
+        try:
+            return super().build_image(context_dir, tag, dockerfile)
+        finally:
+            for proxy in set(_proxies(context_dir)) - before:
+                with contextlib.suppress(OSError):
+                    os.remove(proxy)
+
+    def _create_network(self, name: str, labels: dict) -> None:
+        # the libpod API leaves DNS off unless asked (the CLI turns it on)
+        self.client.networks.create(name, driver="bridge", dns_enabled=True, labels=labels)
+
+    def _pull_events(self, image: str):
+        # without stream=True podman-py returns an empty Image even when the pull failed
+        return self.client.images.pull(image, stream=True, decode=True)
+
+    def _stop(self, container, timeout: int) -> None:
+        # podman-py gives the HTTP call only 1.5 x timeout, too little for short timeouts
+        self._post(f"/containers/{container.id}/stop", {"timeout": int(timeout)}, int(timeout) + STOP_SLACK_S)
+
+    def _restart(self, container, timeout: int) -> None:
+        # Podman 4.3's libpod restart honours "timeout" (with "t" it barely waits at all)
+        self._post(f"/containers/{container.id}/restart", {"timeout": int(timeout)}, int(timeout) + STOP_SLACK_S)
+
+    def _post(self, path: str, params: dict, timeout: float) -> None:
+        response = self.client.api.post(path, params=params, timeout=timeout)
+        response.raise_for_status()  # 304 (already stopped) is fine
+
+    def _read_logs(self, container, **kwargs):
+        return b"".join(container.logs(**kwargs))
+
+    def _usage(self, container) -> Usage:
+        # libpod's stats: CPU already a percentage (100 = one core), memory in bytes
+        return usage_from_stats(container.stats(stream=False, decode=True))
+
+    def _engine_is_podman(self) -> bool:
+        return True
+
+    def _run_healthcheck(self, attrs: dict) -> None:
+        response = self.client.api.get(f"/containers/{attrs['Id']}/healthcheck",
+                                       timeout=healthcheck_call_timeout(attrs))
+        if response.status_code >= 500:
+            raise EngineError(f"running the healthcheck of {attrs['Id']}: {response.text[:200]}")
+
+
+def _proxies(context_dir: str) -> list[str]:
+    return glob.glob(os.path.join(glob.escape(context_dir), ".containerfile.*"))

@@ -1,0 +1,364 @@
+"""One suite for every container-runtime plugin (``podman`` through podman-py, ``docker``
+through docker-py) against the engine at ``SLIPWAY_RUNTIME_URL``; a Podman service serves
+both APIs on one socket. Needs the local image ``localhost/busybox:latest`` (made by
+``../shared/tools/podman-service``); no registry is used.
+
+Every test works in its own service id and removes the service afterwards.
+"""
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import time
+import urllib.request
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from ports.runtime import (
+    COMPONENT_LABEL,
+    SERVICE_LABEL,
+    ContainerRuntime,
+    ContainerSpec,
+    ContainerState,
+    EngineError,
+    Healthcheck,
+    PortSpec,
+    Usage,
+)
+
+pytestmark = pytest.mark.runtime
+
+BUSYBOX = "localhost/busybox:latest"
+DEADLINE_S = 30.0
+
+
+def _factories():
+    from app.pluginmanager import make_plugin_manager, runtimes
+
+    return runtimes(make_plugin_manager())
+
+
+def wait_for(check, what: str, timeout: float = DEADLINE_S, interval: float = 0.2):
+    """Poll ``check()`` until it returns something truthy; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(interval)
+    pytest.fail(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+
+@pytest.fixture(scope="session")
+def engine_ulimits(runtime_url):
+    """Ulimits for every test container: ``SLIPWAY_RUNTIME_ULIMITS`` when set, else the
+    engine's own limits read from a probe container. Pinning them keeps exec (and so
+    healthchecks) working on hosts where the OCI runtime may not raise rlimits, where
+    Podman's default nofile/nproc of 1048576 breaks every exec; elsewhere it changes
+    nothing a container would not inherit anyway."""
+    configured = os.environ.get("SLIPWAY_RUNTIME_ULIMITS")
+    if configured is not None:
+        return configured
+    probe = _factories()["podman"].create(runtime_url, ulimits="")
+    service_id = "svc_test" + secrets.token_hex(4)
+    try:
+        container = probe.run(ContainerSpec(
+            name=f"{service_id}-probe", image=BUSYBOX, labels={SERVICE_LABEL: service_id},
+            command=("sh", "-c", 'echo "nofile=$(ulimit -Sn):$(ulimit -Hn) nproc=$(ulimit -Su):$(ulimit -Hu)"')))
+        wait_for(lambda: probe.inspect(container).status == "exited", "the ulimit probe to finish")
+        text = " ".join(line.message for line in probe.logs(container, tail=None))
+    finally:
+        probe.remove_service(service_id)
+    return text.replace("unlimited", "-1")
+
+
+@pytest.fixture(params=["podman", "docker"])
+def runtime(request, runtime_url, engine_ulimits) -> ContainerRuntime:
+    return _factories()[request.param].create(runtime_url, ulimits=engine_ulimits)
+
+
+class Service:
+    """A throw-away service id and specs of busybox containers labelled with it."""
+
+    def __init__(self, runtime: ContainerRuntime):
+        self.runtime = runtime
+        self.id = "svc_test" + secrets.token_hex(4)
+        self.labels = {SERVICE_LABEL: self.id}
+
+    def name(self, component: str) -> str:
+        return f"{self.id}-{component}"
+
+    def spec(self, component: str, *command: str, **fields) -> ContainerSpec:
+        fields.setdefault("image", BUSYBOX)
+        return ContainerSpec(name=self.name(component), labels={**self.labels, COMPONENT_LABEL: component},
+                             command=tuple(command) or None, **fields)
+
+    def run(self, component: str, *command: str, **fields) -> str:
+        return self.runtime.run(self.spec(component, *command, **fields))
+
+    def wait_exited(self, container_id: str) -> ContainerState:
+        def exited():
+            state = self.runtime.inspect(container_id)
+            return state if state and state.status == "exited" else None
+
+        try:
+            return wait_for(exited, f"{container_id[:12]} to exit")
+        except pytest.fail.Exception as failure:
+            tail = [line.message for line in self.runtime.logs(container_id, tail=5)]
+            raise AssertionError(f"{failure}; its last output: {tail}") from None
+
+
+@pytest.fixture
+def service(runtime, request):
+    service = Service(runtime)
+    request.addfinalizer(lambda: runtime.remove_service(service.id))
+    return service
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def http_get(port: int) -> str:
+    def fetch():
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2) as response:
+                return response.read().decode()
+        except OSError:
+            return None
+
+    return wait_for(fetch, f"http://127.0.0.1:{port}/ to answer")
+
+
+# --- basics ---------------------------------------------------------------------------
+
+
+def test_is_a_runtime_and_answers(runtime):
+    assert isinstance(runtime, ContainerRuntime) and runtime.name in ("podman", "docker")
+    assert runtime.ping() is True
+    assert runtime.has_image(BUSYBOX)
+    assert not runtime.has_image("localhost/slipway-no-such-image:none")
+    assert runtime.inspect("slipway-no-such-container") is None
+
+
+def test_register_runtimes_provides_podman_and_docker(monkeypatch):
+    from app.pluginmanager import make_plugin_manager
+
+    names = [factory.name for batch in make_plugin_manager().hook.register_runtimes() for factory in batch]
+    assert {"podman", "docker"} <= set(names)
+    monkeypatch.setenv("SLIPWAY_RUNTIME_ULIMITS", "nofile=1024:2048, nproc=512")
+    for name in ("podman", "docker"):
+        runtime = _factories()[name].create(None)  # the client's default engine, contacted on first use
+        assert isinstance(runtime, ContainerRuntime) and runtime.name == name
+        assert runtime.ulimits == (("nofile", 1024, 2048), ("nproc", 512, 512))
+        assert _factories()[name].create(None, ulimits="").ulimits == ()
+        with pytest.raises(ValueError):
+            _factories()[name].create(None, ulimits="nofile")
+
+
+@pytest.mark.parametrize("name", ["podman", "docker"])
+def test_an_unreachable_engine_does_not_answer_ping(name):
+    dead = _factories()[name].create("unix:///nonexistent/slipway.sock")
+    assert dead.ping() is False
+    with pytest.raises(EngineError):
+        dead.containers("svc_nothing")
+
+
+def test_pulling_without_a_registry_is_an_engine_error(runtime):
+    with pytest.raises(EngineError, match="registry.invalid"):
+        runtime.pull_image("registry.invalid/slipway/nothing:1")
+
+
+def test_running_a_missing_image_is_an_engine_error_and_leaves_nothing(runtime, service):
+    with pytest.raises(EngineError):
+        service.run("ghost", "true", image="localhost/slipway-no-such-image:none")
+    assert runtime.inspect(service.name("ghost")) is None
+
+
+def test_a_taken_name_is_an_engine_error(runtime, service):
+    first = service.run("app", "sleep", "600")
+    with pytest.raises(EngineError):
+        service.run("app", "sleep", "600")
+    assert runtime.inspect(first).running
+
+
+# --- networking -----------------------------------------------------------------------
+
+
+def test_containers_reach_each_other_by_alias_and_share_a_volume(runtime, service):
+    network, volume = service.name("net"), service.name("www")
+    runtime.create_network(network, service.labels)
+    runtime.create_network(network, service.labels)  # an existing one is kept
+    runtime.create_volume(volume, service.labels)
+    runtime.create_volume(volume, service.labels)
+    service.run("web", "sh", "-c", "echo hello-from-web > /www/index.html && exec httpd -f -p 8080 -h /www",
+                volumes=((volume, "/www"),), network=network, aliases=("web",))
+    client = service.run(
+        "client", "sh", "-c",
+        "for i in $(seq 1 100); do wget -q -O - http://web:8080/ && exit 0; sleep 0.2; done; exit 1",
+        network=network)
+    service.wait_exited(client)
+    output = [f"{line.stream}: {line.message}" for line in runtime.logs(client, tail=None)]
+    assert "stdout: hello-from-web" in output, output
+
+
+def test_published_ports_answer_on_loopback(runtime, service):
+    fixed = free_port()
+    web = service.run("web", "sh", "-c",
+                      "echo published > /www/index.html && httpd -p 8081 -h /www && exec httpd -f -p 8080 -h /www",
+                      ports=(PortSpec(8080, host_port=fixed), PortSpec(8081)))
+    state = runtime.inspect(web)
+    assert state.ports[8080] == fixed
+    assert isinstance(state.ports[8081], int) and state.ports[8081] not in (0, fixed)
+    assert http_get(fixed).strip() == "published"
+    assert http_get(state.ports[8081]).strip() == "published"
+
+
+# --- lifecycle ------------------------------------------------------------------------
+
+
+def test_stop_start_restart_and_states(runtime, service):
+    app = service.run("app", "sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done",
+                      environment={"GREETING": "hi"})
+    state = runtime.inspect(app)
+    assert (state.id, state.name, state.status, state.running, state.health) == (
+        app, service.name("app"), "running", True, None)
+    assert state.labels[SERVICE_LABEL] == service.id and state.labels[COMPONENT_LABEL] == "app"
+    assert state.ports == {}
+    assert [s.id for s in runtime.containers(service.id)] == [app]
+
+    runtime.stop(app, timeout=5)
+    state = runtime.inspect(app)
+    assert (state.status, state.running) == ("exited", False)
+    assert [s.status for s in runtime.containers(service.id)] == ["exited"]  # stopped ones are listed too
+    assert runtime.usage(app) == Usage(0.0, 0.0, 0.0)
+    runtime.stop(app, timeout=1)  # stopping a stopped container is fine
+
+    runtime.start(app)
+    assert runtime.inspect(app).running
+    runtime.restart(app, timeout=5)
+    state = runtime.inspect(app)
+    assert (state.status, state.running) == ("running", True)
+    runtime.remove_container(app)
+    assert runtime.inspect(app) is None and runtime.containers(service.id) == []
+    runtime.remove_container(app)  # already gone is fine
+    with pytest.raises(EngineError):
+        runtime.start("slipway-no-such-container")
+    with pytest.raises(EngineError):
+        runtime.stop("slipway-no-such-container", timeout=1)
+
+
+def test_logs_split_streams_and_respect_tail_and_since(runtime, service):
+    talker = service.run("talker", "sh", "-c",
+                         "echo out1; echo err1 >&2; sleep 1; echo last-out; sleep 1; echo last-err >&2; exec sleep 600")
+    lines = wait_for(lambda: (lambda ls: ls if len(ls) >= 4 else None)(runtime.logs(talker, tail=None)),
+                     "four log lines")
+    assert sorted((line.stream, line.message) for line in lines) == [
+        ("stderr", "err1"), ("stderr", "last-err"), ("stdout", "last-out"), ("stdout", "out1")]
+    assert [line.message for line in lines][-2:] == ["last-out", "last-err"]
+    now = datetime.now(timezone.utc)
+    for line in lines:
+        assert line.timestamp.tzinfo is not None and abs(line.timestamp - now) < timedelta(minutes=2)
+    assert [(l.stream, l.message) for l in runtime.logs(talker, tail=1)] == [("stderr", "last-err")]
+    assert [l.message for l in runtime.logs(talker, tail=2)] == ["last-out", "last-err"]
+    assert runtime.logs(talker, tail=0) == []
+    assert len(runtime.logs(talker)) == 4
+    last_out = next(line for line in lines if line.message == "last-out")
+    assert [l.message for l in runtime.logs(talker, tail=None, since=last_out.timestamp)] == ["last-out", "last-err"]
+    assert len(runtime.logs(talker, tail=None, since=now - timedelta(hours=1))) == 4
+    assert runtime.logs(talker, tail=None, since=now + timedelta(hours=1)) == []
+
+
+def test_healthchecks_become_healthy_or_unhealthy(runtime, service):
+    healthy = service.run("healthy", "sh", "-c", "touch /tmp/ready; exec sleep 600", healthcheck=Healthcheck(
+        test=("CMD-SHELL", "test -f /tmp/ready"), interval_s=1, timeout_s=3, retries=3))
+    failing = service.run("failing", "sleep", "600", healthcheck=Healthcheck(
+        test=("CMD", "cat", "/tmp/missing"), interval_s=1, timeout_s=3, retries=2))
+    assert runtime.inspect(healthy).health in ("starting", "healthy")
+
+    def both_settled():
+        states = {state.name: state.health for state in runtime.containers(service.id)}
+        settled = states.get(service.name("healthy")) == "healthy" and \
+            states.get(service.name("failing")) == "unhealthy"
+        return settled or None
+
+    wait_for(both_settled, "one container healthy and one unhealthy", interval=0.3)
+    assert runtime.inspect(healthy).health == "healthy"
+    assert runtime.inspect(failing).health == "unhealthy"
+
+
+def test_usage_reports_numbers(runtime, service):
+    busy = service.run("busy", "sh", "-c", "while true; do :; done")
+    idle = service.run("idle", "sleep", "600")
+    for container in (busy, idle):
+        usage = runtime.usage(container)
+        assert isinstance(usage, Usage)
+        assert all(isinstance(value, float) and value >= 0 for value in
+                   (usage.cpu_percent, usage.memory_mb, usage.memory_limit_mb))
+        assert 0 < usage.memory_mb <= usage.memory_limit_mb
+    assert runtime.usage(busy).cpu_percent > 5  # a spinning shell keeps about one core busy
+    with pytest.raises(EngineError):
+        runtime.usage("slipway-no-such-container")
+
+
+# --- images ---------------------------------------------------------------------------
+
+
+def test_build_run_and_remove_an_image(runtime, service, tmp_path, request):
+    tag = f"localhost/{service.id}:1"
+    request.addfinalizer(lambda: runtime.remove_image(tag))  # runs after remove_service (LIFO)
+    (tmp_path / "Containerfile").write_text("FROM localhost/busybox:latest\nRUN echo built > /built.txt\n")
+    output = runtime.build_image(str(tmp_path), tag, "Containerfile")
+    assert output and all(isinstance(line, str) for line in output)
+    assert runtime.has_image(tag)
+    assert runtime.build_image(str(tmp_path), tag)  # Containerfile found without naming it
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "Containerfile").write_text("FROM localhost/busybox:latest\nRUN echo built > /built.txt\n")
+    assert runtime.build_image(str(tmp_path), tag, "sub/Containerfile")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["Containerfile", "sub"]  # nothing left behind
+
+    reader = service.run("reader", "cat", "/built.txt", image=tag)
+    service.wait_exited(reader)
+    assert [line.message for line in runtime.logs(reader)] == ["built"]
+    runtime.remove_service(service.id)
+    runtime.remove_image(tag)
+    assert not runtime.has_image(tag)
+    runtime.remove_image(tag)  # already gone is fine
+
+
+def test_a_failing_build_is_an_engine_error_with_its_output(runtime, tmp_path):
+    tag = "localhost/svc_test" + secrets.token_hex(4) + ":broken"
+    (tmp_path / "Dockerfile").write_text("FROM localhost/busybox:latest\nRUN echo about-to-fail && exit 3\n")
+    with pytest.raises(EngineError) as failure:
+        runtime.build_image(str(tmp_path), tag)
+    assert "about-to-fail" in str(failure.value)
+    assert not runtime.has_image(tag)
+    with pytest.raises(EngineError):
+        runtime.build_image(str(tmp_path / "missing"), tag)
+
+
+# --- removal --------------------------------------------------------------------------
+
+
+def test_remove_service_leaves_nothing_and_is_idempotent(runtime, service):
+    network, volume = service.name("net"), service.name("data")
+    runtime.create_network(network, service.labels)
+    runtime.create_volume(volume, service.labels)
+    app = service.run("app", "sleep", "600", network=network, aliases=("app",),
+                      volumes=((volume, "/data"), (service.name("implicit"), "/more")))
+    stopped = service.run("once", "true")
+    service.wait_exited(stopped)
+    assert runtime.labelled(service.id) == {
+        "containers": sorted([service.name("app"), service.name("once")]),
+        "volumes": sorted([volume, service.name("implicit")]),  # the engine-made one got the label too
+        "networks": [network],
+    }
+    runtime.remove_service(service.id)
+    assert runtime.labelled(service.id) == {"containers": [], "volumes": [], "networks": []}
+    assert runtime.inspect(app) is None and runtime.containers(service.id) == []
+    runtime.remove_service(service.id)
