@@ -6,14 +6,11 @@ from dataclasses import asdict, fields
 
 import peewee
 
+from app.storage.licensing_repos import _for_update
 from core.services import DeployJob, Service, ServiceEvent
 
 _SERVICE_FIELDS = [f.name for f in fields(Service)]
 SORTABLE = ("name", "status", "created_at", "updated_at")
-
-
-def _locked(query, db):
-    return query.for_update() if isinstance(db, peewee.PostgresqlDatabase) else query
 
 
 class PeeweeServices:
@@ -36,7 +33,7 @@ class PeeweeServices:
     def get(self, service_id: str, for_update: bool = False) -> Service | None:
         S = self.m.Service
         query = S.select().where(S.id == service_id)
-        row = (_locked(query, S._meta.database) if for_update else query).first()
+        row = (_for_update(query, S._meta.database) if for_update else query).first()
         return self._entity(row) if row else None
 
     def by_name(self, name: str) -> Service | None:
