@@ -1,6 +1,7 @@
 """The deploy worker inside the server: runs queued deploy jobs and the periodic health
 check, off the event loop. On start-up it puts jobs a stopped process left running back
-in the queue, so no service stays ``deploying`` forever."""
+in the queue, so no service stays ``deploying`` forever, and reconciles the services
+with what the engine holds under their labels."""
 from __future__ import annotations
 
 import asyncio
@@ -46,6 +47,12 @@ class DeployWorker:
         resumed = await self.store.run(deploys.recover_interrupted, self.store.uow(), self.clock)
         if resumed:
             log.warning("resuming %d interrupted deploy job(s): %s", len(resumed), ", ".join(resumed))
+        try:
+            changed = await self.store.run(deploys.reconcile, self.store.uow(), self.clock, self.runtime)
+            if changed:
+                log.warning("engine and database disagreed on %d service(s): %s", len(changed), ", ".join(changed))
+        except Exception:  # an unreachable engine at start-up must not stop the worker
+            log.exception("could not reconcile services with the engine")
         while True:
             try:
                 job = await self.store.run(deploys.claim_next, self.store.uow(), self.clock)

@@ -174,3 +174,31 @@ def check_health(uow, clock, runtime) -> int:
                 changed += 1
             uow.commit()
     return changed
+
+
+def reconcile(uow, clock, runtime) -> list[str]:
+    """Rebuild the panel's view from the engine (its ``slipway.service`` labels) at
+    start-up: a service the database calls running or stopped whose containers are gone
+    becomes ``failed``; one whose containers all stopped while it was ``running`` becomes
+    ``stopped``. Returns the ids changed."""
+    with uow.reading():
+        candidates = uow.services.with_status("running") + uow.services.with_status("stopped")
+    changed = []
+    for service in candidates:
+        states = runtime.containers(service.id)
+        if not states:
+            new, message = "failed", "containers missing from the engine: redeploy the service"
+        elif service.status == "running" and not any(s.running for s in states):
+            new, message = "stopped", "containers found stopped in the engine"
+        else:
+            continue
+        with uow:
+            current = uow.services.get(service.id, for_update=True)
+            if current is None or current.status != service.status:
+                continue
+            uow.services.update(replace(current, status=new, updated_at=clock.now()))
+            record(uow, clock, service.id, "deploy" if new == "failed" else "stop",
+                   "failed" if new == "failed" else "success", message)
+            uow.commit()
+        changed.append(service.id)
+    return changed

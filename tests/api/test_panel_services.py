@@ -144,6 +144,10 @@ def test_deploy_rate_tier_is_ten_per_minute(setup):
                       compose="services:\n  a: {image: x}\n")
     assert refused.status_code == 429 and refused.json["error"]["code"] == "rate_limited"
     assert client.get("/api/services", token=admin, expect=200).headers["x-ratelimit-limit"] == "10000"
+    # redeploy draws on the same 10/min bucket (the check comes before the 409 for a deploying service)
+    service_id = client.get("/api/services", token=admin).json["data"][0]["id"]
+    refused = client.post(f"/api/services/{service_id}/redeploy", token=admin, expect=429)
+    assert refused.headers["x-ratelimit-limit"] == "10"
 
 
 def test_jobs_left_running_by_a_stopped_process_are_resumed(setup, store, clock):

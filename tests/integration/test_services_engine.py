@@ -185,3 +185,29 @@ def test_a_failing_deploy_ends_failed_with_the_reason(panel):
     failed = [e for e in client.get(f"/api/services/{service_id}/events").json()["data"] if e["status"] == "failed"]
     assert failed and "boom" in failed[0]["message"]
     assert client.delete(f"/api/services/{service_id}").status_code == 204
+
+
+def test_start_up_reconciles_services_with_the_engine(panel, database_url):
+    """Containers that vanished behind Slipway's back are noticed from their labels."""
+    from app.storage.store import Store
+    from core import deploys
+    from ports.clock import SystemClock
+
+    client, customer, engine, made = panel
+    created = client.post("/api/services", json={
+        "name": f"gone-{os.getpid()}-{time.monotonic_ns() % 100000}", "customer_id": customer["id"],
+        "deploy_method": "compose", "compose": "services:\n  app:\n    image: localhost/busybox:latest\n"
+                                               "    command: [sleep, '600']\n"}).json()
+    made.append(created["id"])
+    _until(client, created["id"], "running")
+    for state in engine.containers(created["id"]):
+        engine.remove_container(state.id)
+    store = Store(database_url, threads=1)
+    try:
+        assert deploys.reconcile(store.uow(), SystemClock(), engine) == [created["id"]]
+    finally:
+        store.close()
+    detail = client.get(f"/api/services/{created['id']}").json()
+    assert detail["status"] == "failed"
+    events = client.get(f"/api/services/{created['id']}/events").json()["data"]
+    assert "missing from the engine" in events[0]["message"]
