@@ -14,9 +14,9 @@ log = logging.getLogger("slipway.deployer")
 
 
 class DeployWorker:
-    def __init__(self, store, clock, runtime, *, base_domain=None, health_interval: float = 15.0,
+    def __init__(self, store, clock, runtime, engine, *, base_domain=None, health_interval: float = 15.0,
                  progress=lambda *a: None):
-        self.store, self.clock, self.runtime = store, clock, runtime
+        self.store, self.clock, self.runtime, self.engine = store, clock, runtime, engine
         self.base_domain, self.health_interval, self.progress = base_domain, health_interval, progress
         self._tasks: list[asyncio.Task] = []
         self._wake: asyncio.Event | None = None
@@ -48,7 +48,7 @@ class DeployWorker:
         if resumed:
             log.warning("resuming %d interrupted deploy job(s): %s", len(resumed), ", ".join(resumed))
         try:
-            changed = await self.store.run(deploys.reconcile, self.store.uow(), self.clock, self.runtime)
+            changed = await self.engine.run(deploys.reconcile, self.store.uow(), self.clock, self.runtime)
             if changed:
                 log.warning("engine and database disagreed on %d service(s): %s", len(changed), ", ".join(changed))
         except Exception:  # an unreachable engine at start-up must not stop the worker
@@ -63,7 +63,7 @@ class DeployWorker:
                     except asyncio.TimeoutError:
                         pass
                     continue
-                await self.store.run(deploys.run_job, self.store.uow(), self.clock, self.runtime, job,
+                await self.engine.run(deploys.run_job, self.store.uow(), self.clock, self.runtime, job,
                                      parse_compose, base_domain=self.base_domain, progress=self.progress)
             except asyncio.CancelledError:
                 raise
@@ -75,7 +75,7 @@ class DeployWorker:
         while True:
             await asyncio.sleep(self.health_interval)
             try:
-                await self.store.run(deploys.check_health, self.store.uow(), self.clock, self.runtime)
+                await self.engine.run(deploys.check_health, self.store.uow(), self.clock, self.runtime)
             except asyncio.CancelledError:
                 raise
             except Exception:

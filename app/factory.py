@@ -16,6 +16,7 @@ from app.partner_billing_api import billing_handlers
 from app.partner_licensing_api import licensing_handlers
 from app.panel_api import panel_handlers
 from app.deployer import DeployWorker
+from app.engine_calls import EngineCalls
 from app.panel_gate import PanelGate
 from app.panel_services_api import services_handlers
 from app.pluginmanager import billing_models, deploy_methods, license_services, make_plugin_manager, runtimes, templates
@@ -72,7 +73,8 @@ def create_app(config: Config | None = None, *, store: Store | None = None) -> S
         raise ConfigError(f"SLIPWAY_RUNTIME: no loaded plugin provides {config.runtime!r} "
                           f"(loaded: {', '.join(sorted(engines)) or 'none'})")
     runtime = engines[config.runtime].create(config.runtime_url)
-    deployer = DeployWorker(store, config.clock, runtime, base_domain=config.base_domain,
+    engine = EngineCalls()
+    deployer = DeployWorker(store, config.clock, runtime, engine, base_domain=config.base_domain,
                             health_interval=config.health_interval)
     recompute = BillingRecompute(store, config.clock, models, config.billing_interval)
     jobs = ([recompute] if config.billing_interval else []) + ([deployer] if config.deploy_worker else [])
@@ -90,7 +92,7 @@ def create_app(config: Config | None = None, *, store: Store | None = None) -> S
     panel = Contract.load("panel", deploy_methods=methods)  # names and per-method required fields
     catalog = templates(pm)
     panel_ops = panel_handlers(store, config.clock, panel, catalog)
-    panel_ops.update(services_handlers(store, config.clock, runtime, methods, catalog, wake=deployer.wake))
+    panel_ops.update(services_handlers(store, config.clock, runtime, methods, catalog, engine, wake=deployer.wake))
     add_contract_routes(app, panel, PanelGate(store, config), panel_ops)
 
     app.slipway = {"store": store, "plugins": pm, "contracts": {"partner": partner, "panel": panel},

@@ -44,7 +44,8 @@ def event_json(e) -> dict:
     return {"type": e.type, "status": e.status, "message": e.message, "timestamp": rfc3339(e.timestamp)}
 
 
-def services_handlers(store, clock, runtime, methods: dict, catalog: dict, wake=lambda: None) -> dict:
+def services_handlers(store, clock, runtime, methods: dict, catalog: dict, engine, wake=lambda: None) -> dict:
+    """``engine`` runs calls that reach the container engine (``app.engine_calls``)."""
     run = store.run
 
     async def list_services(call):
@@ -56,7 +57,7 @@ def services_handlers(store, clock, runtime, methods: dict, catalog: dict, wake=
         def with_resources():
             return [service_item(s, _resources(runtime, s.id)) for s in found]
 
-        return Reply(200, {"data": await run(with_resources), "total": total, "page": p["page"],
+        return Reply(200, {"data": await engine.run(with_resources), "total": total, "page": p["page"],
                            "per_page": p["per_page"]})
 
     async def create_service(call):
@@ -73,11 +74,11 @@ def services_handlers(store, clock, runtime, methods: dict, catalog: dict, wake=
                 name = uow.services.customer_names([service.customer_id]).get(service.customer_id, "")
             return service_detail(service, _resources(runtime, service.id, detail=True), name)
 
-        return Reply(200, await run(detail))
+        return Reply(200, await engine.run(detail))
 
     def operation(name):
         async def handler(call):
-            service, message = await run(services.operate, store.uow(), clock, runtime, call.caller,
+            service, message = await engine.run(services.operate, store.uow(), clock, runtime, call.caller,
                                          call.params["id"], name)
             return Reply(200, {"id": service.id, "status": service.status, "message": message})
 
@@ -89,7 +90,7 @@ def services_handlers(store, clock, runtime, methods: dict, catalog: dict, wake=
         return Reply(200, {"id": service.id, "status": service.status, "deploy_job_id": job.id})
 
     async def delete_service(call):
-        await run(services.delete_service, store.uow(), runtime, call.caller, call.params["id"])
+        await engine.run(services.delete_service, store.uow(), runtime, call.caller, call.params["id"])
         return Reply(204)
 
     async def list_events(call):
@@ -112,7 +113,7 @@ def services_handlers(store, clock, runtime, methods: dict, catalog: dict, wake=
             lines.sort(key=lambda line: line.timestamp)
             return lines[-tail:]
 
-        lines = await run(read)
+        lines = await engine.run(read)
         return Reply(200, {"logs": [{"timestamp": rfc3339(line.timestamp), "stream": line.stream,
                                      "message": line.message} for line in lines]})
 

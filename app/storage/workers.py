@@ -3,9 +3,9 @@ batches.
 
 ``ThreadPoolExecutor`` wakes the loop once per finished call; under load that wake-up
 (a self-pipe write, a thread switch) costs more than a short query. Here each worker
-takes everything queued, runs it, and hands the results back with one wake-up per batch
-(or sooner when a batch runs long), so the event loop never blocks on a query and the
-cost of crossing threads is shared by the requests that arrive together.
+takes one call at a time while any are queued and hands the finished results back with
+one wake-up when the queue runs dry (or every 2 ms), so the event loop never blocks on
+a query and the cost of crossing threads is shared by the requests that arrive together.
 """
 from __future__ import annotations
 
@@ -49,26 +49,33 @@ class WorkerThreads:
             thread.join()
 
     def _work(self) -> None:
+        done: dict = collections.defaultdict(list)
+        started = time.perf_counter()
         while True:
             with self._ready:
-                while not self._queue and not self._closing:
-                    self._ready.wait()
-                if not self._queue:
-                    return
-                batch = list(self._queue)
-                self._queue.clear()
-            done: dict = collections.defaultdict(list)
-            started = time.perf_counter()
-            for loop, future, call in batch:
-                try:
-                    outcome = (True, call())
-                except BaseException as exc:  # handed to the awaiting coroutine, not lost
-                    outcome = (False, exc)
-                done[loop].append((future, outcome))
-                if time.perf_counter() - started > FLUSH_AFTER_SECONDS:
-                    self._hand_back(done)
-                    done, started = collections.defaultdict(list), time.perf_counter()
-            self._hand_back(done)
+                if not self._queue and done:
+                    item = None  # nothing left to take: hand back what is finished first
+                else:
+                    while not self._queue and not self._closing:
+                        self._ready.wait()
+                    if not self._queue:
+                        return
+                    # one call at a time, so idle workers share a burst and nothing
+                    # waits behind a slow call it was queued after
+                    item = self._queue.popleft()
+            if item is None:
+                self._hand_back(done)
+                done, started = collections.defaultdict(list), time.perf_counter()
+                continue
+            loop, future, call = item
+            try:
+                outcome = (True, call())
+            except BaseException as exc:  # handed to the awaiting coroutine, not lost
+                outcome = (False, exc)
+            done[loop].append((future, outcome))
+            if time.perf_counter() - started > FLUSH_AFTER_SECONDS:
+                self._hand_back(done)
+                done, started = collections.defaultdict(list), time.perf_counter()
 
     @staticmethod
     def _hand_back(done: dict) -> None:

@@ -39,3 +39,23 @@ def test_shutdown_refuses_new_work():
             await workers.run(lambda: 1)
 
     asyncio.run(main())
+
+
+def test_a_slow_call_does_not_hold_up_calls_queued_after_it():
+    import time
+
+    workers = WorkerThreads(2)
+
+    async def main():
+        slow = asyncio.ensure_future(workers.run(time.sleep, 1.0))
+        await asyncio.sleep(0.05)
+        started = time.perf_counter()
+        assert await asyncio.gather(*(workers.run(lambda i=i: i) for i in range(20))) == list(range(20))
+        waited = time.perf_counter() - started
+        await slow
+        return waited
+
+    try:
+        assert asyncio.run(main()) < 0.5  # served by the other worker, not after the sleep
+    finally:
+        workers.shutdown()
