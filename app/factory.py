@@ -34,10 +34,11 @@ class Lifespan:
     """ASGI lifespan: start background jobs; on shutdown stop them, then release the
     database connections and worker threads."""
 
-    def __init__(self, store: Store, jobs=(), owns_store: bool = True):
+    def __init__(self, store: Store, jobs=(), owns_store: bool = True, engine=None):
         self.store = store
         self.jobs = list(jobs)
         self.owns_store = owns_store
+        self.engine = engine
 
     async def process_startup(self, scope, event):
         for job in self.jobs:
@@ -48,6 +49,8 @@ class Lifespan:
             await job.stop()
         if self.owns_store:  # a store handed in by the caller is the caller's to close
             self.store.close()
+            if self.engine is not None:
+                self.engine.close()
 
 
 def create_app(config: Config | None = None, *, store: Store | None = None) -> SlipwayApp:
@@ -78,7 +81,7 @@ def create_app(config: Config | None = None, *, store: Store | None = None) -> S
                             health_interval=config.health_interval)
     recompute = BillingRecompute(store, config.clock, models, config.billing_interval)
     jobs = ([recompute] if config.billing_interval else []) + ([deployer] if config.deploy_worker else [])
-    app = SlipwayApp(middleware=[Lifespan(store, jobs=jobs, owns_store=owns_store)])
+    app = SlipwayApp(middleware=[Lifespan(store, jobs=jobs, owns_store=owns_store, engine=engine)])
     app.req_options.auto_parse_qs_csv = False
     app.add_error_handler(Exception, handle_any_error)
     app.add_error_handler(falcon.HTTPError, handle_any_error)
