@@ -11,6 +11,7 @@ import sys
 
 from app.config import Config, ConfigError
 from app.errors import DOMAIN_STATUS, PARTNER_CODES
+from app.storage.database import DatabaseUrlError
 from app.storage.store import SchemaOutOfDate
 from core.errors import DomainError
 
@@ -111,7 +112,7 @@ def main(argv=None) -> int:
         status, document = run(sys.argv[1:] if argv is None else argv)
     except UsageError as exc:
         status, document = 2, {"error": {"code": "usage", "message": str(exc)}}
-    except (ConfigError, SchemaOutOfDate) as exc:
+    except (ConfigError, SchemaOutOfDate, DatabaseUrlError) as exc:
         status, document = 1, {"error": {"code": "configuration", "message": str(exc)}}
     except DomainError as exc:
         code = next(PARTNER_CODES[s] for cls, s in DOMAIN_STATUS.items() if isinstance(exc, cls))

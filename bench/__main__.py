@@ -7,12 +7,11 @@ import argparse
 import json
 import os
 import signal
-import subprocess
 import sys
 import tempfile
 from urllib.parse import urlsplit
 
-from bench.servers import ROOT, prepare_database, uvicorn
+from bench.servers import load, prepare_database, uvicorn
 
 RATE = "1000000"  # per-token bucket: still checked on every request, never empty
 TARGETS = (  # (key, label, uvicorn app), the baseline first
@@ -22,24 +21,13 @@ TARGETS = (  # (key, label, uvicorn app), the baseline first
 AIM = 0.5
 
 
-def load(url: str, token: str, args) -> dict:
-    """Run the load generator in its own process (so it does not share the server's GIL)."""
-    command = [sys.executable, "-m", "bench.load", "--url", url + "/v1/me", "--token", token,
-               "--connections", str(args.connections), "--duration", str(args.duration), "--warmup", str(args.warmup)]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True,
-                          timeout=args.warmup + args.duration + 60)
-    if done.returncode != 0:
-        raise RuntimeError(f"load generator failed ({done.returncode}): {done.stderr}")
-    return json.loads(done.stdout)
-
-
 def run_me(args, database_url: str, database: str) -> dict:
     env = dict(os.environ, SLIPWAY_DATABASE_URL=database_url, PC_RATE_RPS=RATE, PC_RATE_BURST=RATE)
     token = prepare_database(env)
     figures = {}
     for key, _, app in TARGETS:
         with uvicorn(app, env) as url:
-            figures[key] = load(url, token, args)
+            figures[key] = load(url + "/v1/me", token, args)
     ratio = figures["slipway"]["rps"] / figures["bare"]["rps"] if figures["bare"]["rps"] else None
     return {"endpoint": "GET /v1/me", "connections": args.connections, "duration": args.duration,
             "warmup": args.warmup, "workers": 1, "database": database, "rate_rps": float(RATE),

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from bench.servers import ROOT, cli, uvicorn
+from bench.servers import ROOT, cli, load, uvicorn
 
 RATE = "1000000"  # per-token bucket: still checked on every request, never empty
 LIST = "/v1/licenses?limit=50"
@@ -29,17 +29,6 @@ BILLING_INTERVAL = "0"  # SLIPWAY_BILLING_INTERVAL: no background billing recomp
 
 def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
-
-
-def load(url: str, token: str, args) -> dict:
-    """The asyncio load generator, in its own process (so it does not share the server's GIL)."""
-    command = [sys.executable, "-m", "bench.load", "--url", url, "--token", token,
-               "--connections", str(args.connections), "--duration", str(args.duration), "--warmup", str(args.warmup)]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True,
-                          timeout=args.warmup + args.duration + 60)
-    if done.returncode != 0:
-        raise RuntimeError(f"load generator failed ({done.returncode}): {done.stderr}")
-    return json.loads(done.stdout)
 
 
 def get(base: str, path: str, token: str, timeout: float = 120.0):

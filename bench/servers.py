@@ -70,3 +70,14 @@ def uvicorn(app: str, env: dict):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def load(url: str, token: str, args) -> dict:
+    """The asyncio load generator, in its own process (so it does not share the server's GIL)."""
+    command = [sys.executable, "-m", "bench.load", "--url", url, "--token", token,
+               "--connections", str(args.connections), "--duration", str(args.duration), "--warmup", str(args.warmup)]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True,
+                          timeout=args.warmup + args.duration + 60)
+    if done.returncode != 0:
+        raise RuntimeError(f"load generator failed ({done.returncode}): {done.stderr}")
+    return json.loads(done.stdout)

@@ -4,7 +4,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from core.errors import NotFound
-from core.partners import is_uuid
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 200
@@ -27,10 +26,3 @@ def visible(thing, scope: set[str], what: str, thing_id: str):
     if thing is None or getattr(thing, "partner_id", None) not in scope:
         raise NotFound(f"{what} {thing_id} not found")
     return thing
-
-
-def require_uuid(value, what: str):
-    from core.errors import Invalid
-
-    if not is_uuid(value):
-        raise Invalid(f"{what} must be a UUID", fields={what: "must be a UUID"})

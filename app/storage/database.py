@@ -30,7 +30,7 @@ def open_database(url: str, max_connections: int = 8) -> peewee.Database:
                               check_same_thread=False, **pool)
     if parts.scheme in ("postgresql", "postgres"):
         return db_url.connect(parts._replace(scheme="postgresql+pool").geturl(), **pool)
-    raise DatabaseUrlError(f"SLIPWAY_DATABASE_URL: unsupported scheme {scheme!r} (use sqlite:/// or postgresql://)")
+    raise DatabaseUrlError(f"SLIPWAY_DATABASE_URL: unsupported scheme {parts.scheme!r} (use sqlite:/// or postgresql://)")
 
 
 def is_postgres(db: peewee.Database) -> bool:

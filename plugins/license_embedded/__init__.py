@@ -139,9 +139,6 @@ class EmbeddedLicenseService(LicenseService):
         row = self._get(service_license_id)
         return {"id": row.id, "policy": row.policy, "status": row.status, "metadata": json.loads(row.metadata)}
 
-    def add_policy(self, name: str) -> None:
-        self.Policy.insert(name=name).on_conflict_ignore().execute()
-
 
 class EmbeddedFactory(LicenseServiceFactory):
     name = "embedded"

@@ -92,3 +92,10 @@ def test_token_hashes_are_unique_in_the_schema(store, clock):
         with store.uow() as uow:
             uow.tokens.add(clash)
             uow.commit()
+
+
+def test_an_unsupported_database_url_is_a_clear_error():
+    from app.storage.database import DatabaseUrlError, open_database
+
+    with pytest.raises(DatabaseUrlError, match="unsupported scheme 'mysql'"):
+        open_database("mysql://root@localhost/db")
