@@ -69,6 +69,10 @@ class UnitOfWork(ABC):
     @abstractmethod
     def commit(self) -> None: ...
 
+    def emit(self, event) -> None:
+        """Announce a ``ports.events.Event`` on the event bus once this unit of work
+        commits; dropped on rollback."""
+
     def reading(self):
         """A read-only transaction of this unit of work (a context manager). Default:
         the ordinary one."""

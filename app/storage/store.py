@@ -20,11 +20,12 @@ class Store:
         self.models = define_models(self.db)
         self._threads = threads
         self._workers: WorkerThreads | None = None
+        self.bus = None  # the event bus (ports.events); set by the app that serves events
 
     def uow(self, *, transaction: bool = True, write: bool = True) -> PeeweeUnitOfWork:
         """A unit of work; ``write=False`` for use cases that only read (on SQLite they
         then do not wait for the write lock)."""
-        return PeeweeUnitOfWork(self.db, self.models, transaction=transaction, write=write)
+        return PeeweeUnitOfWork(self.db, self.models, transaction=transaction, write=write, bus=self.bus)
 
     def migrate(self, plugin_migrations=()) -> list[int]:
         """Slipway's own migrations, then each plugin's (``LicenseServiceFactory.migrate``)."""

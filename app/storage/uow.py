@@ -141,8 +141,11 @@ class PeeweeUnitOfWork(UnitOfWork):
     authentication, on every request).
     """
 
-    def __init__(self, db: peewee.Database, models, *, transaction: bool = True, write: bool = True):
+    def __init__(self, db: peewee.Database, models, *, transaction: bool = True, write: bool = True,
+                 bus=None):
         self.db = db
+        self.bus = bus
+        self._outbox: list = []
         self.transaction = transaction
         self.write = write
         self.partners = PeeweePartners(models)
@@ -168,6 +171,7 @@ class PeeweeUnitOfWork(UnitOfWork):
     def __enter__(self):
         self.db.connect(reuse_if_open=True)
         self._committed = False
+        self._outbox = []
         if self.transaction:
             # SQLite: a write transaction takes the write lock when it begins, so one that
             # reads before it writes queues behind other writers instead of failing.
@@ -183,15 +187,27 @@ class PeeweeUnitOfWork(UnitOfWork):
             if self.db.transaction_depth() == 0:
                 self.db.close()
             return
+        committed = exc_type is None and self._committed
         try:
             if exc_type is None and not self._committed:
                 # peewee rolls back a transaction (or savepoint) that exits with an exception.
                 tx.__exit__(_NotCommitted, _NotCommitted(), None)
             else:
                 tx.__exit__(exc_type, exc, tb)
+        except BaseException:
+            committed = False
+            raise
         finally:
             if self.db.transaction_depth() == 0:
                 self.db.close()  # back to the pool
+            outbox, self._outbox = self._outbox, []
+        if committed and self.bus is not None:  # only what the database kept is announced
+            for event in outbox:
+                self.bus.publish(event)
+
+    def emit(self, event) -> None:
+        """Announce ``event`` (a ``ports.events.Event``) once this unit of work commits."""
+        self._outbox.append(event)
 
     def commit(self) -> None:
         self._committed = True
