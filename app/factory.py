@@ -17,6 +17,7 @@ from app.partner_licensing_api import licensing_handlers
 from app.panel_api import panel_handlers
 from app.deployer import DeployWorker
 from app.engine_calls import EngineCalls
+from app.panel_docs import docs_handlers
 from app.panel_gate import PanelGate
 from app.panel_services_api import services_handlers
 from app.pluginmanager import billing_models, deploy_methods, license_services, make_plugin_manager, runtimes, templates
@@ -95,6 +96,7 @@ def create_app(config: Config | None = None, *, store: Store | None = None) -> S
     panel = Contract.load("panel", deploy_methods=methods)  # names and per-method required fields
     catalog = templates(pm)
     panel_ops = panel_handlers(store, config.clock, panel, catalog)
+    panel_ops.update(docs_handlers())
     panel_ops.update(services_handlers(store, config.clock, runtime, methods, catalog, engine, wake=deployer.wake))
     add_contract_routes(app, panel, PanelGate(store, config), panel_ops)
 
