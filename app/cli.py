@@ -91,6 +91,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     transfer = commands.add_parser("transfer").add_subparsers(dest="action", required=True, parser_class=_Parser)
     transfer.add_parser("sync-failures", help="transfers whose license-service metadata sync failed")
+
+    route = commands.add_parser("route").add_subparsers(dest="action", required=True, parser_class=_Parser)
+    route.add_parser("list", help="the services' route records (hostname -> upstream)")
+    route.add_parser("write", help="write SLIPWAY_ROUTES_FILE from the route records now")
     return parser
 
 

@@ -73,6 +73,9 @@ class Config:
     deploy_worker: bool = True
     health_interval: float = 15.0
     base_domain: str | None = None
+    #: a Traefik dynamic-configuration file kept equal to the route records (None: no file)
+    routes_file: str | None = None
+    routes_interval: float = 2.0
     #: plugin settings (the environment): each plugin reads its own SLIPWAY_* variables
     settings: dict = field(default_factory=dict)
     clock: Clock = field(default_factory=SystemClock)
@@ -103,6 +106,8 @@ class Config:
             deploy_worker=env.get("SLIPWAY_DEPLOY_WORKER", "1") != "0",
             health_interval=_positive_number(env, "SLIPWAY_HEALTH_INTERVAL", 15.0),
             base_domain=env.get("SLIPWAY_BASE_DOMAIN") or None,
+            routes_file=env.get("SLIPWAY_ROUTES_FILE") or None,
+            routes_interval=_positive_number(env, "SLIPWAY_ROUTES_INTERVAL", 2.0),
             settings=dict(env),
         )
         values.update(overrides)

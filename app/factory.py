@@ -10,6 +10,7 @@ from app.contract import Contract
 from app.errors import handle_any_error
 from app.http import add_contract_routes
 from app.jobs import BillingRecompute
+from app.route_file import RouteFile
 from app.partner_api import identity_handlers
 from app.partner_gate import PartnerGate
 from app.partner_billing_api import billing_handlers
@@ -82,6 +83,9 @@ def create_app(config: Config | None = None, *, store: Store | None = None) -> S
                             health_interval=config.health_interval)
     recompute = BillingRecompute(store, config.clock, models, config.billing_interval)
     jobs = ([recompute] if config.billing_interval else []) + ([deployer] if config.deploy_worker else [])
+    route_file = RouteFile(store, config.routes_file, config.routes_interval) if config.routes_file else None
+    if route_file is not None:
+        jobs.append(route_file)
     app = SlipwayApp(middleware=[Lifespan(store, jobs=jobs, owns_store=owns_store, engine=engine)])
     app.req_options.auto_parse_qs_csv = False
     app.add_error_handler(Exception, handle_any_error)
@@ -102,5 +106,5 @@ def create_app(config: Config | None = None, *, store: Store | None = None) -> S
 
     app.slipway = {"store": store, "plugins": pm, "contracts": {"partner": partner, "panel": panel},
                    "license_service": license_service, "billing_recompute": recompute, "runtime": runtime,
-                   "deployer": deployer}
+                   "deployer": deployer, "route_file": route_file}
     return app

@@ -179,3 +179,29 @@ def apikey_create(config, args) -> dict:
     with _opened(config) as store:
         key, full = create_key(store, config.clock, body)
     return api_key_json(key, full)
+
+
+def _route_json(route) -> dict:
+    from app.timefmt import rfc3339
+
+    return {"hostname": route.hostname, "service_id": route.service_id, "target": route.target,
+            "updated_at": rfc3339(route.updated_at)}
+
+
+def route_list(config, args) -> dict:
+    from core.routes import list_routes
+
+    with _opened(config) as store:
+        return {"routes": [_route_json(r) for r in list_routes(store.uow())]}
+
+
+def route_write(config, args) -> dict:
+    from app.route_file import RouteFile
+    from core.errors import Invalid
+
+    if not config.routes_file:
+        raise Invalid("SLIPWAY_ROUTES_FILE is not set")
+    with _opened(config) as store:
+        route_file = RouteFile(store, config.routes_file)
+        route_file.sync()
+        return {"file": str(route_file.path), "routes": [_route_json(r) for r in list_routes(store.uow())]}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
+from core import routes
 from core.services import record
 
 WAIT_SECONDS = 90
@@ -87,11 +88,17 @@ def run_job(uow, clock, runtime, job, parse, *, base_domain: str | None = None, 
                 network=network, aliases=(component.name,), healthcheck=component.healthcheck))
         _step(uow, clock, job, "wait", progress, "waiting for the containers", 85)
         states = _wait(runtime, service.id, len(plan.components), wait_seconds)
-        url = _url(service, plan, states, base_domain)
+        upstream = _published(plan, states)
+        url = f"https://{routes.hostname(service.name, base_domain)}" if base_domain and upstream else upstream
         now = clock.now()
         with uow:
             current = uow.services.get(service.id, for_update=True)
             if current is not None:
+                if base_domain and upstream:  # the route record the reverse proxy serves
+                    uow.routes.put(routes.Route(routes.hostname(service.name, base_domain), service.id, upstream,
+                                                now, now))
+                else:
+                    uow.routes.delete_for(service.id)
                 uow.services.update(replace(current, status="running", url=url, deployed_at=now, updated_at=now,
                                             health_status=_health(states), health_checked_at=now,
                                             health_failures=0))
@@ -130,9 +137,8 @@ def _wait(runtime, service_id: str, expected: int, seconds: float):
         time.sleep(0.3)
 
 
-def _url(service, plan, states, base_domain):
-    if base_domain:
-        return f"https://{service.name}.{base_domain}"
+def _published(plan, states) -> str:
+    """``http://127.0.0.1:<host port>`` of the first published port, or ""."""
     by_component = {s.labels.get("slipway.component"): s for s in states}
     for component in plan.components:
         state = by_component.get(component.name)

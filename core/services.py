@@ -186,6 +186,7 @@ def delete_service(uow, runtime, principal, service_id: str) -> None:
         raise Conflict("the service is deploying")
     runtime.remove_service(service.id)
     with uow:
+        uow.routes.delete_for(service.id)
         uow.services.delete(service.id)
         uow.commit()
 

@@ -92,14 +92,19 @@ def _v5_services(db, m):
     db.create_tables([m.Service, m.DeployJob, m.ServiceEvent], safe=True)
 
 
+def _v6_routes(db, m):
+    db.create_tables([m.ServiceRoute], safe=True)
+
+
 MIGRATIONS = [
     (1, "partners, partner API tokens, contracts", _v1_identity),
     (2, "customers, contacts, notes, editions, licenses, transfers, activity ledger", _v2_licensing),
     (3, "statements (drafts, finalized, superseded); ledger index for billing", _v3_billing),
     (4, "panel customers and API keys", _v4_panel_access),
     (5, "services, deploy jobs, service events", _v5_services),
+    (6, "route records of services under the base domain", _v6_routes),
 ]
-LATEST = MIGRATIONS[-1][0]
+LATEST = max(version for version, _, _ in MIGRATIONS)
 
 
 def current_version(db, models) -> int:

@@ -245,6 +245,18 @@ def define_models(db: peewee.Database) -> SimpleNamespace:
         health_checked_at = UtcDateTimeField(null=True)
         health_failures = peewee.IntegerField(default=0)
 
+    class ServiceRoute(Base):
+        """The route record of a service under SLIPWAY_BASE_DOMAIN: hostname -> upstream."""
+
+        hostname = peewee.CharField(max_length=253, primary_key=True)
+        service_id = peewee.CharField(max_length=40, unique=True)
+        target = peewee.CharField(max_length=255)  # e.g. http://127.0.0.1:49153
+        created_at = UtcDateTimeField()
+        updated_at = UtcDateTimeField()
+
+        class Meta:
+            table_name = "service_route"
+
     class DeployJob(Base):
         id = peewee.CharField(max_length=40, primary_key=True)
         service_id = peewee.CharField(max_length=40, index=True)
@@ -270,7 +282,7 @@ def define_models(db: peewee.Database) -> SimpleNamespace:
             table_name = "service_event"
             indexes = ((("service_id", "id"), False),)
 
-    return SimpleNamespace(Service=Service, DeployJob=DeployJob, ServiceEvent=ServiceEvent,
+    return SimpleNamespace(Service=Service, DeployJob=DeployJob, ServiceEvent=ServiceEvent, ServiceRoute=ServiceRoute,
                            PanelCustomer=PanelCustomer, PanelApiKey=PanelApiKey, SchemaVersion=SchemaVersion, Partner=Partner, ApiToken=ApiToken, Contract=Contract,
                            HumanIdCounter=HumanIdCounter, Customer=Customer, Contact=Contact, Note=Note,
                            Edition=Edition, License=License, Transfer=Transfer, LedgerEvent=LedgerEvent,

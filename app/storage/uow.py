@@ -6,7 +6,7 @@ import contextlib
 import peewee
 
 from app.storage import licensing_repos as repos
-from app.storage import panel_repos, service_repos
+from app.storage import panel_repos, route_repos, service_repos
 from core.contracts import Contract
 from core.identity import Partner, Token
 from ports.storage import ContractRepository, PartnerRepository, TokenRepository, UnitOfWork
@@ -165,6 +165,7 @@ class PeeweeUnitOfWork(UnitOfWork):
         self.services = service_repos.PeeweeServices(models)
         self.deploy_jobs = service_repos.PeeweeDeployJobs(models)
         self.service_events = service_repos.PeeweeServiceEvents(models)
+        self.routes = route_repos.PeeweeRoutes(models)
         self._tx = None
         self._committed = False
 

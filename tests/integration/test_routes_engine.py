@@ -1,0 +1,100 @@
+"""Route records under ``SLIPWAY_BASE_DOMAIN``: a deploy writes the record (and the
+Traefik file the proxy reads), the url is ``https://<name>.<base domain>``, the upstream
+in the record answers HTTP, and delete removes the record with the service."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+import yaml
+
+from tests.e2e.test_cli_and_server import free_port, slipway
+from tests.integration.test_runtime_conformance import engine_ulimits  # noqa: F401 (a fixture)
+from tests.integration.test_services_engine import IMAGE, _check_contract, _get, _until
+
+pytestmark = pytest.mark.runtime
+
+
+def _file_routes(path):
+    if not path.exists():
+        return None
+    document = yaml.safe_load(path.read_text()) or {}
+    return {name: (router["rule"], document["http"]["services"][router["service"]]["loadBalancer"]["servers"][0]["url"])
+            for name, router in document.get("http", {}).get("routers", {}).items()}
+
+
+def _eventually(check, seconds=15):
+    deadline = time.monotonic() + seconds
+    while True:
+        value = check()
+        if value:
+            return value
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+
+
+def test_deploy_writes_a_route_record_and_delete_removes_it(runtime_url, database_url, engine_ulimits, tmp_path):
+    routes_file = tmp_path / "proxy" / "slipway.yml"
+    slipway(database_url, "init")
+    _, key = slipway(database_url, "apikey", "create", "--name", "it", "--role", "admin", "--rate-limit-rpm", "10000")
+    port = free_port()
+    env = dict(os.environ, SLIPWAY_RUNTIME_ULIMITS=engine_ulimits, SLIPWAY_DATABASE_URL=database_url,
+               SLIPWAY_RUNTIME_URL=runtime_url, SLIPWAY_BILLING_INTERVAL="0", SLIPWAY_BASE_DOMAIN="apps.example.test",
+               SLIPWAY_ROUTES_FILE=str(routes_file), SLIPWAY_ROUTES_INTERVAL="0.2")
+    server = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--port", str(port)], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    client = httpx.Client(base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {key['key']}"},
+                          timeout=30, event_hooks={"response": [_check_contract]})
+    service_id = None
+    try:
+        _eventually(lambda: _answers(client, server))
+        customer = client.post("/api/customers", json={"name": "Acme"}).json()
+        name = f"routed-{os.getpid()}-{time.monotonic_ns() % 100000}"
+        created = client.post("/api/services", json={
+            "name": name, "customer_id": customer["id"], "deploy_method": "template", "template_id": "static-site",
+            "variables": {"IMAGE": IMAGE, "TITLE": "Routed"}})
+        assert created.status_code == 201, created.text
+        service_id = created.json()["id"]
+        detail = _until(client, service_id, "running")
+        hostname = f"{name}.apps.example.test"
+        assert detail["url"] == f"https://{hostname}"
+
+        _, listed = slipway(database_url, "route", "list")
+        [route] = listed["routes"]
+        assert route["hostname"] == hostname and route["service_id"] == service_id
+        assert route["target"].startswith("http://127.0.0.1:")
+        assert "Routed" in _get(route["target"])  # the upstream the proxy is given is the service
+
+        in_file = _eventually(lambda: _file_routes(routes_file))
+        assert list(in_file.values()) == [(f"Host(`{hostname}`)", route["target"])]
+
+        assert client.delete(f"/api/services/{service_id}").status_code == 204
+        assert slipway(database_url, "route", "list")[1] == {"routes": []}
+        _eventually(lambda: _file_routes(routes_file) == {})
+        service_id = None
+    finally:
+        if service_id is not None:
+            from app.pluginmanager import make_plugin_manager, runtimes
+
+            runtimes(make_plugin_manager())["podman"].create(runtime_url).remove_service(service_id)
+        client.close()
+        server.terminate()
+        server.wait(timeout=20)
+
+
+def _answers(client, server):
+    try:
+        return client.get("/api/openapi.yaml").status_code == 200
+    except httpx.TransportError:
+        assert server.poll() is None, server.stderr.read()
+        return False
+
+
+def test_route_write_needs_the_file_setting(database_url):
+    slipway(database_url, "init")
+    status, out = slipway(database_url, "route", "write", check=False)
+    assert status != 0 and "SLIPWAY_ROUTES_FILE" in out["error"]["message"]
