@@ -4,25 +4,9 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from app.http import Reply
+from app.resources import Resources
 from app.timefmt import rfc3339
 from core import services
-
-
-def _resources(runtime, service_id: str, detail: bool = False) -> dict:
-    cpu = mem = limit = 0.0
-    try:
-        for state in runtime.containers(service_id):
-            if state.running:
-                usage = runtime.usage(state.id)
-                cpu += usage.cpu_percent
-                mem += usage.memory_mb
-                limit = max(limit, usage.memory_limit_mb)
-    except Exception:  # resources are informative; an engine hiccup must not fail the read
-        pass
-    out = {"cpu_usage": round(cpu, 2), "memory_usage_mb": round(mem, 1), "memory_limit_mb": round(limit, 1)}
-    if detail:
-        out.update({"cpu_limit": 0.0, "storage_mb": 0.0})
-    return out
 
 
 def service_item(s, resources: dict) -> dict:
@@ -47,6 +31,7 @@ def event_json(e) -> dict:
 def services_handlers(store, clock, runtime, methods: dict, catalog: dict, engine, wake=lambda: None) -> dict:
     """``engine`` runs calls that reach the container engine (``app.engine_calls``)."""
     run = store.run
+    resources = Resources(runtime)
 
     async def list_services(call):
         p = call.params
@@ -55,7 +40,8 @@ def services_handlers(store, clock, runtime, methods: dict, catalog: dict, engin
                                  sort=p.get("sort"), order=p["order"], search=p.get("search"))
 
         def with_resources():
-            return [service_item(s, _resources(runtime, s.id)) for s in found]
+            by_id = resources.for_page([s.id for s in found])
+            return [service_item(s, by_id[s.id]) for s in found]
 
         return Reply(200, {"data": await engine.run(with_resources), "total": total, "page": p["page"],
                            "per_page": p["per_page"]})
@@ -72,7 +58,7 @@ def services_handlers(store, clock, runtime, methods: dict, catalog: dict, engin
             service = services.get_service(store.uow(write=False), call.caller, call.params["id"])
             with store.uow(write=False) as uow:
                 name = uow.services.customer_names([service.customer_id]).get(service.customer_id, "")
-            return service_detail(service, _resources(runtime, service.id, detail=True), name)
+            return service_detail(service, resources.for_detail(service.id), name)
 
         return Reply(200, await engine.run(detail))
 

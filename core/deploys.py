@@ -85,7 +85,8 @@ def run_job(uow, clock, runtime, job, parse, *, base_domain: str | None = None, 
                 labels={**labels, COMPONENT_LABEL: component.name}, command=component.command,
                 environment=component.environment, ports=component.ports,
                 volumes=tuple((resource_names(service, volume=v), path) for v, path in component.volumes),
-                network=network, aliases=(component.name,), healthcheck=component.healthcheck))
+                network=network, aliases=(component.name,), healthcheck=component.healthcheck,
+                cpus=component.cpus, memory_mb=component.memory_mb))
         _step(uow, clock, job, "wait", progress, "waiting for the containers", 85)
         states = _wait(runtime, service.id, len(plan.components), wait_seconds)
         upstream = _published(plan, states)

@@ -26,6 +26,8 @@ class Component:
     volumes: tuple = ()  # (volume name, mount path)
     depends_on: tuple = ()
     healthcheck: Healthcheck | None = None
+    cpus: float | None = None  # compose ``cpus``
+    memory_mb: int | None = None  # compose ``mem_limit``
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,8 @@ class ContainerSpec:
     network: str | None = None
     aliases: tuple = ()  # names other containers of the network reach it by
     healthcheck: Healthcheck | None = None
+    cpus: float | None = None  # CPU limit in cores (compose ``cpus``); None: no limit
+    memory_mb: int | None = None  # memory limit (compose ``mem_limit``); None: no limit
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,7 @@ class ContainerState:
     health: str | None  # healthy, unhealthy, starting, or None without a healthcheck
     ports: dict  # container port -> host port
     labels: dict
+    cpu_limit: float = 0.0  # the configured CPU limit in percent (100 = one core); 0: none
 
 
 @dataclass(frozen=True)
@@ -129,6 +132,15 @@ class ContainerRuntime(ABC):
 
     @abstractmethod
     def usage(self, container_id: str) -> Usage: ...
+
+    def storage_bytes(self, service_id: str) -> int:
+        """Bytes held by the service's labelled volumes. Default: unknown, 0."""
+        return 0
+
+    def running_by_service(self) -> dict | None:
+        """Ids of the running containers of every service, ``{service id: [container id]}``,
+        in one engine call; None when the runtime cannot (callers then ask per service)."""
+        return None
 
     @abstractmethod
     def remove_service(self, service_id: str) -> None:

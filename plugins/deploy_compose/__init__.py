@@ -19,7 +19,8 @@ from ports import hookimpl
 from ports.deploy import Component, DeployMethod, DeployPlan
 from ports.runtime import Healthcheck, PortSpec
 
-SERVICE_KEYS = {"image", "command", "environment", "ports", "volumes", "depends_on", "healthcheck"}
+SERVICE_KEYS = {"image", "command", "environment", "ports", "volumes", "depends_on", "healthcheck", "cpus",
+                "mem_limit"}
 TOP_KEYS = {"services", "volumes", "version"}
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
 _VAR = re.compile(r"\$(?:(\$)|\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?-)([^}]*))?\}|([A-Za-z_][A-Za-z0-9_]*))")
@@ -146,6 +147,33 @@ def _start_order(components: dict) -> list:
     return order
 
 
+def _cpus(value, where: str) -> float | None:
+    if value is None:
+        return None
+    try:
+        cpus = float(value)
+    except (TypeError, ValueError):
+        cpus = -1.0
+    if isinstance(value, bool) or not 0.01 <= cpus <= 1024:
+        raise _bad(f"{where}: a number of CPUs from 0.01 to 1024, e.g. 0.5")
+    return cpus
+
+
+_MEMORY = re.compile(r"^(\d+(?:\.\d+)?)\s*([bkmg]?)b?$", re.IGNORECASE)
+_MEMORY_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024 ** 2, "g": 1024 ** 3}
+
+
+def _memory_mb(value, where: str) -> int | None:
+    """Compose byte values: an integer (bytes) or a number with b, k, m or g."""
+    if value is None:
+        return None
+    match = _MEMORY.match(str(value).strip()) if not isinstance(value, bool) else None
+    size = float(match.group(1)) * _MEMORY_UNITS[match.group(2).lower()] if match else 0
+    if size < 6 * 1024 ** 2:
+        raise _bad(f"{where}: a size of at least 6m, e.g. 256m or 1g")
+    return int(size // 1024 ** 2)
+
+
 def parse_compose(text: str, variables: dict | None = None) -> DeployPlan:
     """Parse compose text into a plan, or raise ``Invalid`` with ``fields["compose"]``."""
     variables = variables or {}
@@ -184,7 +212,9 @@ def parse_compose(text: str, variables: dict | None = None) -> DeployPlan:
             ports=_ports(raw.get("ports"), f"{where}.ports"),
             volumes=_volumes(raw.get("volumes"), declared, f"{where}.volumes"),
             depends_on=tuple(str(d) for d in depends), healthcheck=_healthcheck(raw.get("healthcheck"),
-                                                                                f"{where}.healthcheck"))
+                                                                                f"{where}.healthcheck"),
+            cpus=_cpus(raw.get("cpus"), f"{where}.cpus"), memory_mb=_memory_mb(raw.get("mem_limit"),
+                                                                             f"{where}.mem_limit"))
     for component in components.values():
         for dep in component.depends_on:
             if dep not in components:

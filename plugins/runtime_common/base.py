@@ -15,6 +15,7 @@ from plugins.runtime_common.parsing import (
     event_error,
     healthcheck_due,
     merge_logs,
+    number,
     output_lines,
     parse_log,
     port_bindings,
@@ -239,6 +240,11 @@ class ClientRuntime(ContainerRuntime):
             kwargs["ports"] = port_bindings(spec.ports)
         if spec.volumes:
             kwargs["volumes"] = volume_binds(spec.volumes)
+        if spec.cpus:  # quota/period: podman-py drops nano_cpus silently
+            kwargs["cpu_period"] = 100_000
+            kwargs["cpu_quota"] = int(spec.cpus * 100_000)
+        if spec.memory_mb:
+            kwargs["mem_limit"] = f"{int(spec.memory_mb)}m"
         return kwargs
 
     def start(self, container_id: str) -> None:
@@ -317,6 +323,32 @@ class ClientRuntime(ContainerRuntime):
             if not (isinstance(state, dict) and state.get("Running")):
                 return Usage(0.0, 0.0, 0.0)
             return self._usage(container)
+
+    def running_by_service(self) -> dict:
+        """One list call (no per-container inspect) for every running Slipway container."""
+        with self.engine("listing running service containers"):
+            listed = self._read(lambda: self.client.containers.list(
+                filters={"label": SERVICE_LABEL, "status": "running"}, sparse=True))
+        by_service: dict = {}
+        for container in listed:
+            labels = container.attrs.get("Labels") or (container.attrs.get("Config") or {}).get("Labels") or {}
+            if labels.get(SERVICE_LABEL):
+                by_service.setdefault(labels[SERVICE_LABEL], []).append(container.id)
+        return by_service
+
+    def storage_bytes(self, service_id: str) -> int:
+        """Sizes of the service's labelled volumes, from the engine's disk-usage report."""
+        with self.engine(f"reading the volume sizes of {service_id}"):
+            names = {v.name for v in self._read(lambda: self.client.volumes.list(filters=self._label_filter(service_id)))}
+            if not names:
+                return 0
+            report = self._read(self.client.df)
+        total = 0
+        for volume in (report or {}).get("Volumes") or []:
+            if (volume.get("VolumeName") or volume.get("Name")) in names:
+                size = volume["Size"] if "Size" in volume else (volume.get("UsageData") or {}).get("Size")
+                total += max(int(number(size)), 0)  # Docker reports -1 when it has not measured
+        return total
 
     # --- services --------------------------------------------------------------------------
 

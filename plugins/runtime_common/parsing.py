@@ -138,7 +138,20 @@ def state_from_attrs(attrs: dict) -> ContainerState:
         health=health,
         ports=published_ports(attrs),
         labels=dict((attrs.get("Config") or {}).get("Labels") or {}),
+        cpu_limit=cpu_limit_percent(attrs.get("HostConfig") or {}),
     )
+
+
+def cpu_limit_percent(host_config: dict) -> float:
+    """The container's CPU limit in percent of one core, from ``NanoCpus`` or from
+    ``CpuQuota``/``CpuPeriod`` (what Podman reports for ``--cpus``); 0 without a limit."""
+    nano = number(host_config.get("NanoCpus"))
+    if nano > 0:
+        return round(nano / 1e7, 3)
+    quota, period = number(host_config.get("CpuQuota")), number(host_config.get("CpuPeriod"))
+    if quota > 0 and period > 0:
+        return round(quota / period * 100, 3)
+    return 0.0
 
 
 def healthcheck_due(attrs: dict, now: datetime, slack_s: float = 1.0) -> bool:

@@ -306,6 +306,27 @@ def test_usage_reports_numbers(runtime, service):
         runtime.usage("slipway-no-such-container")
 
 
+def test_limits_storage_and_running_containers_by_service(runtime, service):
+    """CPU and memory limits reach the engine and come back in the state and the usage;
+    the service's volume sizes add up; one call lists running containers by service."""
+    from ports.runtime import ContainerSpec
+
+    volume = f"{service.id}-data"
+    runtime.create_volume(volume, service.labels)
+    limited = runtime.run(ContainerSpec(
+        name=f"{service.id}-limited", image=BUSYBOX, labels=service.labels, cpus=0.5, memory_mb=64,
+        command=("sh", "-c", "head -c 300000 /dev/zero > /data/blob; exec sleep 600"), volumes=((volume, "/data"),)))
+    free = service.run("free", "sleep", "600")
+    assert runtime.inspect(limited).cpu_limit == 50.0 and runtime.inspect(free).cpu_limit == 0.0
+    assert runtime.usage(limited).memory_limit_mb == 64.0
+    wait_for(lambda: runtime.storage_bytes(service.id) >= 300000, "the volume to hold the blob")
+    assert runtime.storage_bytes("svc_no_such_service") == 0
+    running = runtime.running_by_service()
+    assert sorted(running[service.id]) == sorted([limited, free])
+    runtime.stop(free, timeout=0)
+    assert runtime.running_by_service()[service.id] == [limited]
+
+
 # --- images ---------------------------------------------------------------------------
 
 

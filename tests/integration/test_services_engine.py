@@ -24,13 +24,16 @@ COMPOSE = """
 services:
   backend:
     image: localhost/busybox:latest
-    command: ["sh", "-c", "echo from-backend-$$HOSTNAME > /srv/index.html; echo backend up; exec httpd -f -p 8080 -h /srv"]
+    command: ["sh", "-c", "echo from-backend-$$HOSTNAME > /srv/index.html; head -c 300000 /dev/zero > /srv/pad; echo backend up; exec httpd -f -p 8080 -h /srv"]
     volumes: ["data:/srv"]
+    cpus: 0.5
   web:
     image: localhost/busybox:latest
     depends_on: [backend]
     command: ["sh", "-c", "mkdir -p /www; while true; do wget -q -O /www/index.html http://backend:8080/ && break; sleep 0.3; done; echo web up; exec httpd -f -p 8080 -h /www"]
     ports: ["8080"]
+    cpus: 1
+    mem_limit: 128m
     healthcheck:
       test: ["CMD", "wget", "-q", "-O", "-", "http://127.0.0.1:8080/"]
       interval: 1s
@@ -163,6 +166,11 @@ def test_compose_service_with_two_containers(panel):
     detail = _until(client, service_id, "running")
     assert "from-backend-" in _get(detail["url"])
     assert len(engine.containers(service_id)) == 2
+    resources = detail["resources"]
+    assert resources["cpu_limit"] == 150.0  # 0.5 + 1 core, in percent of one core
+    assert resources["storage_mb"] >= 0.28 and resources["memory_usage_mb"] > 0  # the 300 kB pad
+    listed = client.get("/api/services", params={"search": detail["name"]}).json()["data"]
+    assert listed[0]["resources"]["memory_usage_mb"] > 0
     messages = [line["message"] for line in client.get(f"/api/services/{service_id}/logs").json()["logs"]]
     assert "backend up" in messages and "web up" in messages
     deadline = time.monotonic() + 30

@@ -52,6 +52,10 @@ def test_interpolation_rules():
     ("services: {}\n", "non-empty services"),
     ("services: [\n", "YAML"),
     ("just text", "non-empty services"),
+    ("services:\n  web:\n    image: x\n    cpus: lots\n", "services.web.cpus"),
+    ("services:\n  web:\n    image: x\n    cpus: 0\n", "services.web.cpus"),
+    ("services:\n  web:\n    image: x\n    mem_limit: 1k\n", "services.web.mem_limit"),
+    ("services:\n  web:\n    image: x\n    mem_limit: huge\n", "services.web.mem_limit"),
 ])
 def test_refusals_name_the_problem(text, needle):
     with pytest.raises(Invalid) as info:
@@ -74,3 +78,14 @@ def test_template_fills_defaults_and_requires_variables():
     for template in catalog.values():  # every shipped template parses with its defaults
         needed = {v["name"]: "x" for v in template["variables"] if v.get("required")}
         assert method.plan({"template_id": template["id"], "variables": needed}, catalog).components
+
+
+@pytest.mark.parametrize("cpus, mem_limit, expected", [
+    ("0.5", "256m", (0.5, 256)), (2, "1g", (2.0, 1024)), ("1.5", 134217728, (1.5, 128)), ("0.25", "64mb", (0.25, 64)),
+])
+def test_cpu_and_memory_limits(cpus, mem_limit, expected):
+    text = f"services:\n  web:\n    image: x\n    cpus: {cpus!r}\n    mem_limit: {mem_limit!r}\n"
+    [web] = parse_compose(text).components
+    assert (web.cpus, web.memory_mb) == expected
+    [bare] = parse_compose("services:\n  web:\n    image: x\n").components
+    assert (bare.cpus, bare.memory_mb) == (None, None)

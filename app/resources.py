@@ -1,0 +1,67 @@
+"""Service resources for the panel's answers: CPU and memory in use (engine stats), the
+configured limits, and the storage the service's volumes hold.
+
+Stats are the costly part (an engine round trip per container, and a second sample on
+Docker's API), so a sample is kept for ``ttl`` seconds and shared by every request in that
+window; a list page asks the engine once which containers run (``running_by_service``)
+instead of once per service. Resources are informative: an engine hiccup gives zeros,
+never a failed read."""
+from __future__ import annotations
+
+import threading
+import time
+
+
+class Resources:
+    def __init__(self, runtime, ttl: float = 5.0):
+        self.runtime, self.ttl = runtime, ttl
+        self._samples: dict = {}  # container id -> (taken at, Usage)
+        self._lock = threading.Lock()
+
+    def _usage(self, container_id: str):
+        now = time.monotonic()
+        with self._lock:
+            cached = self._samples.get(container_id)
+        if cached is not None and now - cached[0] < self.ttl:
+            return cached[1]
+        usage = self.runtime.usage(container_id)
+        with self._lock:
+            if len(self._samples) > 10_000:  # containers come and go: drop the stale ones
+                self._samples = {k: v for k, v in self._samples.items() if now - v[0] < self.ttl}
+            self._samples[container_id] = (time.monotonic(), usage)
+        return usage
+
+    def _sum(self, container_ids) -> dict:
+        cpu = mem = limit = 0.0
+        for container_id in container_ids:
+            usage = self._usage(container_id)
+            cpu += usage.cpu_percent
+            mem += usage.memory_mb
+            limit = max(limit, usage.memory_limit_mb)
+        return {"cpu_usage": round(cpu, 2), "memory_usage_mb": round(mem, 1), "memory_limit_mb": round(limit, 1)}
+
+    def for_page(self, service_ids) -> dict:
+        """``{service id: resources}`` for a list page."""
+        try:
+            running = self.runtime.running_by_service()
+            if running is None:
+                running = {sid: [c.id for c in self.runtime.containers(sid) if c.running] for sid in service_ids}
+            return {sid: self._sum(running.get(sid, ())) for sid in service_ids}
+        except Exception:
+            return {sid: self._sum(()) for sid in service_ids}
+
+    def for_detail(self, service_id: str) -> dict:
+        """With the limits: ``cpu_limit`` in percent of one core (100 = one core, summed
+        over the containers; 0 when any container has no CPU limit) and ``storage_mb``
+        (the service's volumes)."""
+        out = self._sum(())
+        out.update({"cpu_limit": 0.0, "storage_mb": 0.0})
+        try:
+            states = self.runtime.containers(service_id)
+            out.update(self._sum([s.id for s in states if s.running]))
+            limits = [s.cpu_limit for s in states]
+            out["cpu_limit"] = round(sum(limits), 2) if limits and all(limits) else 0.0
+            out["storage_mb"] = round(self.runtime.storage_bytes(service_id) / 1024 ** 2, 2)
+        except Exception:
+            pass
+        return out
