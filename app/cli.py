@@ -89,6 +89,13 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--expires-at", default=None, help="RFC 3339")
     k.add_argument("--deny", nargs="+", default=[], metavar="PERM")
 
+    user = commands.add_parser("user").add_subparsers(dest="action", required=True, parser_class=_Parser)
+    u = user.add_parser("set", help="let an email log in to the panel (OIDC) with a role; changes an existing user")
+    u.add_argument("--email", required=True)
+    u.add_argument("--role", required=True, choices=["admin", "customer", "viewer"])
+    u.add_argument("--customer-id", default=None, help="cust_... (required for role customer)")
+    user.add_parser("list", help="the panel users who may log in")
+
     transfer = commands.add_parser("transfer").add_subparsers(dest="action", required=True, parser_class=_Parser)
     transfer.add_parser("sync-failures", help="transfers whose license-service metadata sync failed")
 

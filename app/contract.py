@@ -43,6 +43,7 @@ class Operation:
     body_required: bool = False
     permission: str | None = None  # x-slipway-permission (panel)
     rate_tier: str | None = None  # x-slipway-rate-tier (panel: "deploy")
+    websocket: bool = False  # x-slipway-websocket: the GET also answers a WebSocket upgrade
 
 
 class Contract:
@@ -102,7 +103,8 @@ class Contract:
                                       route=(self.base + path) or "/", operation_id=op["operationId"],
                                       secured=secured, scope="read" if method == "get" else "write",
                                       permission=op.get("x-slipway-permission"),
-                                      rate_tier=op.get("x-slipway-rate-tier"))
+                                      rate_tier=op.get("x-slipway-rate-tier"),
+                                      websocket=bool(op.get("x-slipway-websocket")) and method == "get")
                 for p in _merge_params(shared_params, op.get("parameters", [])):
                     p = self._deref(p)
                     schema = p.get("schema", {})

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import shutil
+import tempfile
 
 from core import deploys
 from plugins.deploy_compose import parse_compose
@@ -15,8 +18,9 @@ log = logging.getLogger("slipway.deployer")
 
 class DeployWorker:
     def __init__(self, store, clock, runtime, engine, *, base_domain=None, health_interval: float = 15.0,
-                 progress=lambda *a: None):
+                 progress=lambda *a: None, methods: dict | None = None, work_dir: str = "./work"):
         self.store, self.clock, self.runtime, self.engine = store, clock, runtime, engine
+        self.methods, self.work_dir = methods or {}, work_dir
         self.base_domain, self.health_interval, self.progress = base_domain, health_interval, progress
         self._tasks: list[asyncio.Task] = []
         self._wake: asyncio.Event | None = None
@@ -63,13 +67,30 @@ class DeployWorker:
                     except asyncio.TimeoutError:
                         pass
                     continue
-                await self.engine.run(deploys.run_job, self.store.uow(), self.clock, self.runtime, job,
-                                     parse_compose, base_domain=self.base_domain, progress=self.progress)
+                await self.engine.run(self._run_job, job)
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("deploy worker round failed")
                 await asyncio.sleep(1.0)
+
+    def _run_job(self, job) -> None:
+        """One job in a work directory of its own (``SLIPWAY_WORK_DIR/<job id>-...``),
+        removed afterwards whatever happened; git and ai deploys clone and build there."""
+        try:
+            os.makedirs(self.work_dir, exist_ok=True)
+            workdir = tempfile.mkdtemp(prefix=f"{job.id}-", dir=self.work_dir)
+        except OSError as exc:  # never leave the service deploying for want of a directory
+            deploys.fail_job(self.store.uow(), self.clock, job,
+                             RuntimeError(f"cannot create a work directory under SLIPWAY_WORK_DIR: {exc}"),
+                             progress=self.progress)
+            return
+        try:
+            deploys.run_job(self.store.uow(), self.clock, self.runtime, job, parse_compose,
+                            base_domain=self.base_domain, progress=self.progress, methods=self.methods,
+                            workdir=workdir)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
 
     async def _health(self) -> None:
         while True:

@@ -98,6 +98,56 @@ def write_error(req, resp, err: ApiError) -> None:
     resp.text = json.dumps(error_body(api_of(req.path), err.status, err.message, err.fields, err.details))
 
 
-async def handle_any_error(req, resp, ex, params):
+async def handle_any_error(req, resp, ex, params, ws=None):
     """Falcon error handler for everything: no HTML page, no stack trace to the client."""
+    if ws is not None:  # a WebSocket upgrade (e.g. to an unknown route)
+        await refuse_websocket(req, ws, to_api_error(ex))
+        return
     write_error(req, resp, to_api_error(ex))
+
+
+#: ASGI scope key of the handshake refusal (``SlipwayApp`` sets it when the server
+#: supports the ``websocket.http.response`` extension, as uvicorn does)
+DENY_KEY = "slipway.deny_handshake"
+
+
+async def refuse_websocket(req, ws, err: ApiError) -> None:
+    """Refuse or end a WebSocket for ``err``. Before it is accepted the handshake gets an
+    HTTP answer: ``err.status`` with the API's JSON error body and the rate-limit headers
+    (DECISIONS.md); on a server without the denial-response extension the close code is
+    3000 + status (the server answers the handshake 403). After acceptance: close code
+    1008 (policy violation) for a 4xx, 1011 for a server error, with the message as reason."""
+    if ws.closed:
+        return
+    if ws.unaccepted:
+        deny = req.scope.get(DENY_KEY)
+        if deny is not None:
+            headers = {**getattr(req.context, "rate_headers", {}), **err.headers}
+            body = json.dumps(error_body(api_of(req.path), err.status, err.message, err.fields, err.details))
+            await deny(err.status, headers, body.encode("utf-8"))
+            return
+        await ws.close(3000 + err.status, err.message[:120])
+        return
+    await ws.close(1011 if err.status >= 500 else 1008, err.message[:120])
+
+
+class HandshakeDenial:
+    """Wraps an ASGI ``send`` of a WebSocket scope: ``deny`` answers the handshake with
+    an HTTP response (ASGI ``websocket.http.response.*``); what Falcon sends after it (its
+    own close of the never-accepted socket) is dropped."""
+
+    def __init__(self, send):
+        self._send = send
+        self.denied = False
+
+    async def send(self, message):
+        if self.denied:
+            return
+        await self._send(message)
+
+    async def deny(self, status: int, headers: dict, body: bytes) -> None:
+        self.denied = True
+        raw = [(name.lower().encode("latin-1"), str(value).encode("latin-1")) for name, value in headers.items()]
+        raw += [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        await self._send({"type": "websocket.http.response.start", "status": status, "headers": raw})
+        await self._send({"type": "websocket.http.response.body", "body": body})

@@ -7,7 +7,9 @@ import falcon.asgi
 
 from app.config import Config, ConfigError
 from app.contract import Contract
-from app.errors import handle_any_error
+from app.errors import DENY_KEY, HandshakeDenial, handle_any_error
+from app.event_bus import make_bus
+from app.realtime import DeployProgress, Hub, realtime_handlers
 from app.http import add_contract_routes
 from app.jobs import BillingRecompute
 from app.route_file import RouteFile
@@ -16,13 +18,19 @@ from app.partner_gate import PartnerGate
 from app.partner_billing_api import billing_handlers
 from app.partner_licensing_api import licensing_handlers
 from app.panel_api import panel_handlers
+from app.backup_archives import BackupArchives
+from app.backup_worker import BackupWorker
 from app.deployer import DeployWorker
+from app.panel_backups_api import backups_handlers
 from app.engine_calls import EngineCalls
 from app.panel_docs import docs_handlers
+from app.panel_auth_api import auth_handlers
 from app.panel_gate import PanelGate
 from app.panel_services_api import services_handlers
-from app.pluginmanager import billing_models, deploy_methods, license_services, make_plugin_manager, runtimes, templates
+from app.pluginmanager import analyzers, billing_models, deploy_methods, license_services, make_plugin_manager, runtimes, templates
 from app.storage.store import Store
+from core import backups
+from plugins.deploy_compose import parse_compose
 
 
 class SlipwayApp(falcon.asgi.App):
@@ -30,6 +38,15 @@ class SlipwayApp(falcon.asgi.App):
     CLI, background jobs and tests."""
 
     slipway: dict
+
+    async def __call__(self, scope, receive, send):
+        # A refused WebSocket upgrade is an HTTP answer to the handshake (DECISIONS.md):
+        # where the server offers the ASGI denial-response extension, handlers get it.
+        if scope.get("type") == "websocket" and "websocket.http.response" in (scope.get("extensions") or {}):
+            denial = HandshakeDenial(send)
+            scope = {**scope, DENY_KEY: denial.deny}
+            send = denial.send
+        return await super().__call__(scope, receive, send)
 
 
 class Lifespan:
@@ -59,6 +76,12 @@ def create_app(config: Config | None = None, *, store: Store | None = None) -> S
     config = config or Config.from_env()
     pm = make_plugin_manager(config.plugins, config.load_entrypoints)
     methods = deploy_methods(pm)
+    try:  # each method reads its own settings; a bad one stops start-up naming the variable
+        registries = {"analyzers": analyzers(pm)}
+        for method in methods.values():
+            method.configure(config.settings, registries)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
     models = billing_models(pm)  # refuses start-up when two plugins claim one model
     owns_store = store is None
     store = store or Store(config.database_url, threads=config.db_threads)
@@ -79,13 +102,21 @@ def create_app(config: Config | None = None, *, store: Store | None = None) -> S
                           f"(loaded: {', '.join(sorted(engines)) or 'none'})")
     runtime = engines[config.runtime].create(config.runtime_url)
     engine = EngineCalls()
+    bus = make_bus(config)  # SLIPWAY_EVENT_BUS; use cases publish through their units of work
+    store.bus = bus
+    hub = Hub(store, bus, runtime, engine, limit=config.ws_queue)
     deployer = DeployWorker(store, config.clock, runtime, engine, base_domain=config.base_domain,
-                            health_interval=config.health_interval)
+                            health_interval=config.health_interval, methods=methods, work_dir=config.work_dir,
+                            progress=DeployProgress(store, bus))
     recompute = BillingRecompute(store, config.clock, models, config.billing_interval)
     jobs = ([recompute] if config.billing_interval else []) + ([deployer] if config.deploy_worker else [])
+    archives = BackupArchives(config.backup_dir)
+    backup_worker = BackupWorker(store, config.clock, runtime, engine, archives)
+    jobs += [backup_worker] if config.deploy_worker else []
     route_file = RouteFile(store, config.routes_file, config.routes_interval) if config.routes_file else None
     if route_file is not None:
         jobs.append(route_file)
+    jobs += [hub, bus]  # stopped last: the jobs before them still publish while stopping
     app = SlipwayApp(middleware=[Lifespan(store, jobs=jobs, owns_store=owns_store, engine=engine)])
     app.req_options.auto_parse_qs_csv = False
     app.add_error_handler(Exception, handle_any_error)
@@ -101,10 +132,17 @@ def create_app(config: Config | None = None, *, store: Store | None = None) -> S
     catalog = templates(pm)
     panel_ops = panel_handlers(store, config.clock, panel, catalog)
     panel_ops.update(docs_handlers())
-    panel_ops.update(services_handlers(store, config.clock, runtime, methods, catalog, engine, wake=deployer.wake))
-    add_contract_routes(app, panel, PanelGate(store, config), panel_ops)
+    panel_ops.update(services_handlers(store, config.clock, runtime, methods, catalog, engine, wake=deployer.wake,
+                                       deleted=lambda service_id: backups.forget_service(archives, service_id)))
+    panel_ops.update(backups_handlers(store, config.clock, archives, parse_compose, wake=backup_worker.wake))
+    panel_ops.update(realtime_handlers(hub, store, runtime, engine, config.ws_queue,
+                                       logs_http=panel_ops["getServiceLogs"]))
+    panel_gate = PanelGate(store, config)  # API keys and browser sessions; app.slipway["panel_gate"]
+    panel_ops.update(auth_handlers(store, config, panel_gate))
+    add_contract_routes(app, panel, panel_gate, panel_ops)
 
     app.slipway = {"store": store, "plugins": pm, "contracts": {"partner": partner, "panel": panel},
                    "license_service": license_service, "billing_recompute": recompute, "runtime": runtime,
-                   "deployer": deployer, "route_file": route_file}
+                   "deployer": deployer, "panel_gate": panel_gate, "route_file": route_file, "bus": bus,
+                   "hub": hub, "backup_worker": backup_worker, "backup_archives": archives}
     return app

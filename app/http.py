@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import falcon
 
 from app.contract import Contract, Operation
-from app.errors import ApiError, api_of
+from app.errors import ApiError, api_of, refuse_websocket, to_api_error
 
 MAX_BODY = 1024 * 1024
 JSON_TYPES = ("application/json",)
@@ -24,6 +24,8 @@ class Reply:
     body: object = None
     content_type: str = falcon.MEDIA_JSON
     headers: dict = field(default_factory=dict)
+    #: keyword arguments of falcon's ``resp.set_cookie``, one dict per cookie
+    cookies: list = field(default_factory=list)
 
 
 @dataclass
@@ -135,6 +137,8 @@ def write_reply(resp, reply: Reply) -> None:
     resp.status = reply.status
     for name, value in reply.headers.items():
         resp.set_header(name, value)
+    for cookie in reply.cookies:
+        resp.set_cookie(**cookie)
     if reply.status == 204 or reply.body is None:
         return
     resp.content_type = reply.content_type
@@ -146,13 +150,40 @@ def write_reply(resp, reply: Reply) -> None:
         resp.data = json.dumps(reply.body, separators=(",", ":")).encode("utf-8")
 
 
+@dataclass
+class Upgradable:
+    """The handler of an operation marked ``x-slipway-websocket``: ``websocket(call, ws)``
+    serves the upgrade (``ws`` a ``falcon.asgi.WebSocket``, not yet accepted; the gate has
+    admitted the caller and the parameters are parsed); ``http(call)`` a plain request,
+    which without one is 400 asking for the upgrade."""
+
+    websocket: object
+    http: object = None
+
+
+def _upgrade_required(op: Operation):
+    async def handler(call):
+        raise ApiError(400, f"{op.method} {op.route} is a WebSocket: send the request as an upgrade "
+                            "(Connection: Upgrade, Upgrade: websocket)")
+
+    return handler
+
+
 class OperationResource:
-    """All operations of one contract path; ``on_<method>`` responders are set per operation."""
+    """All operations of one contract path; ``on_<method>`` responders are set per operation
+    (and ``on_websocket`` for an operation marked ``x-slipway-websocket``)."""
 
     def __init__(self):
         self.methods = []
 
     def bind(self, op: Operation, gate, handler) -> None:
+        if op.websocket != isinstance(handler, Upgradable):
+            raise RuntimeError(f"{op.operation_id}: an x-slipway-websocket operation needs an Upgradable handler "
+                               "and only such an operation may have one")
+        if op.websocket:
+            self._bind_websocket(op, gate, handler.websocket)
+            handler = handler.http or _upgrade_required(op)
+
         async def responder(req, resp, **path_values):
             caller = await gate.admit(req, op)
             body = await read_body(req, op)
@@ -165,6 +196,25 @@ class OperationResource:
         setattr(self, responder.__name__, responder)
         self.methods.append(op.method)
 
+    def _bind_websocket(self, op: Operation, gate, handler) -> None:
+        """The same checks as a request (gate, then parameters); a refusal before the
+        handler accepts is an HTTP answer to the handshake (``refuse_websocket``)."""
+
+        async def on_websocket(req, ws, **path_values):
+            try:
+                caller = await gate.admit(req, op)
+                check_origin = getattr(gate, "check_origin", None)
+                if check_origin is not None:  # a cookie-authenticated upgrade must come from the panel's origin
+                    check_origin(req, caller, always=True)
+                params = parse_params(req, op, path_values)
+                await handler(Call(req=req, op=op, params=params, body=None, caller=caller), ws)
+            except falcon.WebSocketDisconnected:
+                pass
+            except Exception as ex:  # noqa: BLE001 (every failure becomes a refusal or a close code)
+                await refuse_websocket(req, ws, to_api_error(ex))
+
+        self.on_websocket = on_websocket
+
 
 def add_contract_routes(app: falcon.asgi.App, contract: Contract, gate, handlers: dict) -> None:
     """Register every operation of ``contract``; an operation without a handler is an error."""
@@ -174,7 +224,9 @@ def add_contract_routes(app: falcon.asgi.App, contract: Contract, gate, handlers
         if handler is None:
             raise RuntimeError(f"contract operation {op.operation_id} ({op.method} {op.route}) has no handler")
         resource = resources.setdefault(op.route, OperationResource())
-        resource.bind(op, gate if op.secured else OpenGate(), handler)
+        # a gate may also guard ``security: []`` operations (rate tiers), saying so
+        guarded = op.secured or getattr(gate, "guards_open_operations", False)
+        resource.bind(op, gate if guarded else OpenGate(), handler)
     extra = set(handlers) - {op.operation_id for op in contract.operations}
     if extra:
         raise RuntimeError(f"handlers without a contract operation: {sorted(extra)}")
@@ -182,4 +234,4 @@ def add_contract_routes(app: falcon.asgi.App, contract: Contract, gate, handlers
         app.add_route(route, resource)
 
 
-__all__ = ["Call", "Reply", "add_contract_routes", "api_of"]
+__all__ = ["Call", "Reply", "Upgradable", "add_contract_routes", "api_of"]

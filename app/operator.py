@@ -205,3 +205,23 @@ def route_write(config, args) -> dict:
         route_file = RouteFile(store, config.routes_file)
         route_file.sync()
         return {"file": str(route_file.path), "routes": [_route_json(r) for r in list_routes(store.uow())]}
+
+
+def _user_json(user) -> dict:
+    return {"email": user.email, "role": user.role, "customerId": user.customer_id,
+            "createdAt": rfc3339(user.created_at), "updatedAt": rfc3339(user.updated_at)}
+
+
+def user_set(config, args) -> dict:
+    from core import panel_sessions
+
+    with _opened(config) as store:
+        return _user_json(panel_sessions.set_user(store.uow(), config.clock, email=args.email, role=args.role,
+                                                  customer_id=args.customer_id))
+
+
+def user_list(config, args) -> dict:
+    from core import panel_sessions
+
+    with _opened(config) as store:
+        return {"users": [_user_json(u) for u in panel_sessions.list_users(store.uow(write=False))]}

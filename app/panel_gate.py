@@ -1,25 +1,70 @@
-"""The panel API's gate: API key (Bearer), rate tiers, permission.
+"""The panel API's gate: who is calling (API key or browser session), rate tiers, CSRF,
+permission.
 
-Tiers (DECISIONS.md): requests that do not authenticate draw on 60/min per source
-address; authenticated ones on the key's ``rateLimitRpm`` (120/min by default); the
-deploy operations (``x-slipway-rate-tier: deploy`` in the contract) also on 10/min per
-key. Every response carries ``X-RateLimit-Limit``, ``-Remaining`` and ``-Reset`` (Unix
-seconds when that bucket is full again) of the tightest bucket the request touched.
+Authentication (``PanelGate.authenticate``): an ``Authorization: Bearer`` key decides
+when the request has one (a key takes precedence over a cookie); otherwise the
+``slipway_session`` cookie of a browser login, when login is configured
+(``SLIPWAY_OIDC_ISSUER``). Operations the contract marks ``security: []`` (the login
+flow) need neither.
+
+Tiers (DECISIONS.md): requests that do not authenticate, and the ``security: []``
+operations, draw on 60/min per source address; authenticated ones on the key's
+``rateLimitRpm`` (120/min by default), or 120/min per session; the deploy operations
+(``x-slipway-rate-tier: deploy`` in the contract) also on 10/min per key or session.
+Every response carries ``X-RateLimit-Limit``, ``-Remaining`` and ``-Reset`` (Unix seconds
+when that bucket is full again) of the tightest bucket the request touched.
+
+CSRF: a state-changing request (anything but GET, HEAD, OPTIONS) authenticated by the
+session cookie must carry ``Origin`` equal to the origin of ``SLIPWAY_PUBLIC_URL``, or,
+without an ``Origin`` header, a non-empty ``X-Requested-With`` header; otherwise 403.
+A cross-site page can do neither (a custom header needs a CORS preflight, which the
+panel never grants). Requests authenticated by a key are not affected.
 """
 from __future__ import annotations
 
 import math
+from urllib.parse import urlsplit
 
 from app.clientaddr import client_address
 from app.errors import ApiError
 from app.partner_gate import bearer
-from core import panel_access
+from core import panel_access, panel_sessions
 from core.errors import Forbidden, Unauthorized
 from core.ratelimit import BucketTable
 
 UNAUTHENTICATED_RPM = 60
 AUTHENTICATED_RPM = 120
 DEPLOY_RPM = 10
+SESSION_COOKIE = "slipway_session"
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+NO_CREDENTIALS = ("missing credentials: send an API key as Authorization: Bearer slw_<key_id>_<secret>"
+                  " or log in at /api/auth/login for a session cookie")
+CROSS_SITE = ("cross-site request refused: a state-changing request authenticated by the session cookie must "
+              "carry an Origin header equal to the panel's public URL, or X-Requested-With")
+
+
+def origin_of(url: str | None) -> str | None:
+    """``scheme://host[:port]`` in lower case, without the scheme's default port."""
+    if not url:
+        return None
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return None
+    port = parts.port if parts.port not in (None, {"http": 80, "https": 443}[parts.scheme]) else None
+    host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
+    return f"{parts.scheme}://{host}" + (f":{port}" if port else "")
+
+
+def session_cookie(req) -> str | None:
+    values = req.get_cookie_values(SESSION_COOKIE) or []
+    return values[0] if values else None
+
+
+def bucket_of(principal) -> str:
+    """The rate bucket of a caller: its key id, or ``session:<session id>``."""
+    if isinstance(principal, panel_sessions.SessionPrincipal):
+        return principal.bucket_id
+    return principal.key.id
 
 
 class PanelGate:
@@ -27,9 +72,14 @@ class PanelGate:
         self.store = store
         self.clock = config.clock
         self.trusted = config.trusted_proxies
+        self.sessions = bool(getattr(config, "oidc_issuer", None))  # cookies count only with login on
+        self.origin = origin_of(getattr(config, "public_url", None))
         self.by_address = BucketTable(UNAUTHENTICATED_RPM / 60, UNAUTHENTICATED_RPM)
         self.by_key = BucketTable(AUTHENTICATED_RPM / 60, AUTHENTICATED_RPM)
         self.deploys = BucketTable(DEPLOY_RPM / 60, DEPLOY_RPM)
+
+    #: ``security: []`` operations come through ``admit`` too (per-address tier)
+    guards_open_operations = True
 
     def _headers(self, req, decisions) -> None:
         tightest = min(decisions, key=lambda d: (d.allowed, d.remaining))
@@ -41,23 +91,75 @@ class PanelGate:
         if refused is not None:
             raise ApiError(429, "rate limit exceeded", headers={"Retry-After": str(refused.retry_after)})
 
+    def _source(self, req) -> str:
+        return client_address(req.remote_addr, req.get_header("X-Forwarded-For"), self.trusted)
+
+    async def authenticate(self, req):
+        """The caller of ``req``: a ``Principal`` (API key) or a ``SessionPrincipal`` (cookie).
+
+        Needs no operation (the WebSocket upgrade uses it too); raises ``ApiError(401)`` and
+        touches no rate bucket."""
+        key = bearer(req)
+        if key is None and req.is_websocket:  # DECISIONS.md: an upgrade may carry the key as ?api_key=
+            key = req.get_param("api_key") or None
+        cookie = session_cookie(req) if self.sessions else None
+        try:
+            if key is not None or cookie is None:
+                if key is None and not req.get_header("Authorization"):
+                    raise Unauthorized(NO_CREDENTIALS)
+                return await self.store.run(panel_access.authenticate_key, self.store.uow(transaction=False),
+                                            self.clock, key)
+            return await self.store.run(panel_sessions.authenticate_session, self.store.uow(transaction=False),
+                                        self.clock, cookie)
+        except Unauthorized as exc:
+            raise ApiError(401, exc.message) from exc
+
+    async def session_of(self, req):
+        """The session of the request's cookie (ignoring any key), or None."""
+        cookie = session_cookie(req) if self.sessions else None
+        if cookie is None:
+            return None
+        try:
+            return await self.store.run(panel_sessions.authenticate_session, self.store.uow(transaction=False),
+                                        self.clock, cookie)
+        except Unauthorized:
+            return None
+
+    def check_origin(self, req, principal, *, always: bool = False) -> None:
+        """The CSRF rule (module docstring) for a request ``principal`` authenticated; with
+        ``always`` it applies whatever the method (a WebSocket upgrade is a GET)."""
+        if not isinstance(principal, panel_sessions.SessionPrincipal):
+            return
+        if not always and req.method.upper() in SAFE_METHODS:
+            return
+        origin = req.get_header("Origin")
+        if origin is not None:
+            if self.origin is None or origin_of(origin) != self.origin:
+                raise ApiError(403, CROSS_SITE)
+        elif not (req.get_header("X-Requested-With") or "").strip():
+            raise ApiError(403, CROSS_SITE)
+
     async def admit(self, req, op):
         now = self.clock.monotonic()
+        if not op.secured:  # the login flow: no credentials needed, per-address tier
+            self._headers(req, [self.by_address.take(self._source(req), now)])
+            return None
         try:
-            principal = await self.store.run(panel_access.authenticate_key, self.store.uow(transaction=False),
-                                             self.clock, bearer(req))
-        except Unauthorized as exc:
-            source = client_address(req.remote_addr, req.get_header("X-Forwarded-For"), self.trusted)
-            self._headers(req, [self.by_address.take(source, now)])
-            raise ApiError(401, exc.message) from exc
-        key = principal.key
-        decisions = [self.by_key.take(key.id, now, rate=key.rate_limit_rpm / 60, burst=key.rate_limit_rpm)]
+            principal = await self.authenticate(req)
+        except ApiError:
+            self._headers(req, [self.by_address.take(self._source(req), now)])
+            raise
+        bucket = bucket_of(principal)
+        rpm = principal.key.rate_limit_rpm if principal.key is not None else AUTHENTICATED_RPM
+        decisions = [self.by_key.take(bucket, now, rate=rpm / 60, burst=rpm)]
         if op.rate_tier == "deploy":
-            decisions.append(self.deploys.take(key.id, now))
+            decisions.append(self.deploys.take(bucket, now))
         self._headers(req, decisions)
+        self.check_origin(req, principal)
         if op.permission:
             try:
                 principal.require(op.permission)
             except Forbidden as exc:
                 raise ApiError(403, exc.message) from exc
         return principal
+

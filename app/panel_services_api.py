@@ -7,6 +7,7 @@ from app.http import Reply
 from app.resources import Resources
 from app.timefmt import rfc3339
 from core import services
+from plugins.deploy_git.source import built_images, redact_url
 
 
 def service_item(s, resources: dict) -> dict:
@@ -20,7 +21,10 @@ def service_detail(s, resources: dict, customer_name: str) -> dict:
     out.update({"customer_name": customer_name, "compose": s.compose, "variables": s.variables or {},
                 "custom_domains": [], "deployed_at": rfc3339(s.deployed_at),
                 "health": {"status": s.health_status, "last_check": rfc3339(s.health_checked_at),
-                           "consecutive_failures": s.health_failures}})
+                           "consecutive_failures": s.health_failures},
+                # the source of git and ai deploys; credentials in a URL are never shown
+                "git_url": redact_url(s.git_url), "git_branch": s.git_branch, "ai_url": redact_url(s.ai_url),
+                "commit": s.commit})
     return out
 
 
@@ -28,8 +32,10 @@ def event_json(e) -> dict:
     return {"type": e.type, "status": e.status, "message": e.message, "timestamp": rfc3339(e.timestamp)}
 
 
-def services_handlers(store, clock, runtime, methods: dict, catalog: dict, engine, wake=lambda: None) -> dict:
-    """``engine`` runs calls that reach the container engine (``app.engine_calls``)."""
+def services_handlers(store, clock, runtime, methods: dict, catalog: dict, engine, wake=lambda: None,
+                      deleted=lambda service_id: None) -> dict:
+    """``engine`` runs calls that reach the container engine (``app.engine_calls``);
+    ``deleted(service_id)`` runs after a service is deleted (its backup archives go)."""
     run = store.run
     resources = Resources(runtime)
 
@@ -76,7 +82,16 @@ def services_handlers(store, clock, runtime, methods: dict, catalog: dict, engin
         return Reply(200, {"id": service.id, "status": service.status, "deploy_job_id": job.id})
 
     async def delete_service(call):
-        await engine.run(services.delete_service, store.uow(), runtime, call.caller, call.params["id"])
+        def delete():
+            service = services.delete_service(store.uow(), runtime, call.caller, call.params["id"])
+            for image in built_images(service.id, service.compose):  # git and ai builds
+                try:
+                    runtime.remove_image(image)
+                except Exception:  # best effort: the service is gone either way
+                    pass
+
+        await engine.run(delete)
+        await engine.run(deleted, call.params["id"])
         return Reply(204)
 
     async def list_events(call):

@@ -42,6 +42,10 @@ def deploy_methods(pm) -> dict:
     return _by_name(pm.hook.register_deploy_methods(), "deploy method")
 
 
+def analyzers(pm) -> dict:
+    return _by_name(pm.hook.register_analyzers(), "source analyzer")
+
+
 def describe_plugins(pm) -> list[dict]:
     """What ``slipway plugins`` prints: each plugin, where it comes from, its hooks."""
     dists = {id(plugin): dist for plugin, dist in pm.list_plugin_distinfo()}

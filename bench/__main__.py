@@ -56,7 +56,7 @@ def print_report(report: dict) -> None:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    parser.add_argument("scenario", nargs="?", default="me", choices=["me", "licensing"],
+    parser.add_argument("scenario", nargs="?", default="me", choices=["me", "licensing", "realtime"],
                         help="what to measure (default: me)")
     parser.add_argument("--connections", type=int, default=32, help="concurrent keep-alive connections (32)")
     parser.add_argument("--duration", type=float, default=5.0, help="seconds measured per target (5)")
@@ -69,9 +69,19 @@ def main(argv=None) -> int:
                            help="licenses of the small database, which gets 10x as many events (10000)")
     licensing.add_argument("--keep", metavar="DIR", default=None,
                            help="generate the databases in DIR and keep them (reused when run again)")
+    realtime = parser.add_argument_group("realtime scenario")
+    realtime.add_argument("--clients", type=int, default=100, help="WebSocket clients of the fan-out (100)")
+    realtime.add_argument("--publish", type=int, default=2000, help="events published for the fan-out (2000)")
+    realtime.add_argument("--samples", type=int, default=100, help="log lines timed per reader (100)")
     args = parser.parse_args(argv)
     # A plain `kill` unwinds like Ctrl-C does, so the servers are stopped and the temp dir removed.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+
+    if args.scenario == "realtime":
+        from bench.realtime import print_realtime, run_realtime
+
+        print_realtime(run_realtime(args), "python -m bench realtime " + " ".join(argv or sys.argv[2:]))
+        return 0
 
     if args.scenario == "licensing":
         from bench.licensing import print_licensing, run_licensing

@@ -7,10 +7,11 @@ import time
 from dataclasses import replace
 
 from core import routes
+from core.events import service_status
 from core.services import record
 
 WAIT_SECONDS = 90
-STEPS = ("plan", "images", "network", "volumes", "containers", "wait", "done")
+STEPS = ("source", "plan", "images", "network", "volumes", "containers", "wait", "done")
 
 
 def resource_names(service, component: str | None = None, volume: str | None = None) -> str:
@@ -48,9 +49,12 @@ def _step(uow, clock, job, step, progress, message, pct):
 
 
 def run_job(uow, clock, runtime, job, parse, *, base_domain: str | None = None, progress=lambda *a: None,
-            wait_seconds: float = WAIT_SECONDS):
+            wait_seconds: float = WAIT_SECONDS, methods: dict | None = None, workdir: str | None = None):
     """Deploy (or redeploy) the job's service. Never raises: failures end the job and the
-    service ``failed`` with the reason in the event timeline."""
+    service ``failed`` with the reason in the event timeline. With ``methods`` (deploy
+    methods by name) and ``workdir`` (an empty directory for this job), the service's
+    method first prepares its source (step ``source``: git and ai deploys clone and
+    build), and the compose text and commit it answers are kept on the service."""
     with uow.reading():
         service = uow.services.get(job.service_id)
     if service is None:  # deleted meanwhile
@@ -58,7 +62,20 @@ def run_job(uow, clock, runtime, job, parse, *, base_domain: str | None = None, 
             uow.deploy_jobs.finish(job.id, "failed", "service deleted", clock.now())
             uow.commit()
         return
+    note, stale = "", ()
     try:
+        method = (methods or {}).get(service.deploy_method)
+        if method is not None and workdir is not None:
+            _step(uow, clock, job, "source", progress, "preparing the source", 2)
+            prepared = method.prepare(service, runtime, workdir, lambda message: progress(job, "source", message, 8))
+            if prepared is not None:
+                note, stale = prepared.note, tuple(prepared.stale_images or ())
+                service = replace(service, compose=prepared.compose, commit=prepared.commit or service.commit)
+                with uow:
+                    current = uow.services.get(service.id, for_update=True)
+                    if current is not None:
+                        uow.services.update(replace(current, compose=service.compose, commit=service.commit))
+                    uow.commit()
         _step(uow, clock, job, "plan", progress, "reading the compose definition", 5)
         plan = parse(service.compose, service.variables or {})
         _step(uow, clock, job, "images", progress, "checking images", 15)
@@ -103,21 +120,35 @@ def run_job(uow, clock, runtime, job, parse, *, base_domain: str | None = None, 
                 uow.services.update(replace(current, status="running", url=url, deployed_at=now, updated_at=now,
                                             health_status=_health(states), health_checked_at=now,
                                             health_failures=0))
-                record(uow, clock, service.id, job.kind, "success", f"{job.kind} succeeded" + (f": {url}" if url else ""))
+                uow.emit(service_status(current, "running"))
+                record(uow, clock, service.id, job.kind, "success", f"{job.kind} succeeded" + (f": {url}" if url else "")
+                       + (f" ({note})" if note else ""))
             uow.deploy_jobs.finish(job.id, "succeeded", None, now)
             uow.commit()
         progress(job, "done", "running", 100)
+        for image in stale:  # what an earlier deploy built; its containers are gone now
+            try:
+                runtime.remove_image(image)
+            except Exception:  # best effort: an image still in use stays
+                pass
     except Exception as exc:  # the reason goes to the timeline, the job and the service
-        reason = str(exc)[-2000:] or type(exc).__name__
-        now = clock.now()
-        with uow:
-            current = uow.services.get(service.id, for_update=True)
-            if current is not None:
-                uow.services.update(replace(current, status="failed", updated_at=now))
-                record(uow, clock, service.id, job.kind, "failed", f"{job.kind} failed: {reason}")
-            uow.deploy_jobs.finish(job.id, "failed", reason, now)
-            uow.commit()
-        progress(job, "failed", reason, 100)
+        fail_job(uow, clock, job, exc, note=note, progress=progress)
+
+
+def fail_job(uow, clock, job, exc: Exception, *, note: str = "", progress=lambda *a: None) -> None:
+    """End the job and its service ``failed``, the reason in the timeline."""
+    reason = str(exc)[-2000:] or type(exc).__name__
+    now = clock.now()
+    with uow:
+        current = uow.services.get(job.service_id, for_update=True)
+        if current is not None:
+            uow.services.update(replace(current, status="failed", updated_at=now))
+            uow.emit(service_status(current, "failed"))
+            record(uow, clock, job.service_id, job.kind, "failed",
+                   f"{job.kind} failed" + (f" ({note})" if note else "") + f": {reason}")
+        uow.deploy_jobs.finish(job.id, "failed", reason, now)
+        uow.commit()
+    progress(job, "failed", reason, 100)
 
 
 def _wait(runtime, service_id: str, expected: int, seconds: float):
@@ -204,6 +235,7 @@ def reconcile(uow, clock, runtime) -> list[str]:
             if current is None or current.status != service.status:
                 continue
             uow.services.update(replace(current, status=new, updated_at=clock.now()))
+            uow.emit(service_status(current, new))
             record(uow, clock, service.id, "deploy" if new == "failed" else "stop",
                    "failed" if new == "failed" else "success", message)
             uow.commit()

@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from core.errors import Conflict, Forbidden, Invalid, NotFound
+from core.events import service_status
 
 STATUSES = ("running", "stopped", "deploying", "failed")
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
@@ -31,6 +32,10 @@ class Service:
     health_status: str = "unknown"
     health_checked_at: datetime | None = None
     health_failures: int = 0
+    git_url: str | None = None  # git deploys: the repository (credentials included; redact when shown)
+    git_branch: str | None = None  # None: the remote's default branch
+    ai_url: str | None = None  # ai deploys: the repository analysed
+    commit: str | None = None  # git and ai deploys: the commit last deployed
 
 
 @dataclass(frozen=True)
@@ -88,7 +93,9 @@ def create_service(uow, clock, principal, request: dict, methods: dict, catalog:
     now = clock.now()
     service = Service(id=new_id("svc"), name=name, customer_id=request["customer_id"],
                       deploy_method=method.name, status="deploying", created_at=now, updated_at=now,
-                      template_id=plan.template_id, compose=plan.compose, variables=plan.variables)
+                      template_id=plan.template_id, compose=plan.compose, variables=plan.variables,
+                      git_url=plan.source.get("git_url"), git_branch=plan.source.get("git_branch"),
+                      ai_url=plan.source.get("ai_url"))
     job = DeployJob(id=new_id("job"), service_id=service.id, kind="deploy", state="queued", created_at=now,
                     updated_at=now)
     with uow:
@@ -97,6 +104,7 @@ def create_service(uow, clock, principal, request: dict, methods: dict, catalog:
         if uow.services.by_name(name) is not None:
             raise Conflict(f"a service named {name!r} already exists")
         uow.services.add(service)
+        uow.emit(service_status(service))
         uow.deploy_jobs.add(job)
         record(uow, clock, service.id, "deploy", "started", f"deploy job {job.id} queued")
         uow.commit()
@@ -130,6 +138,7 @@ def redeploy(uow, clock, principal, service_id: str) -> tuple[Service, DeployJob
                         updated_at=now)
         service = replace(service, status="deploying", updated_at=now)
         uow.services.update(service)
+        uow.emit(service_status(service))
         uow.deploy_jobs.add(job)
         record(uow, clock, service.id, "redeploy", "started", f"redeploy job {job.id} queued")
         uow.commit()
@@ -173,13 +182,16 @@ def operate(uow, clock, runtime, principal, service_id: str, operation: str) -> 
             raise Conflict("the service started deploying meanwhile")
         service = replace(current, status=status_after, updated_at=clock.now())
         uow.services.update(service)
+        if current.status != status_after:
+            uow.emit(service_status(service))
         record(uow, clock, service.id, event_type, "success", message)
         uow.commit()
     return service, message
 
 
-def delete_service(uow, runtime, principal, service_id: str) -> None:
-    """Remove containers, volumes, network and the route record; irreversible."""
+def delete_service(uow, runtime, principal, service_id: str) -> Service:
+    """Remove containers, volumes, network and the route record; irreversible. Returns
+    the service as it was (the caller may remove the images its deploys built)."""
     with uow.reading():
         service = visible(principal, uow.services.get(service_id), service_id)
     if service.status == "deploying":
@@ -188,7 +200,9 @@ def delete_service(uow, runtime, principal, service_id: str) -> None:
     with uow:
         uow.routes.delete_for(service.id)
         uow.services.delete(service.id)
+        uow.emit(service_status(service, "deleted"))
         uow.commit()
+    return service
 
 
 def list_events(uow, principal, service_id: str, *, page: int, per_page: int):

@@ -9,6 +9,7 @@ the plan out through the container-runtime port.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from ports.runtime import Healthcheck
@@ -37,6 +38,19 @@ class DeployPlan:
     volumes: tuple = ()  # named volumes the components mount
     variables: dict = field(default_factory=dict)
     template_id: str | None = None
+    #: where the source comes from, kept on the service: ``git_url``, ``git_branch``, ``ai_url``
+    source: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What :meth:`DeployMethod.prepare` made of the service's source."""
+
+    compose: str  # the compose text to run (images already built), kept on the service
+    note: str  # for the timeline, e.g. "commit 1a2b3c4d5e6f on main"
+    commit: str | None = None  # the source revision deployed
+    #: images an earlier deploy built that this one no longer uses: removed once it runs
+    stale_images: tuple = ()
 
 
 class DeployMethod(ABC):
@@ -50,6 +64,22 @@ class DeployMethod(ABC):
     def request_schema(self) -> dict:
         """JSON Schema (OpenAPI 3.1 dialect) for the fields this method needs, e.g.
         ``{"required": ["template_id"], "properties": {"template_id": {...}}}``."""
+
+    def configure(self, settings: Mapping[str, str], plugins: Mapping[str, dict]) -> None:
+        """Called once when the app is built, before any request. ``settings`` is the
+        environment (each plugin reads its own ``SLIPWAY_*`` variables); ``plugins`` holds
+        what other registries provide, by kind (``{"analyzers": {name: Analyzer}}``).
+        Raise ``ValueError`` naming the variable for a bad setting (start-up stops)."""
+
+    def prepare(self, service, runtime, workdir: str, progress: Callable[[str], None]) -> Prepared | None:
+        """Called by the deploy job before it runs the compose text, in a worker thread,
+        for a deploy and for every redeploy. ``None`` (the default): run the compose text
+        kept on the service. A method whose compose exists only once its source is fetched
+        (``git``, ``ai``) fetches it into ``workdir`` (empty, removed after the job), builds
+        its images through ``runtime`` and answers :class:`Prepared`. ``progress(message)``
+        reports what it is doing. Raise an exception whose message is the reason for the
+        timeline (with no credentials in it)."""
+        return None
 
     def plan(self, request: dict, catalog: dict) -> DeployPlan:
         """Turn a validated create request into a plan, or raise ``core.errors.Invalid``

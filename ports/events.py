@@ -14,23 +14,8 @@ without reading the database.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
 
-KINDS = ("deploy.progress", "service.status", "service.logs", "backup.progress")
-
-
-@dataclass(frozen=True)
-class Event:
-    type: str  # one of KINDS
-    data: dict
-    service_id: str
-    customer_id: str | None = None
-    timestamp: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
-
-    def envelope(self) -> dict:
-        return {"type": self.type, "data": self.data,
-                "timestamp": self.timestamp.isoformat().replace("+00:00", "Z")}
+from core.events import KINDS, Event  # noqa: F401 (re-exported: the port's message type)
 
 
 class EventBus(ABC):

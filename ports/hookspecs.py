@@ -32,6 +32,20 @@ def register_deploy_methods():
     """
 
 
+# --- Source analyzers (the ``ai`` deploy method) ------------------------------------
+
+
+@hookspec
+def register_analyzers():
+    """Return a list of :class:`ports.analyzer.Analyzer` instances.
+
+    Called once when the app is built. ``SLIPWAY_AI_ANALYZER`` (``heuristic`` by
+    default, or ``llm``) names the analyzer the ``ai`` deploy method asks to turn a
+    repository into a compose definition; two plugins returning the same name is a
+    start-up error, and so is a name no loaded plugin provides.
+    """
+
+
 # --- License services ---------------------------------------------------------------
 
 

@@ -70,6 +70,20 @@ class LogLine:
     message: str
 
 
+class LogStream(ABC):
+    """A container's log lines as the engine writes them (``ContainerRuntime.follow_logs``).
+
+    Iterate it in one thread (each step blocks until a line arrives; the iteration ends
+    when the container stops or the stream is closed); ``close()`` may be called from
+    any other thread and ends the engine's stream, waking the iterating thread."""
+
+    @abstractmethod
+    def __iter__(self): ...
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+
 @dataclass(frozen=True)
 class Usage:
     cpu_percent: float
@@ -92,6 +106,11 @@ class ContainerRuntime(ABC):
     @abstractmethod
     def build_image(self, context_dir: str, tag: str, dockerfile: str | None = None) -> list[str]:
         """Build ``context_dir``; returns the build output lines."""
+
+    @abstractmethod
+    def image_ports(self, image: str) -> list[PortSpec]:
+        """The ports the local ``image`` declares (``EXPOSE``), without host ports,
+        sorted; an :class:`EngineError` when there is no such image."""
 
     @abstractmethod
     def remove_image(self, image: str) -> None: ...
@@ -130,6 +149,12 @@ class ContainerRuntime(ABC):
     @abstractmethod
     def logs(self, container_id: str, tail: int | None = 100, since: datetime | None = None) -> list[LogLine]: ...
 
+    def follow_logs(self, container_id: str, since: datetime | None = None) -> LogStream:
+        """Stream the container's lines (stdout and stderr) as they are written: those at
+        or after ``since`` first, or only new ones without it. Not abstract, so runtimes
+        written before it still load; they cannot follow."""
+        raise EngineError(f"the {getattr(self, 'name', '?')} runtime cannot follow logs")
+
     @abstractmethod
     def usage(self, container_id: str) -> Usage: ...
 
@@ -149,3 +174,18 @@ class ContainerRuntime(ABC):
     @abstractmethod
     def labelled(self, service_id: str) -> dict:
         """What the engine holds for a service: {"containers": [...], "volumes": [...], "networks": [...]}."""
+
+    def export_volume(self, name: str):
+        """The content of volume ``name`` as a tar archive, streamed: an iterator of byte
+        chunks, never the whole archive in memory. Member names are relative to the
+        volume's root. Nothing happens until it is iterated; an :class:`EngineError`
+        (e.g. no such volume) is raised from the iteration. Not abstract, so runtimes
+        written before it still load; they cannot export."""
+        raise EngineError(f"the {getattr(self, 'name', '?')} runtime cannot export volumes")
+
+    def import_volume(self, name: str, chunks) -> None:
+        """Replace the content of the existing volume ``name`` by the tar archive that the
+        iterable of byte ``chunks`` holds (as ``export_volume`` made it): afterwards the
+        volume holds exactly the archive's files, anything else it held is gone. Stop the
+        containers that use it first. :class:`EngineError` on failure."""
+        raise EngineError(f"the {getattr(self, 'name', '?')} runtime cannot import volumes")

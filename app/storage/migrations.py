@@ -96,6 +96,28 @@ def _v6_routes(db, m):
     db.create_tables([m.ServiceRoute], safe=True)
 
 
+def _v7_panel_sessions(db, m):
+    db.create_tables([m.PanelUser, m.PanelSession, m.PanelLogin], safe=True)
+
+
+def _v9_service_sources(db, m):
+    """Columns of git and AI deploys on ``service``. A database created by this code's
+    migration 5 already has them (it creates the table from the current model)."""
+    from playhouse.migrate import SchemaMigrator, migrate as apply
+
+    have = {column.name for column in db.get_columns("service")}
+    migrator = SchemaMigrator.from_database(db)
+    fields = [getattr(m.Service, name) for name in ("git_url", "git_branch", "ai_url", "commit")]
+    changes = [migrator.add_column("service", field.column_name, field)
+               for field in fields if field.column_name not in have]
+    if changes:
+        apply(*changes)
+
+
+def _v8_backups(db, m):
+    db.create_tables([m.Backup], safe=True)
+
+
 MIGRATIONS = [
     (1, "partners, partner API tokens, contracts", _v1_identity),
     (2, "customers, contacts, notes, editions, licenses, transfers, activity ledger", _v2_licensing),
@@ -103,6 +125,9 @@ MIGRATIONS = [
     (4, "panel customers and API keys", _v4_panel_access),
     (5, "services, deploy jobs, service events", _v5_services),
     (6, "route records of services under the base domain", _v6_routes),
+    (7, "panel users, browser sessions, pending logins (OIDC)", _v7_panel_sessions),
+    (8, "service backups and their restores", _v8_backups),
+    (9, "service sources: git url and branch, ai url, deployed commit", _v9_service_sources),
 ]
 LATEST = max(version for version, _, _ in MIGRATIONS)
 

@@ -228,6 +228,42 @@ def define_models(db: peewee.Database) -> SimpleNamespace:
         class Meta:
             table_name = "panel_api_key"
 
+    class PanelUser(Base):
+        """Who may log in to the panel through the identity provider, and as what."""
+
+        email = peewee.CharField(max_length=320, primary_key=True)  # lower-case
+        role = peewee.CharField(max_length=16)
+        # a customer's users (and their sessions) go with the customer
+        customer = peewee.ForeignKeyField(PanelCustomer, column_name="customer_id", null=True,
+                                          on_delete="CASCADE")
+        created_at = UtcDateTimeField()
+        updated_at = UtcDateTimeField()
+
+        class Meta:
+            table_name = "panel_user"
+
+    class PanelSession(Base):
+        id = peewee.CharField(max_length=64, primary_key=True)  # SHA-256 of the cookie's secret
+        user = peewee.ForeignKeyField(PanelUser, column_name="email", on_delete="CASCADE", index=True)
+        created_at = UtcDateTimeField()
+        expires_at = UtcDateTimeField(index=True)
+        revoked_at = UtcDateTimeField(null=True)
+
+        class Meta:
+            table_name = "panel_session"
+
+    class PanelLogin(Base):
+        """A login begun at GET /api/auth/login, waiting for the provider's callback."""
+
+        state_hash = peewee.CharField(max_length=64, primary_key=True)
+        nonce = peewee.CharField(max_length=128)
+        code_verifier = peewee.CharField(max_length=128)
+        next_path = peewee.TextField()
+        expires_at = UtcDateTimeField(index=True)
+
+        class Meta:
+            table_name = "panel_login"
+
     class Service(Base):
         id = peewee.CharField(max_length=40, primary_key=True)
         name = peewee.CharField(max_length=63, unique=True)
@@ -244,6 +280,10 @@ def define_models(db: peewee.Database) -> SimpleNamespace:
         health_status = peewee.CharField(max_length=16, default="unknown")
         health_checked_at = UtcDateTimeField(null=True)
         health_failures = peewee.IntegerField(default=0)
+        git_url = peewee.TextField(null=True)  # migration 9
+        git_branch = peewee.CharField(max_length=255, null=True)
+        ai_url = peewee.TextField(null=True)
+        commit = peewee.CharField(max_length=64, null=True, column_name="source_commit")
 
     class ServiceRoute(Base):
         """The route record of a service under SLIPWAY_BASE_DOMAIN: hostname -> upstream."""
@@ -282,8 +322,34 @@ def define_models(db: peewee.Database) -> SimpleNamespace:
             table_name = "service_event"
             indexes = ((("service_id", "id"), False),)
 
-    return SimpleNamespace(Service=Service, DeployJob=DeployJob, ServiceEvent=ServiceEvent, ServiceRoute=ServiceRoute,
+    class Backup(Base):
+        """A backup of a service's volumes (an archive under SLIPWAY_BACKUP_DIR) and the
+        state of its one job, plus that of its latest restore; the rows are the job queue."""
+
+        id = peewee.CharField(max_length=40, primary_key=True)
+        service = peewee.ForeignKeyField(Service, column_name="service_id", on_delete="CASCADE")
+        status = peewee.CharField(max_length=16, index=True)  # pending, running, completed, failed
+        progress = peewee.IntegerField(default=0)
+        size_bytes = peewee.BigIntegerField(default=0)
+        sha256 = peewee.CharField(max_length=64, null=True)
+        volumes = peewee.TextField(default="[]")  # JSON: the compose volume names backed up
+        error = peewee.TextField(null=True)
+        created_at = UtcDateTimeField()
+        updated_at = UtcDateTimeField()
+        completed_at = UtcDateTimeField(null=True)
+        restore_status = peewee.CharField(max_length=16, null=True, index=True)
+        restore_progress = peewee.IntegerField(default=0)
+        restore_requested_at = UtcDateTimeField(null=True)
+        restore_completed_at = UtcDateTimeField(null=True)
+        restore_error = peewee.TextField(null=True)
+        restore_containers = peewee.TextField(null=True)  # JSON: containers to start again afterwards
+
+        class Meta:
+            table_name = "backup"
+            indexes = ((("service", "created_at"), False),)
+
+    return SimpleNamespace(PanelUser=PanelUser, PanelSession=PanelSession, PanelLogin=PanelLogin, Service=Service, DeployJob=DeployJob, ServiceEvent=ServiceEvent, ServiceRoute=ServiceRoute,
                            PanelCustomer=PanelCustomer, PanelApiKey=PanelApiKey, SchemaVersion=SchemaVersion, Partner=Partner, ApiToken=ApiToken, Contract=Contract,
                            HumanIdCounter=HumanIdCounter, Customer=Customer, Contact=Contact, Note=Note,
                            Edition=Edition, License=License, Transfer=Transfer, LedgerEvent=LedgerEvent,
-                           Statement=Statement)
+                           Statement=Statement, Backup=Backup)

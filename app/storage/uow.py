@@ -5,8 +5,9 @@ import contextlib
 
 import peewee
 
+from app.storage import backup_repos
 from app.storage import licensing_repos as repos
-from app.storage import panel_repos, route_repos, service_repos
+from app.storage import panel_repos, route_repos, service_repos, session_repos
 from core.contracts import Contract
 from core.identity import Partner, Token
 from ports.storage import ContractRepository, PartnerRepository, TokenRepository, UnitOfWork
@@ -162,9 +163,13 @@ class PeeweeUnitOfWork(UnitOfWork):
         self.statements = repos.PeeweeStatements(models)
         self.api_keys = panel_repos.PeeweeApiKeys(models)
         self.panel_customers = panel_repos.PeeweePanelCustomers(models)
+        self.panel_users = session_repos.PeeweePanelUsers(models)
+        self.panel_sessions = session_repos.PeeweePanelSessions(models)
+        self.panel_logins = session_repos.PeeweePanelLogins(models)
         self.services = service_repos.PeeweeServices(models)
         self.deploy_jobs = service_repos.PeeweeDeployJobs(models)
         self.service_events = service_repos.PeeweeServiceEvents(models)
+        self.backups = backup_repos.PeeweeBackups(models)
         self.routes = route_repos.PeeweeRoutes(models)
         self._tx = None
         self._committed = False

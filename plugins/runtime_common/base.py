@@ -3,6 +3,7 @@ docker-py share; subclasses supply the client and the calls where the two differ
 from __future__ import annotations
 
 import os
+import secrets
 import threading
 import time
 from contextlib import contextmanager
@@ -25,11 +26,30 @@ from plugins.runtime_common.parsing import (
     usage_from_stats,
     volume_binds,
 )
-from ports.runtime import SERVICE_LABEL, ContainerRuntime, ContainerSpec, ContainerState, EngineError, LogLine, Usage
+from ports.runtime import (
+    SERVICE_LABEL,
+    ContainerRuntime,
+    ContainerSpec,
+    ContainerState,
+    EngineError,
+    LogLine,
+    PortSpec,
+    Usage,
+)
 
 CONFLICT = 409
 READ_ATTEMPTS = 4
 READ_RETRY_S = 0.2
+# Volume export and import go through a throw-away helper container that mounts the volume
+# (the engines' archive endpoints work on any container; Docker's API has no volume export).
+HELPER_IMAGE_VARIABLE = "SLIPWAY_RUNTIME_HELPER_IMAGE"
+DEFAULT_HELPER_IMAGE = "docker.io/library/busybox:stable"
+HELPER_LABEL = "slipway.helper"
+HELPER_MOUNT = "/slipway-volume"
+# empties the volume, hidden entries included (a glob that matches nothing stays literal: rm -f copes)
+HELPER_CLEAR = f"rm -rf {HELPER_MOUNT}/* {HELPER_MOUNT}/.[!.]* {HELPER_MOUNT}/..?*"
+HELPER_WAIT_S = 600
+ARCHIVE_CHUNK = 1024 * 1024
 
 
 class ClientRuntime(ContainerRuntime):
@@ -42,14 +62,17 @@ class ClientRuntime(ContainerRuntime):
     not_found: tuple = ()
     build_error: type = Exception
 
-    def __init__(self, connect, *, ulimits=()):
+    def __init__(self, connect, *, ulimits=(), helper_image: str | None = None):
         """``connect()`` makes the client; it is called on first use, so a runtime can be
-        created while the engine is down (``ping`` then says False)."""
+        created while the engine is down (``ping`` then says False). ``helper_image`` (a
+        shell with ``rm``; default ``SLIPWAY_RUNTIME_HELPER_IMAGE``, else busybox) runs
+        the throw-away containers of volume export and import; it is pulled when missing."""
         self._connect = connect
         self._client = None
         self._lock = threading.Lock()
         self._drives_healthchecks = None
         self.ulimits = tuple(ulimits)
+        self.helper_image = helper_image or os.environ.get(HELPER_IMAGE_VARIABLE) or DEFAULT_HELPER_IMAGE
 
     # --- plumbing --------------------------------------------------------------------------
 
@@ -155,6 +178,20 @@ class ClientRuntime(ContainerRuntime):
                                             output_lines(getattr(exc, "build_log", ())))) from exc
         except self.errors as exc:
             raise EngineError(build_failure(tag, error_text(exc), [])) from exc
+
+    def image_ports(self, image: str) -> list[PortSpec]:
+        with self.engine(f"inspecting image {image}"):
+            try:
+                attrs = self._read(lambda: self.client.images.get(image)).attrs
+            except self.not_found:
+                raise EngineError(f"no such image: {image}") from None
+        exposed = ((attrs.get("Config") or {}).get("ExposedPorts") or {}) if isinstance(attrs, dict) else {}
+        ports = []
+        for key in exposed:
+            number, _, protocol = str(key).partition("/")
+            if number.isdigit():
+                ports.append(PortSpec(int(number), None, protocol or "tcp"))
+        return sorted(ports, key=lambda p: (p.container_port, p.protocol))
 
     def remove_image(self, image: str) -> None:
         """Remove ``image`` (the tag; the layers once nothing else uses them). A missing
@@ -315,6 +352,21 @@ class ClientRuntime(ContainerRuntime):
             stderr = self._read_logs(container, stdout=False, stderr=True, **kwargs)
         return merge_logs(parse_log(stdout, "stdout"), parse_log(stderr, "stderr"), tail, since)
 
+    def follow_logs(self, container_id: str, since: datetime | None = None):
+        """The container's lines as they are written (``ports.runtime.LogStream``); see
+        ``plugins.runtime_common.follow``. ``since`` in whole seconds, as ``logs``."""
+        from plugins.runtime_common.follow import EngineLogStream, follow_params
+
+        with self.engine(f"following logs of {container_id}"):
+            attrs = self._require(container_id).attrs
+            response = self._follow_response(container_id, follow_params(since))
+            if response.status_code == 404:
+                response.close()
+                raise EngineError(f"no such container: {container_id}")
+            response.raise_for_status()
+        tty = bool((attrs.get("Config") or {}).get("Tty"))
+        return EngineLogStream(response, tty=tty, since=since)
+
     def usage(self, container_id: str) -> Usage:
         """Zeros for a container that is not running."""
         with self.engine(f"reading stats of {container_id}"):
@@ -397,6 +449,66 @@ class ClientRuntime(ContainerRuntime):
                 "networks": sorted(n.name for n in self._read(lambda: self.client.networks.list(filters=label))),
             }
 
+    # --- volume content ------------------------------------------------------------------
+
+    def export_volume(self, name: str):
+        """A generator of the volume's tar archive (members relative to its root), read
+        from a helper container that mounts it and is never started; the helper is
+        removed when the generator ends or is closed."""
+        with self.engine(f"exporting volume {name}"):
+            helper = self._volume_helper(name, ("true",))
+        try:
+            with self.engine(f"exporting volume {name}"):
+                for chunk in self._archive_chunks(helper, HELPER_MOUNT + "/."):
+                    if chunk:
+                        yield chunk
+        finally:
+            self._drop_helper(helper)
+
+    def import_volume(self, name: str, chunks) -> None:
+        """Empty the volume in a helper container, then extract the archive into it
+        through the engine's archive endpoint (streamed from ``chunks``)."""
+        with self.engine(f"importing into volume {name}"):
+            helper = self._volume_helper(name, ("sh", "-c", HELPER_CLEAR))
+            try:
+                helper.start()
+                code = self._wait_exit(helper.id, HELPER_WAIT_S)
+                if code != 0:
+                    tail = "; ".join(line.message for line in self.logs(helper.id, tail=3))
+                    raise EngineError(f"emptying volume {name} failed (exit status {code}): {tail}")
+                self._put_archive(helper, HELPER_MOUNT, chunks)
+            finally:
+                self._drop_helper(helper)
+
+    def _volume_helper(self, volume: str, command: tuple):
+        """A created (not started) container of the helper image with ``volume`` mounted
+        at ``HELPER_MOUNT``. Labelled ``slipway.helper``, not with a service, so it never
+        counts among a service's containers."""
+        if not self._exists(self.client.volumes, volume):
+            raise EngineError(f"no such volume: {volume}")
+        if not self.has_image(self.helper_image):
+            self.pull_image(self.helper_image)
+        spec = ContainerSpec(name=f"slw-helper-{secrets.token_hex(6)}", image=self.helper_image,
+                             labels={HELPER_LABEL: "volume"}, command=command, volumes=((volume, HELPER_MOUNT),))
+        return self.client.containers.create(spec.image, **self._create_kwargs(spec))
+
+    def _drop_helper(self, helper) -> None:
+        try:
+            self._discard(helper.id, volumes=False)
+        except (EngineError, *self.errors):
+            pass  # a leftover helper holds no data of its own; it carries the slipway.helper label
+
+    def _wait_exit(self, container_id: str, seconds: float) -> int:
+        deadline = time.monotonic() + seconds
+        while True:
+            state = (self._attrs(container_id) or {}).get("State") or {}
+            if isinstance(state, dict) and not state.get("Running") \
+                    and str(state.get("Status", "")).lower() in ("exited", "stopped", "dead"):
+                return int(state.get("ExitCode") or 0)
+            if time.monotonic() > deadline:
+                raise EngineError(f"helper container {container_id[:12]} still running after {seconds:g} s")
+            time.sleep(0.1)
+
     # --- hooks for the client plugins ------------------------------------------------------
 
     def _create_kwargs(self, spec: ContainerSpec) -> dict:
@@ -422,6 +534,20 @@ class ClientRuntime(ContainerRuntime):
     def _read_logs(self, container, **kwargs):
         """Bytes (or an iterable of byte chunks) of ``<timestamp> <line>`` lines."""
         return container.logs(**kwargs)
+
+    def _archive_chunks(self, container, path: str):
+        """The tar archive of ``path`` in ``container``, as byte chunks read as they arrive."""
+        chunks, _ = container.get_archive(path, chunk_size=ARCHIVE_CHUNK)
+        return chunks
+
+    def _put_archive(self, container, path: str, chunks) -> None:
+        """Extract the tar archive streamed from ``chunks`` at ``path`` in ``container``."""
+        if not container.put_archive(path, chunks):
+            raise EngineError(f"the engine refused the archive for {path}")
+
+    def _follow_response(self, container_id: str, params: dict):
+        """The streamed ``requests`` response of ``GET /containers/{id}/logs`` with ``params``."""
+        raise NotImplementedError
 
     def _usage(self, container) -> Usage:
         """Usage of a running container from one stats sample."""

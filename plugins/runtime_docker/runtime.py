@@ -93,6 +93,10 @@ class DockerRuntime(ClientRuntime):
         cpu = round(max(used, 0.0) / elapsed * 100.0, 3) if elapsed > 0 else 0.0
         return replace(usage_from_stats(second), cpu_percent=cpu)
 
+    def _follow_response(self, container_id: str, params: dict):
+        api = self.client.api  # a requests.Session; the unversioned path takes the engine's API version
+        return api.get(f"{api.base_url}/containers/{container_id}/logs", params=params, stream=True)
+
     def _engine_is_podman(self) -> bool:
         components = self.client.version().get("Components") or ()
         return any("podman" in str(component.get("Name", "")).lower() for component in components)

@@ -10,6 +10,7 @@ import podman.errors
 import requests
 
 from plugins.runtime_common import ClientRuntime
+from plugins.runtime_common.base import ARCHIVE_CHUNK
 from plugins.runtime_common.parsing import healthcheck_call_timeout, healthcheck_nanoseconds, usage_from_stats
 from ports.runtime import ContainerSpec, EngineError, Usage
 
@@ -75,6 +76,23 @@ class PodmanRuntime(ClientRuntime):
 
     def _read_logs(self, container, **kwargs):
         return b"".join(container.logs(**kwargs))
+
+    def _follow_response(self, container_id: str, params: dict):
+        return self.client.api.get(f"/containers/{container_id}/logs", params=params, stream=True)
+
+    def _archive_chunks(self, container, path: str):
+        # podman-py's get_archive reads the whole archive into memory first
+        response = self.client.api.get(f"/containers/{container.id}/archive", params={"path": path}, stream=True)
+        try:
+            response.raise_for_status()
+            yield from response.iter_content(ARCHIVE_CHUNK)
+        finally:
+            response.close()
+
+    def _put_archive(self, container, path: str, chunks) -> None:
+        # podman-py's put_archive answers False instead of raising the engine's error
+        response = self.client.api.put(f"/containers/{container.id}/archive", params={"path": path}, data=chunks)
+        response.raise_for_status()
 
     def _usage(self, container) -> Usage:
         # libpod's stats: CPU already a percentage (100 = one core), memory in bytes

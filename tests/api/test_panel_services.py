@@ -163,3 +163,22 @@ def test_jobs_left_running_by_a_stopped_process_are_resumed(setup, store, clock)
     assert deploys.claim_next(store.uow(), clock).id == job.id
     events = client.get(f"/api/services/{created['id']}/events", token=admin).json["data"]
     assert events[0]["message"].endswith("resumed after a restart")
+
+
+def test_a_work_directory_that_cannot_be_made_fails_the_job(setup, store, clock, tmp_path):
+    """The service ends ``failed`` with the reason, never stuck ``deploying``."""
+    from app.deployer import DeployWorker
+
+    client, acme, _, admin, _ = setup
+    created = _create(client, admin, name="nowhere", customer_id=acme.id, deploy_method="compose",
+                      compose="services:\n  web:\n    image: localhost/busybox:latest\n").json
+    job = deploys.claim_next(store.uow(), clock)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    worker = DeployWorker(store, clock, runtime=None, engine=None, work_dir=str(blocker / "work"))
+    worker._run_job(job)
+    assert client.get(f"/api/services/{created['id']}", token=admin, expect=200).json["status"] == "failed"
+    events = client.get(f"/api/services/{created['id']}/events", token=admin, expect=200).json["data"]
+    assert any(e["status"] == "failed" and "SLIPWAY_WORK_DIR" in e["message"] for e in events)
+    with store.uow() as uow:
+        assert uow.deploy_jobs.get(job.id).state == "failed"

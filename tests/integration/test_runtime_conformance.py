@@ -76,7 +76,8 @@ def engine_ulimits(runtime_url):
 
 
 @pytest.fixture(params=["podman", "docker"])
-def runtime(request, runtime_url, engine_ulimits) -> ContainerRuntime:
+def runtime(request, runtime_url, engine_ulimits, monkeypatch) -> ContainerRuntime:
+    monkeypatch.setenv("SLIPWAY_RUNTIME_HELPER_IMAGE", BUSYBOX)  # volume export/import helpers
     return _factories()[request.param].create(runtime_url, ulimits=engine_ulimits)
 
 
@@ -352,6 +353,17 @@ def test_build_run_and_remove_an_image(runtime, service, tmp_path, request):
     runtime.remove_image(tag)  # already gone is fine
 
 
+def test_image_ports_are_what_the_image_exposes(runtime, tmp_path, request):
+    tag = "localhost/svc_test" + secrets.token_hex(4) + ":ports"
+    request.addfinalizer(lambda: runtime.remove_image(tag))
+    (tmp_path / "Containerfile").write_text("FROM localhost/busybox:latest\nEXPOSE 8080 53/udp\nEXPOSE 443\n")
+    runtime.build_image(str(tmp_path), tag)
+    assert runtime.image_ports(tag) == [PortSpec(53, None, "udp"), PortSpec(443), PortSpec(8080)]
+    assert runtime.image_ports(BUSYBOX) == []
+    with pytest.raises(EngineError):
+        runtime.image_ports("localhost/slipway-no-such-image:1")
+
+
 def test_a_failing_build_is_an_engine_error_with_its_output(runtime, tmp_path):
     tag = "localhost/svc_test" + secrets.token_hex(4) + ":broken"
     (tmp_path / "Dockerfile").write_text("FROM localhost/busybox:latest\nRUN echo about-to-fail && exit 3\n")
@@ -383,3 +395,84 @@ def test_remove_service_leaves_nothing_and_is_idempotent(runtime, service):
     assert runtime.labelled(service.id) == {"containers": [], "volumes": [], "networks": []}
     assert runtime.inspect(app) is None and runtime.containers(service.id) == []
     runtime.remove_service(service.id)
+
+
+# --- volume content -------------------------------------------------------------------
+
+
+def _tree(archive: bytes) -> dict:
+    """{path: (kind, mode, content)} of a tar archive, "./" prefixes dropped."""
+    import io
+    import tarfile
+
+    tree = {}
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        for member in tar.getmembers():
+            name = member.name.removeprefix("./").strip("/")
+            if not name or name == ".":
+                continue
+            content = tar.extractfile(member).read() if member.isfile() else member.linkname
+            tree[name] = ("file" if member.isfile() else "dir" if member.isdir() else "link",
+                          member.mode & 0o7777, content)
+    return tree
+
+
+def _helpers(runtime) -> list:
+    return runtime.client.containers.list(all=True, filters={"label": "slipway.helper"})
+
+
+def test_volume_export_and_import_round_trip(runtime, service):
+    volume = service.name("data")
+    runtime.create_volume(volume, service.labels)
+    writer = service.run("writer", "sh", "-c",
+                         "mkdir -p /d/sub && printf 'one\\n' > /d/a.txt && head -c 300000 /dev/urandom > /d/sub/b.bin"
+                         " && echo hidden > /d/.hidden && chmod 600 /d/a.txt && ln -s a.txt /d/link",
+                         volumes=((volume, "/d"),))
+    assert service.wait_exited(writer).status == "exited"
+    chunks = list(runtime.export_volume(volume))
+    assert len(chunks) > 1 and all(isinstance(c, bytes) for c in chunks)  # streamed in chunks
+    archive = b"".join(chunks)
+    before = _tree(archive)
+    assert before["a.txt"] == ("file", 0o600, b"one\n") and before[".hidden"][2] == b"hidden\n"
+    assert len(before["sub/b.bin"][2]) == 300000 and before["link"] == ("link", 0o777, "a.txt")
+    assert before["sub"][0] == "dir"
+
+    changer = service.run("changer", "sh", "-c",
+                          "echo changed > /d/a.txt && echo new > /d/added && mkdir /d/.more && rm /d/.hidden",
+                          volumes=((volume, "/d"),))
+    service.wait_exited(changer)
+    assert _tree(b"".join(runtime.export_volume(volume))) != before
+    runtime.import_volume(volume, (archive[i:i + 65536] for i in range(0, len(archive), 65536)))
+    assert _tree(b"".join(runtime.export_volume(volume))) == before  # exactly, and nothing more
+    reader = service.run("reader", "sh", "-c", "cd /d && ls -A | sort | xargs echo && cat a.txt",
+                         volumes=((volume, "/d"),))
+    service.wait_exited(reader)
+    assert [line.message for line in runtime.logs(reader)] == [".hidden a.txt link sub", "one"]
+
+    empty = service.name("empty")
+    runtime.create_volume(empty, service.labels)
+    runtime.import_volume(empty, iter([archive]))
+    assert _tree(b"".join(runtime.export_volume(empty))) == before
+    runtime.create_volume(service.name("blank"), service.labels)
+    runtime.import_volume(empty, runtime.export_volume(service.name("blank")))
+    assert _tree(b"".join(runtime.export_volume(empty))) == {}  # an empty archive empties the volume
+    assert _helpers(runtime) == []  # every helper container is gone
+
+
+def test_volume_export_and_import_errors(runtime, service):
+    with pytest.raises(EngineError, match="no such volume"):
+        list(runtime.export_volume(service.name("missing")))
+    with pytest.raises(EngineError, match="no such volume"):
+        runtime.import_volume(service.name("missing"), iter([b""]))
+    volume = service.name("data")
+    runtime.create_volume(volume, service.labels)
+    with pytest.raises(EngineError):
+        runtime.import_volume(volume, iter([b"this is not a tar archive" * 100]))
+    stream = runtime.export_volume(volume)
+    next(stream, None)
+    stream.close()  # a reader that stops early leaves no helper behind
+    runtime.helper_image = "registry.invalid/slipway/helper:1"
+    with pytest.raises(EngineError, match="registry.invalid"):
+        list(runtime.export_volume(volume))
+    assert _helpers(runtime) == []
+    assert runtime.labelled(service.id)["volumes"] == [volume]  # nothing was created on the way

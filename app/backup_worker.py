@@ -1,0 +1,66 @@
+"""The backup worker inside the server: runs queued backup and restore jobs one at a
+time on the engine-call threads, off the event loop. On start-up it settles the jobs a
+stopped process left running (``core.backups.recover_interrupted``): backups become
+``failed``, restores run again. Runs where the deploy worker runs
+(``SLIPWAY_DEPLOY_WORKER``)."""
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from core import backups
+
+log = logging.getLogger("slipway.backups")
+
+POLL_S = 1.0
+
+
+class BackupWorker:
+    def __init__(self, store, clock, runtime, engine, archives):
+        self.store, self.clock, self.runtime, self.engine, self.archives = store, clock, runtime, engine, archives
+        self._task: asyncio.Task | None = None
+        self._wake: asyncio.Event | None = None
+        self._loop = None
+
+    def wake(self) -> None:
+        """A job was queued: look now rather than at the next poll."""
+        if self._wake is not None and self._loop is not None:
+            self._loop.call_soon_threadsafe(self._wake.set)
+
+    def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._wake = asyncio.Event()
+        self._task = self._loop.create_task(self._jobs(), name="backup-jobs")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None
+
+    async def _jobs(self) -> None:
+        try:
+            touched = await self.store.run(backups.recover_interrupted, self.store.uow(), self.clock, self.archives)
+            if touched:
+                log.warning("settled %d backup job(s) interrupted by a restart: %s", len(touched), ", ".join(touched))
+        except Exception:
+            log.exception("could not settle interrupted backup jobs")
+        while True:
+            try:
+                claimed = await self.store.run(backups.claim_next, self.store.uow(), self.clock)
+                if claimed is None:
+                    self._wake.clear()
+                    try:
+                        await asyncio.wait_for(self._wake.wait(), timeout=POLL_S)
+                    except asyncio.TimeoutError:
+                        pass
+                    continue
+                await self.engine.run(backups.run, self.store.uow(), self.clock, self.runtime, self.archives, claimed)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("backup worker round failed")
+                await asyncio.sleep(POLL_S)

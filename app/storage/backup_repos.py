@@ -1,0 +1,92 @@
+"""peewee repository of service backups (``core.backups.Backup``); the rows double as the
+queue of backup and restore jobs."""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+
+import peewee
+
+from core.backups import BUSY, Backup
+
+
+class PeeweeBackups:
+    def __init__(self, m):
+        self.m = m
+
+    @staticmethod
+    def _entity(row) -> Backup:
+        containers = json.loads(row.restore_containers) if row.restore_containers is not None else None
+        return Backup(id=row.id, service_id=row.service_id, status=row.status, created_at=row.created_at,
+                      updated_at=row.updated_at, progress=row.progress, size_bytes=row.size_bytes, sha256=row.sha256,
+                      volumes=tuple(json.loads(row.volumes or "[]")), error=row.error, completed_at=row.completed_at,
+                      restore_status=row.restore_status, restore_progress=row.restore_progress,
+                      restore_requested_at=row.restore_requested_at,
+                      restore_completed_at=row.restore_completed_at, restore_error=row.restore_error,
+                      restore_containers=tuple(containers) if containers is not None else None)
+
+    @staticmethod
+    def _values(backup: Backup) -> dict:
+        values = asdict(backup)
+        values["service"] = values.pop("service_id")
+        values["volumes"] = json.dumps(list(backup.volumes))
+        values["restore_containers"] = (json.dumps(list(backup.restore_containers))
+                                        if backup.restore_containers is not None else None)
+        return values
+
+    def add(self, backup: Backup) -> None:
+        self.m.Backup.insert(**self._values(backup)).execute()
+
+    def get(self, backup_id: str) -> Backup | None:
+        row = self.m.Backup.get_or_none(self.m.Backup.id == backup_id)
+        return self._entity(row) if row else None
+
+    def update(self, backup: Backup) -> None:
+        values = self._values(backup)
+        values.pop("id")
+        self.m.Backup.update(**values).where(self.m.Backup.id == backup.id).execute()
+
+    def delete(self, backup_id: str) -> None:
+        self.m.Backup.delete().where(self.m.Backup.id == backup_id).execute()
+
+    def busy_for_service(self, service_id: str) -> Backup | None:
+        """A backup of the service that is being made or restored (queued included)."""
+        B = self.m.Backup
+        row = (B.select().where((B.service == service_id) & (B.status.in_(BUSY) | B.restore_status.in_(BUSY)))
+               .order_by(B.created_at, B.id).first())
+        return self._entity(row) if row else None
+
+    def page(self, service_id: str, *, page: int, per_page: int, status: str | None = None):
+        B = self.m.Backup
+        query = B.select().where(B.service == service_id)
+        if status:
+            query = query.where(B.status == status)
+        total = query.count()
+        rows = query.order_by(B.created_at.desc(), B.id.desc()).paginate(page, per_page)
+        return [self._entity(r) for r in rows], total
+
+    def in_state(self, status: str) -> list[Backup]:
+        B = self.m.Backup
+        return [self._entity(r) for r in B.select().where(B.status == status).order_by(B.created_at, B.id)]
+
+    def in_restore_state(self, status: str) -> list[Backup]:
+        B = self.m.Backup
+        return [self._entity(r) for r in B.select().where(B.restore_status == status).order_by(B.created_at, B.id)]
+
+    def claim_queued(self, now):
+        """The oldest queued backup or restore, marked running: ``(kind, backup)`` or None.
+        On PostgreSQL the row is locked SKIP LOCKED, so several processes share the queue."""
+        B = self.m.Backup
+        db = B._meta.database
+        query = (B.select().where((B.status == "pending") | (B.restore_status == "pending"))
+                 .order_by(B.updated_at, B.id).limit(1))
+        if isinstance(db, peewee.PostgresqlDatabase):
+            query = query.for_update("FOR UPDATE SKIP LOCKED")
+        row = query.first()
+        if row is None:
+            return None
+        if row.status == "pending":
+            B.update(status="running", updated_at=now).where(B.id == row.id).execute()
+            return "backup", self._entity(self.m.Backup.get_by_id(row.id))
+        B.update(restore_status="running", updated_at=now).where(B.id == row.id).execute()
+        return "restore", self._entity(self.m.Backup.get_by_id(row.id))

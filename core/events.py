@@ -1,0 +1,31 @@
+"""Real-time events: what the panel's WebSocket channel carries.
+
+Plain data, so use cases in ``core`` can put them on their unit of work
+(``uow.emit(event)``); the bus that delivers them is a port (``ports.events``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+KINDS = ("deploy.progress", "service.status", "service.logs", "backup.progress")
+
+
+@dataclass(frozen=True)
+class Event:
+    type: str  # one of KINDS
+    data: dict
+    service_id: str
+    customer_id: str | None = None
+    timestamp: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+
+    def envelope(self) -> dict:
+        return {"type": self.type, "data": self.data,
+                "timestamp": self.timestamp.isoformat().replace("+00:00", "Z")}
+
+
+def service_status(service, status: str | None = None) -> Event:
+    """``service.status`` ``{id, status}`` of a ``core.services.Service`` (its own status
+    unless ``status`` is given, e.g. ``deleted``)."""
+    return Event("service.status", {"id": service.id, "status": status or service.status}, service.id,
+                 service.customer_id)

@@ -1,0 +1,146 @@
+"""Backups on a real engine, through a real uvicorn server and httpx: a template service's
+volume is backed up, changed, restored to exactly the backed-up bytes (a file added
+since is gone), and the backup deleted with its archive; deleting the service takes its
+archives along. Once through the Podman client and once through the Docker client."""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import time
+
+import httpx
+import pytest
+
+from ports.runtime import ContainerSpec
+from tests.e2e.test_cli_and_server import free_port, slipway
+from tests.integration.test_runtime_conformance import _tree, engine_ulimits  # noqa: F401 (a fixture)
+from tests.integration.test_services_engine import _check_contract, _until
+
+pytestmark = pytest.mark.runtime
+IMAGE = "localhost/busybox:latest"
+
+
+@pytest.fixture(params=["podman", "docker"])
+def panel(request, runtime_url, database_url, engine_ulimits, tmp_path):
+    backup_dir = tmp_path / "backups"
+    slipway(database_url, "init")
+    _, key = slipway(database_url, "apikey", "create", "--name", "it", "--role", "admin", "--rate-limit-rpm", "10000")
+    port = free_port()
+    env = dict(os.environ, SLIPWAY_RUNTIME_ULIMITS=engine_ulimits, SLIPWAY_DATABASE_URL=database_url,
+               SLIPWAY_RUNTIME=request.param, SLIPWAY_RUNTIME_URL=runtime_url, SLIPWAY_BILLING_INTERVAL="0",
+               SLIPWAY_BACKUP_DIR=str(backup_dir), SLIPWAY_RUNTIME_HELPER_IMAGE=IMAGE)
+    server = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--port", str(port)], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    client = httpx.Client(base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {key['key']}"},
+                          timeout=30, event_hooks={"response": [_check_contract]})
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            client.get("/api/openapi.yaml")
+            break
+        except httpx.TransportError:
+            assert server.poll() is None, server.stderr.read()
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+    customer = client.post("/api/customers", json={"name": "Acme"}).json()
+    from app.pluginmanager import make_plugin_manager, runtimes
+
+    engine = runtimes(make_plugin_manager())[request.param].create(runtime_url, ulimits=engine_ulimits)
+    engine.helper_image = IMAGE
+    made = []
+    yield client, customer, engine, made, backup_dir
+    for service_id in made:
+        engine.remove_service(service_id)
+    client.close()
+    server.terminate()
+    server.wait(timeout=20)
+
+
+def _wait_backup(client, path, done, seconds=90):
+    deadline = time.monotonic() + seconds
+    while True:
+        backup = client.get(path).json()
+        if done(backup):
+            return backup
+        assert backup["status"] != "failed" and (backup["restore"] or {}).get("status") != "failed", backup
+        assert time.monotonic() < deadline, backup
+        time.sleep(0.2)
+
+
+def _fetch(url: str, seconds: float = 30) -> httpx.Response:
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            return httpx.get(url, timeout=5)
+        except httpx.TransportError:
+            assert time.monotonic() < deadline
+            time.sleep(0.3)
+
+
+def test_backup_change_restore_delete(panel):
+    client, customer, engine, made, backup_dir = panel
+    created = client.post("/api/services", json={
+        "name": f"bk-{os.getpid()}-{time.monotonic_ns() % 100000}", "customer_id": customer["id"],
+        "deploy_method": "template", "template_id": "static-site",
+        "variables": {"IMAGE": IMAGE, "TITLE": "Backed up"}})
+    assert created.status_code == 201, created.text
+    service_id = created.json()["id"]
+    made.append(service_id)
+    url = _until(client, service_id, "running")["url"]
+    volume = f"slw-{service_id}-site"
+    original = _fetch(f"{url}/index.html")
+    assert original.status_code == 200 and b"Backed up" in original.content
+    snapshot = _tree(b"".join(engine.export_volume(volume)))
+    assert set(snapshot) == {"index.html"}
+
+    backups = f"/api/services/{service_id}/backups"
+    accepted = client.post(backups)
+    assert accepted.status_code == 202 and accepted.json()["status"] in ("pending", "running")
+    path = f"{backups}/{accepted.json()['id']}"
+    backup = _wait_backup(client, path, lambda b: b["status"] == "completed")
+    assert backup["progress"] == 100 and backup["completed_at"] and backup["volumes"] == ["site"]
+    archive = backup_dir / service_id / f"{backup['id']}.tar"
+    data = archive.read_bytes()
+    assert backup["size_bytes"] == len(data) and backup["sha256"] == hashlib.sha256(data).hexdigest()
+    with tarfile.open(fileobj=io.BytesIO(data)) as outer:
+        manifest = json.loads(outer.extractfile("manifest.json").read())
+        assert [(v["name"], v["member"]) for v in manifest["volumes"]] == [("site", "volumes/0.tar")]
+        assert _tree(outer.extractfile("volumes/0.tar").read()) == snapshot
+    assert client.get(backups).json()["total"] == 1
+
+    mutator = engine.run(ContainerSpec(
+        name=f"{service_id}-mutator", image=IMAGE, labels={"slipway.test": "backups"}, volumes=((volume, "/www"),),
+        command=("sh", "-c", "echo changed > /www/index.html && echo extra > /www/added.txt")))
+    deadline = time.monotonic() + 30
+    while engine.inspect(mutator).running:
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    engine.remove_container(mutator)
+    assert _fetch(f"{url}/index.html").text == "changed\n" and _fetch(f"{url}/added.txt").status_code == 200
+
+    restoring = client.post(f"{path}/restore")
+    assert restoring.status_code == 202 and restoring.json()["restore"]["status"] in ("pending", "running")
+    restored = _wait_backup(client, path, lambda b: (b["restore"] or {}).get("status") == "completed")
+    assert restored["restore"]["progress"] == 100 and restored["restore"]["error"] is None
+    assert client.get(f"/api/services/{service_id}").json()["status"] == "running"
+    assert all(state.running for state in engine.containers(service_id))  # started again
+    assert _tree(b"".join(engine.export_volume(volume))) == snapshot  # exactly the backed-up files
+    again = _fetch(f"{url}/index.html")
+    assert again.status_code == 200 and again.content == original.content
+    assert _fetch(f"{url}/added.txt").status_code == 404
+
+    assert client.delete(path).status_code == 204
+    assert not archive.exists() and client.get(path).status_code == 404
+    assert client.get(backups).json()["total"] == 0
+
+    second = client.post(backups).json()
+    _wait_backup(client, f"{backups}/{second['id']}", lambda b: b["status"] == "completed")
+    assert (backup_dir / service_id / f"{second['id']}.tar").exists()
+    assert client.delete(f"/api/services/{service_id}").status_code == 204
+    assert not (backup_dir / service_id).exists()  # the service's archives went with it
+    assert client.get(backups).status_code == 404
