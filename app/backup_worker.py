@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from app.background import Background
 from core import backups
 
 log = logging.getLogger("slipway.backups")
@@ -15,31 +16,12 @@ log = logging.getLogger("slipway.backups")
 POLL_S = 1.0
 
 
-class BackupWorker:
+class BackupWorker(Background):
     def __init__(self, store, clock, runtime, engine, archives):
         self.store, self.clock, self.runtime, self.engine, self.archives = store, clock, runtime, engine, archives
-        self._task: asyncio.Task | None = None
-        self._wake: asyncio.Event | None = None
-        self._loop = None
 
-    def wake(self) -> None:
-        """A job was queued: look now rather than at the next poll."""
-        if self._wake is not None and self._loop is not None:
-            self._loop.call_soon_threadsafe(self._wake.set)
-
-    def start(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._wake = asyncio.Event()
-        self._task = self._loop.create_task(self._jobs(), name="backup-jobs")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
+    def tasks(self) -> dict:
+        return {"backup-jobs": self._jobs}
 
     async def _jobs(self) -> None:
         try:
@@ -52,11 +34,7 @@ class BackupWorker:
             try:
                 claimed = await self.store.run(backups.claim_next, self.store.uow(), self.clock)
                 if claimed is None:
-                    self._wake.clear()
-                    try:
-                        await asyncio.wait_for(self._wake.wait(), timeout=POLL_S)
-                    except asyncio.TimeoutError:
-                        pass
+                    await self.idle(POLL_S)
                     continue
                 await self.engine.run(backups.run, self.store.uow(), self.clock, self.runtime, self.archives, claimed)
             except asyncio.CancelledError:

@@ -104,6 +104,8 @@ class Config:
     deploy_worker: bool = True
     health_interval: float = 15.0
     base_domain: str | None = None
+    #: seconds an HTTP request waits for the container engine before answering 503
+    engine_timeout: float = 30.0
     #: where backup archives are written (SLIPWAY_BACKUP_DIR), one directory per service
     backup_dir: str = "./backups"
     #: real-time events: "memory" (this process) or "postgres" (LISTEN/NOTIFY, PostgreSQL only)
@@ -154,6 +156,7 @@ class Config:
             deploy_worker=env.get("SLIPWAY_DEPLOY_WORKER", "1") != "0",
             health_interval=_positive_number(env, "SLIPWAY_HEALTH_INTERVAL", 15.0),
             base_domain=env.get("SLIPWAY_BASE_DOMAIN") or None,
+            engine_timeout=_positive_number(env, "SLIPWAY_ENGINE_TIMEOUT", 30.0),
             backup_dir=env.get("SLIPWAY_BACKUP_DIR") or "./backups",
             event_bus=(env.get("SLIPWAY_EVENT_BUS") or "memory").strip().lower(),
             ws_queue=_positive_int(env, "SLIPWAY_WS_QUEUE", 1000),

@@ -10,42 +10,22 @@ import os
 import shutil
 import tempfile
 
+from app.background import Background
 from core import deploys
 from plugins.deploy_compose import parse_compose
 
 log = logging.getLogger("slipway.deployer")
 
 
-class DeployWorker:
+class DeployWorker(Background):
     def __init__(self, store, clock, runtime, engine, *, base_domain=None, health_interval: float = 15.0,
                  progress=lambda *a: None, methods: dict | None = None, work_dir: str = "./work"):
         self.store, self.clock, self.runtime, self.engine = store, clock, runtime, engine
         self.methods, self.work_dir = methods or {}, work_dir
         self.base_domain, self.health_interval, self.progress = base_domain, health_interval, progress
-        self._tasks: list[asyncio.Task] = []
-        self._wake: asyncio.Event | None = None
-        self._loop = None
 
-    def wake(self) -> None:
-        """A job was queued: look now rather than at the next poll."""
-        if self._wake is not None and self._loop is not None:
-            self._loop.call_soon_threadsafe(self._wake.set)
-
-    def start(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._wake = asyncio.Event()
-        self._tasks = [self._loop.create_task(self._jobs(), name="deploy-jobs"),
-                       self._loop.create_task(self._health(), name="health-checks")]
-
-    async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
-        self._tasks = []
+    def tasks(self) -> dict:
+        return {"deploy-jobs": self._jobs, "health-checks": self._health}
 
     async def _jobs(self) -> None:
         resumed = await self.store.run(deploys.recover_interrupted, self.store.uow(), self.clock)
@@ -61,11 +41,7 @@ class DeployWorker:
             try:
                 job = await self.store.run(deploys.claim_next, self.store.uow(), self.clock)
                 if job is None:
-                    self._wake.clear()
-                    try:
-                        await asyncio.wait_for(self._wake.wait(), timeout=1.0)
-                    except asyncio.TimeoutError:
-                        pass
+                    await self.idle(1.0)
                     continue
                 await self.engine.run(self._run_job, job)
             except asyncio.CancelledError:

@@ -53,11 +53,11 @@ class Lifespan:
     """ASGI lifespan: start background jobs; on shutdown stop them, then release the
     database connections and worker threads."""
 
-    def __init__(self, store: Store, jobs=(), owns_store: bool = True, engine=None):
+    def __init__(self, store: Store, jobs=(), owns_store: bool = True, engines=()):
         self.store = store
         self.jobs = list(jobs)
         self.owns_store = owns_store
-        self.engine = engine
+        self.engines = engines
 
     async def process_startup(self, scope, event):
         for job in self.jobs:
@@ -68,8 +68,8 @@ class Lifespan:
             await job.stop()
         if self.owns_store:  # a store handed in by the caller is the caller's to close
             self.store.close()
-            if self.engine is not None:
-                self.engine.close()
+            for engine in self.engines:
+                engine.close()
 
 
 def create_app(config: Config | None = None, *, store: Store | None = None) -> SlipwayApp:
@@ -101,7 +101,8 @@ def create_app(config: Config | None = None, *, store: Store | None = None) -> S
         raise ConfigError(f"SLIPWAY_RUNTIME: no loaded plugin provides {config.runtime!r} "
                           f"(loaded: {', '.join(sorted(engines)) or 'none'})")
     runtime = engines[config.runtime].create(config.runtime_url)
-    engine = EngineCalls()
+    engine = EngineCalls()  # background jobs: deploys, backups, log pumps
+    requests_engine = EngineCalls(deadline=config.engine_timeout, name="slipway-engine-req")
     bus = make_bus(config)  # SLIPWAY_EVENT_BUS; use cases publish through their units of work
     store.bus = bus
     hub = Hub(store, bus, runtime, engine, limit=config.ws_queue)
@@ -117,7 +118,8 @@ def create_app(config: Config | None = None, *, store: Store | None = None) -> S
     if route_file is not None:
         jobs.append(route_file)
     jobs += [hub, bus]  # stopped last: the jobs before them still publish while stopping
-    app = SlipwayApp(middleware=[Lifespan(store, jobs=jobs, owns_store=owns_store, engine=engine)])
+    app = SlipwayApp(middleware=[Lifespan(store, jobs=jobs, owns_store=owns_store,
+                                          engines=(engine, requests_engine))])
     app.req_options.auto_parse_qs_csv = False
     app.add_error_handler(Exception, handle_any_error)
     app.add_error_handler(falcon.HTTPError, handle_any_error)
@@ -132,7 +134,8 @@ def create_app(config: Config | None = None, *, store: Store | None = None) -> S
     catalog = templates(pm)
     panel_ops = panel_handlers(store, config.clock, panel, catalog)
     panel_ops.update(docs_handlers())
-    panel_ops.update(services_handlers(store, config.clock, runtime, methods, catalog, engine, wake=deployer.wake,
+    panel_ops.update(services_handlers(store, config.clock, runtime, methods, catalog, requests_engine,
+                                       wake=deployer.wake,
                                        deleted=lambda service_id: backups.forget_service(archives, service_id)))
     panel_ops.update(backups_handlers(store, config.clock, archives, parse_compose, wake=backup_worker.wake))
     panel_ops.update(realtime_handlers(hub, store, runtime, engine, config.ws_queue,

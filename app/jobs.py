@@ -9,27 +9,18 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from app.background import Background
 from core import statements
 
 log = logging.getLogger("slipway.jobs")
 
 
-class BillingRecompute:
+class BillingRecompute(Background):
     def __init__(self, store, clock, models: dict, interval: float):
         self.store, self.clock, self.models, self.interval = store, clock, models, interval
-        self._task: asyncio.Task | None = None
 
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="billing-recompute")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
+    def tasks(self) -> dict:
+        return {"billing-recompute": self._run}
 
     async def once(self) -> dict:
         return await self.store.run(statements.recompute, self.store.uow(), self.clock, self.models)

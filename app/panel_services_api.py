@@ -5,6 +5,7 @@ from datetime import datetime, timezone
 
 from app.http import Reply
 from app.resources import Resources
+from ports.runtime import EngineError
 from app.timefmt import rfc3339
 from core import services
 from plugins.deploy_git.source import built_images, redact_url
@@ -45,12 +46,13 @@ def services_handlers(store, clock, runtime, methods: dict, catalog: dict, engin
                                  per_page=p["per_page"], status=p.get("status"), customer_id=p.get("customer_id"),
                                  sort=p.get("sort"), order=p["order"], search=p.get("search"))
 
-        def with_resources():
-            by_id = resources.for_page([s.id for s in found])
-            return [service_item(s, by_id[s.id]) for s in found]
-
-        return Reply(200, {"data": await engine.run(with_resources), "total": total, "page": p["page"],
-                           "per_page": p["per_page"]})
+        ids = [s.id for s in found]
+        try:
+            by_id = await engine.run(resources.for_page, ids) if ids else {}
+        except EngineError:  # a hung engine: the list still answers, from the database
+            by_id = {sid: resources.unknown() for sid in ids}
+        return Reply(200, {"data": [service_item(s, by_id[s.id]) for s in found], "total": total,
+                           "page": p["page"], "per_page": p["per_page"]})
 
     async def create_service(call):
         service, job = await run(services.create_service, store.uow(), clock, call.caller, call.body, methods,
@@ -60,13 +62,17 @@ def services_handlers(store, clock, runtime, methods: dict, catalog: dict, engin
                            "deploy_job_id": job.id})
 
     async def get_service(call):
-        def detail():
+        def read():
             service = services.get_service(store.uow(write=False), call.caller, call.params["id"])
             with store.uow(write=False) as uow:
-                name = uow.services.customer_names([service.customer_id]).get(service.customer_id, "")
-            return service_detail(service, resources.for_detail(service.id), name)
+                return service, uow.services.customer_names([service.customer_id]).get(service.customer_id, "")
 
-        return Reply(200, await engine.run(detail))
+        service, customer_name = await run(read)
+        try:
+            used = await engine.run(resources.for_detail, service.id)
+        except EngineError:  # a hung engine: the detail still answers, from the database
+            used = resources.unknown(detail=True)
+        return Reply(200, service_detail(service, used, customer_name))
 
     def operation(name):
         async def handler(call):

@@ -40,6 +40,13 @@ class Resources:
             limit = max(limit, usage.memory_limit_mb)
         return {"cpu_usage": round(cpu, 2), "memory_usage_mb": round(mem, 1), "memory_limit_mb": round(limit, 1)}
 
+    def unknown(self, detail: bool = False) -> dict:
+        """What is shown when the engine cannot be asked: zeros."""
+        out = self._sum(())
+        if detail:
+            out.update({"cpu_limit": 0.0, "storage_mb": 0.0})
+        return out
+
     def for_page(self, service_ids) -> dict:
         """``{service id: resources}`` for a list page."""
         try:
@@ -54,8 +61,7 @@ class Resources:
         """With the limits: ``cpu_limit`` in percent of one core (100 = one core, summed
         over the containers; 0 when any container has no CPU limit) and ``storage_mb``
         (the service's volumes)."""
-        out = self._sum(())
-        out.update({"cpu_limit": 0.0, "storage_mb": 0.0})
+        out = self.unknown(detail=True)
         try:
             states = self.runtime.containers(service_id)
             out.update(self._sum([s.id for s in states if s.running]))

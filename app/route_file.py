@@ -15,6 +15,7 @@ from pathlib import Path
 
 import yaml
 
+from app.background import Background
 from core.routes import list_routes
 
 log = logging.getLogger("slipway.routes")
@@ -42,10 +43,9 @@ def write_atomically(path: Path, text: str) -> None:
         raise
 
 
-class RouteFile:
+class RouteFile(Background):
     def __init__(self, store, path: str, interval: float = 2.0):
         self.store, self.path, self.interval = store, Path(path), interval
-        self._task: asyncio.Task | None = None
         self._written: str | None = None
 
     def sync(self) -> bool:
@@ -57,17 +57,8 @@ class RouteFile:
         self._written = text
         return True
 
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="route-file")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
+    def tasks(self) -> dict:
+        return {"route-file": self._run}
 
     async def _run(self) -> None:
         while True:

@@ -7,6 +7,7 @@ import time
 from dataclasses import replace
 
 from core import routes
+from core.containers import COMPONENT_LABEL, SERVICE_LABEL, ContainerSpec
 from core.events import service_status
 from core.services import record
 
@@ -86,8 +87,6 @@ def run_job(uow, clock, runtime, job, parse, *, base_domain: str | None = None, 
         for state in runtime.containers(service.id):
             runtime.remove_container(state.id)
         _step(uow, clock, job, "network", progress, "creating the network", 30)
-        from ports.runtime import COMPONENT_LABEL, SERVICE_LABEL, ContainerSpec
-
         labels = {SERVICE_LABEL: service.id}
         network = resource_names(service)
         runtime.create_network(network, labels)

@@ -194,6 +194,16 @@ def test_a_failing_deploy_ends_failed_with_the_reason(panel):
     assert failed and "boom" in failed[0]["message"]
     assert client.delete(f"/api/services/{service_id}").status_code == 204
 
+    ghost = client.post("/api/services", json={
+        "name": f"ghost-{os.getpid()}-{time.monotonic_ns() % 100000}", "customer_id": customer["id"],
+        "deploy_method": "compose",
+        "compose": "services:\n  app:\n    image: localhost/slipway-no-such-image:none\n"}).json()["id"]
+    made.append(ghost)
+    _until(client, ghost, "failed")
+    failed = [e for e in client.get(f"/api/services/{ghost}/events").json()["data"] if e["status"] == "failed"]
+    assert failed and "localhost/slipway-no-such-image:none" in failed[0]["message"], failed
+    assert engine.labelled(ghost)["containers"] == []
+
 
 def test_start_up_reconciles_services_with_the_engine(panel, database_url):
     """Containers that vanished behind Slipway's back are noticed from their labels."""
