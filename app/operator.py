@@ -5,8 +5,8 @@ import contextlib
 import json
 
 from app.partner_api import partner_json, token_json
-from app.pluginmanager import (billing_models, deploy_methods, describe_plugins, license_services,
-                               make_plugin_manager)
+from app.pluginmanager import (analyzers, billing_models, deploy_methods, describe_plugins, license_services,
+                               make_plugin_manager, runtimes)
 from app.storage.store import Store
 from app.timefmt import rfc3339
 from core import contracts, editions, licenses, partners, statements, tokens
@@ -37,6 +37,8 @@ def plugins(config, args) -> dict:
         "deployMethods": sorted(deploy_methods(pm)),
         "billingModels": sorted(billing_models(pm)),
         "licenseServices": sorted(license_services(pm)),
+        "runtimes": sorted(runtimes(pm)),
+        "analyzers": sorted(analyzers(pm)),
     }
 
 
