@@ -41,7 +41,7 @@ class Operation:
     params: list[Param] = field(default_factory=list)
     body_validate: object = None
     body_required: bool = False
-    permission: str | None = None  # x-slipway-permission (panel)
+    permissions: tuple = ()  # x-slipway-permission (panel): one name or a list, all required
     rate_tier: str | None = None  # x-slipway-rate-tier (panel: "deploy")
     websocket: bool = False  # x-slipway-websocket: the GET also answers a WebSocket upgrade
 
@@ -102,7 +102,7 @@ class Contract:
                 operation = Operation(api=self.api, method=method.upper(), path=path,
                                       route=(self.base + path) or "/", operation_id=op["operationId"],
                                       secured=secured, scope="read" if method == "get" else "write",
-                                      permission=op.get("x-slipway-permission"),
+                                      permissions=_names(op.get("x-slipway-permission")),
                                       rate_tier=op.get("x-slipway-rate-tier"),
                                       websocket=bool(op.get("x-slipway-websocket")) and method == "get")
                 for p in _merge_params(shared_params, op.get("parameters", [])):
@@ -193,3 +193,9 @@ def _explain(error) -> str:
     if error.validator in ("minLength",) and error.validator_value == 1:
         return "must not be empty"
     return error.message
+
+
+def _names(value) -> tuple:
+    if value is None:
+        return ()
+    return (value,) if isinstance(value, str) else tuple(value)

@@ -22,10 +22,13 @@ PARTNER_CODES = {
     409: "conflict", 413: "payload-too-large", 415: "unsupported-media-type", 422: "unprocessable-entity",
     429: "too-many-requests", 500: "internal-error", 503: "service-unavailable",
 }
+# DECISIONS.md fixes the panel's codes at eight; the statuses it does not name take the
+# nearest: a wrong method, an oversized body or a wrong media type is a bad request, and a
+# dependency that failed (503) is the server's failure, not the client's.
 PANEL_CODES = {
-    400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed",
-    409: "conflict", 413: "payload_too_large", 415: "unsupported_media_type", 422: "validation_error",
-    429: "rate_limited", 500: "internal_error", 503: "service_unavailable",
+    400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "bad_request",
+    409: "conflict", 413: "bad_request", 415: "bad_request", 422: "validation_error",
+    429: "rate_limited", 500: "internal_error", 503: "internal_error",
 }
 DOMAIN_STATUS = {NotFound: 404, Conflict: 409, Invalid: 422, Forbidden: 403, Unauthorized: 401}
 RATE_LIMIT_MESSAGE = "rate limit exceeded"

@@ -7,6 +7,7 @@ the operation's handler. Anything raised becomes that API's error format.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 
 import falcon
@@ -75,7 +76,30 @@ async def read_body(req, op: Operation):
     problems = op.body_validate(body)
     if problems:
         raise ApiError(422, "invalid request body", fields=_fields(problems, "body"))
+    where = _nul_in(body)
+    if where is not None:  # no database stores it (PostgreSQL refuses it outright)
+        raise ApiError(422, "invalid request body", fields={where or "body": "must not contain NUL characters"})
     return body
+
+
+def _nul_in(value, path: str = ""):
+    """The dotted path of the first string (or key) holding U+0000, or None."""
+    if isinstance(value, str):
+        return path if "\x00" in value else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            here = f"{path}.{key}" if path else str(key)
+            if "\x00" in key:
+                return here
+            found = _nul_in(item, here)
+            if found is not None:
+                return found
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found = _nul_in(item, f"{path}[{index}]")
+            if found is not None:
+                return found
+    return None
 
 
 def _reject_constant(name):
@@ -88,6 +112,11 @@ def parse_params(req, op: Operation, path_values: dict) -> dict:
     values, problems = {}, {}
     for p in op.params:
         raw = path_values.get(p.name) if p.location == "path" else req.get_param(p.name)
+        if raw is not None and "\x00" in raw:
+            if p.location == "path" and op.api == "panel":  # no panel id holds one
+                raise ApiError(404, f"no resource with that {p.name}")
+            problems[p.name] = "must not contain NUL characters"
+            continue
         if raw is None:
             if p.required:
                 problems[p.name] = "is required"
@@ -196,6 +225,16 @@ class OperationResource:
         setattr(self, responder.__name__, responder)
         self.methods.append(op.method)
 
+    def refuse_other_methods(self, api: str, gate) -> None:
+        """Methods the contract does not give this path (OPTIONS too): 405 with ``Allow``,
+        after authentication and the rate limit like every other answer."""
+        allow = ", ".join(self.methods)
+        for method in HTTP_METHODS:
+            if method not in self.methods:
+                refusal = _gated_refusal(api, gate, 405, f"method not allowed here (allowed: {allow})",
+                                         headers={"Allow": allow})
+                setattr(self, f"on_{method.lower()}", refusal)
+
     def _bind_websocket(self, op: Operation, gate, handler) -> None:
         """The same checks as a request (gate, then parameters); a refusal before the
         handler accepts is an HTTP answer to the handshake (``refuse_websocket``)."""
@@ -230,8 +269,50 @@ def add_contract_routes(app: falcon.asgi.App, contract: Contract, gate, handlers
     extra = set(handlers) - {op.operation_id for op in contract.operations}
     if extra:
         raise RuntimeError(f"handlers without a contract operation: {sorted(extra)}")
+    prefix = getattr(gate, "guards_unknown_routes", None)
+    if prefix:
+        for resource in resources.values():
+            resource.refuse_other_methods(contract.api, gate)
+        app.add_sink(_unknown_route(contract.api, gate), prefix=re.compile("^" + re.escape(prefix) + "(?:/|$)"))
     for route, resource in resources.items():
         app.add_route(route, resource)
 
 
+HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
+def _gated_refusal(api: str, gate, status: int, message: str, headers=None):
+    """A responder that authenticates and rate-limits like an operation (so the caller
+    learns nothing without a key, and the rate headers ride along), then refuses."""
+    op = Operation(api=api, method="ANY", path="", route="", operation_id="", secured=True, scope="write")
+
+    async def refuse(req, resp, ws=None, **_):
+        if ws is not None:  # a WebSocket upgrade: the error handler answers the handshake
+            raise falcon.HTTPNotFound()
+        await gate.admit(req, op)
+        raise ApiError(status, message, headers=headers)
+
+    return refuse
+
+
+def _unknown_route(api: str, gate):
+    return _gated_refusal(api, gate, 404, "no such route")
+
+
 __all__ = ["Call", "Reply", "Upgradable", "add_contract_routes", "api_of"]
+
+
+def time_param(call, name: str):
+    """A ``date-time`` query parameter as an aware UTC datetime (None when absent); a
+    value the contract's format check let through but Python cannot hold is the API's
+    invalid-parameter error (400 on the panel, 422 on the partner API)."""
+    from app.timefmt import parse_rfc3339
+
+    value = call.params.get(name)
+    if value is None:
+        return None
+    try:
+        return parse_rfc3339(value)
+    except ValueError as exc:
+        raise ApiError(400 if call.op.api == "panel" else 422, "invalid parameters",
+                       fields={name: f"not a usable date-time: {exc}"}) from None

@@ -1,10 +1,10 @@
 """Handlers of the panel API's contract, API keys, customers and templates."""
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime
 
 from app.http import Reply
-from app.timefmt import rfc3339
+from app.timefmt import parse_rfc3339, rfc3339
 from core import panel_access, panel_customers
 from core.errors import Invalid
 
@@ -38,9 +38,9 @@ def parse_expiry(value: str | None) -> datetime | None:
     if value is None:
         return None
     try:
-        return datetime.fromisoformat(value).astimezone(timezone.utc)
-    except ValueError:
-        raise Invalid("invalid API key", fields={"expiresAt": "must be an RFC 3339 timestamp"}) from None
+        return parse_rfc3339(value)
+    except ValueError as exc:
+        raise Invalid("invalid API key", fields={"expiresAt": f"must be an RFC 3339 timestamp: {exc}"}) from None
 
 
 def create_key(store, clock, body: dict):

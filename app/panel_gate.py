@@ -80,6 +80,7 @@ class PanelGate:
 
     #: ``security: []`` operations come through ``admit`` too (per-address tier)
     guards_open_operations = True
+    guards_unknown_routes = "/api"  # routes and methods under it not in the contract: 401 before 404/405
 
     def _headers(self, req, decisions) -> None:
         tightest = min(decisions, key=lambda d: (d.allowed, d.remaining))
@@ -156,10 +157,10 @@ class PanelGate:
             decisions.append(self.deploys.take(bucket, now))
         self._headers(req, decisions)
         self.check_origin(req, principal)
-        if op.permission:
-            try:
-                principal.require(op.permission)
-            except Forbidden as exc:
-                raise ApiError(403, exc.message) from exc
+        try:
+            for permission in op.permissions:
+                principal.require(permission)
+        except Forbidden as exc:
+            raise ApiError(403, exc.message) from exc
         return principal
 

@@ -1,9 +1,8 @@
 """Handlers of the panel API's services: create, list, detail, lifecycle, events, logs."""
 from __future__ import annotations
 
-from datetime import datetime, timezone
 
-from app.http import Reply
+from app.http import Reply, time_param
 from app.resources import Resources
 from ports.runtime import EngineError
 from app.timefmt import rfc3339
@@ -95,9 +94,9 @@ def services_handlers(store, clock, runtime, methods: dict, catalog: dict, engin
                     runtime.remove_image(image)
                 except Exception:  # best effort: the service is gone either way
                     pass
+            deleted(service.id)  # in the same call: done even if the request gave up waiting
 
         await engine.run(delete)
-        await engine.run(deleted, call.params["id"])
         return Reply(204)
 
     async def list_events(call):
@@ -108,8 +107,7 @@ def services_handlers(store, clock, runtime, methods: dict, catalog: dict, engin
                            "per_page": p["per_page"]})
 
     async def get_logs(call):
-        since = call.params.get("since")
-        since = datetime.fromisoformat(since).astimezone(timezone.utc) if since else None
+        since = time_param(call, "since")
         tail = call.params["tail"]
 
         def read():

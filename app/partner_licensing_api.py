@@ -7,10 +7,11 @@ import functools
 import io
 import json
 import re
-from datetime import datetime, timezone
+from datetime import datetime
 
-from app.http import Reply
-from app.timefmt import rfc3339
+from app.errors import ApiError
+from app.http import Reply, time_param
+from app.timefmt import parse_rfc3339, rfc3339
 from core import customers, ledger, licenses, transfers
 from core.ledger import EXPORT_ROW_LIMIT
 from core.scope import Page
@@ -82,15 +83,19 @@ def _paged(items, page: Page, to_json) -> dict:
     return {"data": [to_json(i) for i in items], "limit": page.limit, "offset": page.offset}
 
 
-def _utc(value: str | None) -> datetime | None:
+def _effective(value: str | None) -> datetime | None:
     if value is None:
         return None
-    return datetime.fromisoformat(value.replace("z", "Z")).astimezone(timezone.utc)
+    try:
+        return parse_rfc3339(value)
+    except ValueError as exc:
+        raise ApiError(422, f"effectiveDate: not a usable date-time: {exc}") from None
 
 
-def _filters(params) -> ledger.ActivityFilter:
+def _filters(call) -> ledger.ActivityFilter:
+    params = call.params
     return ledger.make_filter(event=params.get("event"), actor=params.get("actor"),
-                              since=_utc(params.get("from")), until=_utc(params.get("to")))
+                              since=time_param(call, "from"), until=time_param(call, "to"))
 
 
 def _fields(body: dict) -> dict:
@@ -166,18 +171,18 @@ def licensing_handlers(store, clock, license_service) -> dict:
     async def list_activity(call):
         page = _page(call.params)
         found = await run(ledger.customer_activity, uow(call), call.caller, call.params["customerId"],
-                          _filters(call.params), page)
+                          _filters(call), page)
         return Reply(200, _paged(found, page, event_json))
 
     async def activity_summary(call):
         summary = await run(ledger.customer_activity_summary, uow(call), call.caller, call.params["customerId"],
-                            _filters(call.params))
+                            _filters(call))
         return Reply(200, {"customerId": summary["customer_id"], "total": summary["total"],
                            "byEvent": summary["by_event"], "firstAt": rfc3339(summary["first_at"]),
                            "lastAt": rfc3339(summary["last_at"])})
 
     async def export_activity(call):
-        customer_id, filters = call.params["customerId"], _filters(call.params)
+        customer_id, filters = call.params["customerId"], _filters(call)
         await run(ledger.check_customer_visible, uow(call), call.caller, customer_id)
         total = await run(ledger.export_count, uow(call), customer_id, filters)
 
@@ -248,7 +253,7 @@ def licensing_handlers(store, clock, license_service) -> dict:
         transfer, moved = await run(
             transfers.transfer_license, uow(call), clock, call.caller, license_id=b["licenseId"],
             to_partner_id=b["toPartnerId"], to_customer_id=b["toCustomerId"], to_contract_id=b["toContractId"],
-            reason=b.get("reason", ""), effective_at=_utc(b.get("effectiveDate")))
+            reason=b.get("reason", ""), effective_at=_effective(b.get("effectiveDate")))
         await run(transfers.sync_transfer, uow(call), license_service, transfer, moved)
         return Reply(201, {"status": "completed", "transfer": transfer_json(transfer)})
 

@@ -30,7 +30,7 @@ import threading
 from datetime import datetime, timezone
 
 from app.errors import ApiError
-from app.http import Upgradable
+from app.http import Upgradable, time_param
 from app.timefmt import rfc3339
 from core import services as core_services
 from core.errors import NotFound
@@ -141,6 +141,7 @@ class Connection:
     def __init__(self, principal, limit: int):
         self.customer_id = principal.customer_id  # None: every customer (admin, viewer)
         self.may_logs = "services:logs" in principal.permissions
+        self.may_backups = "backups:read" in principal.permissions
         self.services: set | None = None  # None: every service it may see
         self.log_services: set = set()
         self.outbox = Outbox(limit)
@@ -150,6 +151,8 @@ class Connection:
             return False
         if event.type == "service.logs":
             return self.may_logs and (self.services is None or event.service_id in self.log_services)
+        if event.type == "backup.progress" and not self.may_backups:
+            return False
         return self.services is None or event.service_id in self.services
 
 
@@ -434,8 +437,7 @@ def realtime_handlers(hub: Hub, store, runtime, engine, limit: int = 1000, logs_
                                       call.params["id"])
         except NotFound as exc:
             raise ApiError(404, exc.message) from exc
-        since = call.params.get("since")
-        since = datetime.fromisoformat(since).astimezone(timezone.utc) if since else None
+        since = time_param(call, "since")
         outbox = Outbox(limit)
 
         def on_line(line):

@@ -10,3 +10,16 @@ def rfc3339(value: datetime | None) -> str | None:
     if value.tzinfo is None:
         value = value.replace(tzinfo=timezone.utc)
     return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_rfc3339(value: str) -> datetime:
+    """An RFC 3339 timestamp (already checked by the contract's ``date-time`` format) as
+    an aware UTC datetime. ``ValueError`` for what Python cannot hold: lower-case ``z``
+    is accepted, a time that falls outside years 1-9999 in UTC is refused."""
+    try:
+        parsed = datetime.fromisoformat(value.strip().replace("z", "Z"))
+        if parsed.tzinfo is None:
+            raise ValueError("a time zone offset is required")
+        return parsed.astimezone(timezone.utc)
+    except OverflowError:
+        raise ValueError("outside the years 1 to 9999 in UTC") from None

@@ -9,7 +9,7 @@ from dataclasses import replace
 from core import routes
 from core.containers import COMPONENT_LABEL, SERVICE_LABEL, ContainerSpec
 from core.events import service_status
-from core.services import record
+from core.services import NOT_CHECKED, record
 
 WAIT_SECONDS = 90
 STEPS = ("source", "plan", "images", "network", "volumes", "containers", "wait", "done")
@@ -81,8 +81,9 @@ def run_job(uow, clock, runtime, job, parse, *, base_domain: str | None = None, 
         plan = parse(service.compose, service.variables or {})
         _step(uow, clock, job, "images", progress, "checking images", 15)
         for image in sorted({c.image for c in plan.components}):
-            if not runtime.has_image(image):
-                runtime.pull_image(image)
+            kept = _image(runtime, image, refresh=job.kind == "redeploy")
+            if kept:
+                progress(job, "images", kept, 20)
         # a resumed or repeated job starts from a clean slate of containers; volumes stay
         for state in runtime.containers(service.id):
             runtime.remove_container(state.id)
@@ -106,7 +107,7 @@ def run_job(uow, clock, runtime, job, parse, *, base_domain: str | None = None, 
         _step(uow, clock, job, "wait", progress, "waiting for the containers", 85)
         states = _wait(runtime, service.id, len(plan.components), wait_seconds)
         upstream = _published(plan, states)
-        url = f"https://{routes.hostname(service.name, base_domain)}" if base_domain and upstream else upstream
+        url = f"https://{routes.hostname(service.name, base_domain)}" if base_domain else upstream
         now = clock.now()
         with uow:
             current = uow.services.get(service.id, for_update=True)
@@ -122,8 +123,14 @@ def run_job(uow, clock, runtime, job, parse, *, base_domain: str | None = None, 
                 uow.emit(service_status(current, "running"))
                 record(uow, clock, service.id, job.kind, "success", f"{job.kind} succeeded" + (f": {url}" if url else "")
                        + (f" ({note})" if note else ""))
-            uow.deploy_jobs.finish(job.id, "succeeded", None, now)
+                uow.deploy_jobs.finish(job.id, "succeeded", None, now)
+            else:
+                uow.deploy_jobs.finish(job.id, "failed", "service deleted during the deploy", now)
             uow.commit()
+        if current is None:  # deleted while deploying: take away what this job made
+            runtime.remove_service(service.id)
+            progress(job, "failed", "service deleted during the deploy", 100)
+            return
         progress(job, "done", "running", 100)
         for image in stale:  # what an earlier deploy built; its containers are gone now
             try:
@@ -131,29 +138,55 @@ def run_job(uow, clock, runtime, job, parse, *, base_domain: str | None = None, 
             except Exception:  # best effort: an image still in use stays
                 pass
     except Exception as exc:  # the reason goes to the timeline, the job and the service
-        fail_job(uow, clock, job, exc, note=note, progress=progress)
+        fail_job(uow, clock, job, exc, note=note, progress=progress, runtime=runtime)
 
 
-def fail_job(uow, clock, job, exc: Exception, *, note: str = "", progress=lambda *a: None) -> None:
-    """End the job and its service ``failed``, the reason in the timeline."""
+def fail_job(uow, clock, job, exc: Exception, *, note: str = "", progress=lambda *a: None, runtime=None) -> None:
+    """End the job and its service ``failed``, the reason in the timeline. A service
+    deleted meanwhile loses what the job made in the engine (with ``runtime``)."""
     reason = str(exc)[-2000:] or type(exc).__name__
     now = clock.now()
     with uow:
         current = uow.services.get(job.service_id, for_update=True)
         if current is not None:
-            uow.services.update(replace(current, status="failed", updated_at=now))
+            uow.services.update(replace(current, status="failed", updated_at=now, **NOT_CHECKED))
             uow.emit(service_status(current, "failed"))
             record(uow, clock, job.service_id, job.kind, "failed",
                    f"{job.kind} failed" + (f" ({note})" if note else "") + f": {reason}")
         uow.deploy_jobs.finish(job.id, "failed", reason, now)
         uow.commit()
+    if current is None and runtime is not None:
+        try:
+            runtime.remove_service(job.service_id)
+        except Exception:  # noqa: BLE001 (the engine may be the reason the job failed)
+            pass
     progress(job, "failed", reason, 100)
+
+
+def _image(runtime, image: str, *, refresh: bool) -> str | None:
+    """Make sure the engine has ``image``: pull it when missing, and on a redeploy pull it
+    again so a moved tag brings the latest image. ``localhost/`` images are the engine's
+    own (local builds) and are never pulled. A redeploy whose pull fails while a copy is
+    at hand goes on with that copy; the message saying so is returned."""
+    present = runtime.has_image(image)
+    if present and (not refresh or image.startswith("localhost/")):
+        return None
+    try:
+        runtime.pull_image(image)
+    except Exception as exc:
+        if not present:
+            raise
+        return f"could not pull {image} ({str(exc)[:200]}); deploying the copy the engine has"
+    return None
 
 
 def _wait(runtime, service_id: str, expected: int, seconds: float):
     deadline = time.monotonic() + seconds
     while True:
         states = runtime.containers(service_id)
+        if len(states) < expected:  # all were started before the wait: someone removed them
+            raise RuntimeError(f"{expected - len(states)} of the service's containers were removed during the "
+                               "deploy (the service was deleted, or they were removed in the engine)")
         stopped = [s for s in states if not s.running]
         if stopped:
             last = runtime.logs(stopped[0].id, tail=10)
@@ -233,7 +266,7 @@ def reconcile(uow, clock, runtime) -> list[str]:
             current = uow.services.get(service.id, for_update=True)
             if current is None or current.status != service.status:
                 continue
-            uow.services.update(replace(current, status=new, updated_at=clock.now()))
+            uow.services.update(replace(current, status=new, updated_at=clock.now(), **NOT_CHECKED))
             uow.emit(service_status(current, new))
             record(uow, clock, service.id, "deploy" if new == "failed" else "stop",
                    "failed" if new == "failed" else "success", message)

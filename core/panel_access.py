@@ -97,7 +97,7 @@ def create_api_key(uow, clock, *, name: str, role: str, rate_limit_rpm: int, exp
                  customer_id=customer_id)
     with uow:
         if customer_id and uow.panel_customers.get(customer_id) is None:
-            raise NotFound(f"customer {customer_id} not found")
+            raise Invalid("invalid API key", fields={"customerId": "no such customer"})
         uow.api_keys.add(key)
         uow.commit()
     return key, f"{KEY_PREFIX}_{key_id}_{secret}"

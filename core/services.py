@@ -60,6 +60,11 @@ class ServiceEvent:
     timestamp: datetime
 
 
+# health is checked on running services only: one that leaves ``running`` is not healthy
+# any more, nor unhealthy, until it runs again and is checked
+NOT_CHECKED = {"health_status": "unknown", "health_failures": 0}
+
+
 def new_id(prefix: str) -> str:
     return f"{prefix}_{secrets.token_hex(8)}"
 
@@ -180,7 +185,8 @@ def operate(uow, clock, runtime, principal, service_id: str, operation: str) -> 
             raise NotFound(f"service {service_id} not found")
         if current.status == "deploying":
             raise Conflict("the service started deploying meanwhile")
-        service = replace(current, status=status_after, updated_at=clock.now())
+        service = replace(current, status=status_after, updated_at=clock.now(),
+                          **({} if status_after == "running" else NOT_CHECKED))
         uow.services.update(service)
         if current.status != status_after:
             uow.emit(service_status(service))
@@ -194,8 +200,8 @@ def delete_service(uow, runtime, principal, service_id: str) -> Service:
     the service as it was (the caller may remove the images its deploys built)."""
     with uow.reading():
         service = visible(principal, uow.services.get(service_id), service_id)
-    if service.status == "deploying":
-        raise Conflict("the service is deploying")
+    # also while deploying (the spec allows delete from any state): the job notices the
+    # service is gone when it ends and removes whatever it made after this
     runtime.remove_service(service.id)
     with uow:
         uow.routes.delete_for(service.id)

@@ -59,6 +59,8 @@ def _duration(value, where: str) -> float:
 
 
 def _ports(raw, where: str) -> tuple:
+    if raw is not None and not isinstance(raw, list):
+        raise _bad(f"{where}: a list of ports, e.g. [\"8080\"]")
     out = []
     for item in raw or []:
         text = str(item)
@@ -79,6 +81,8 @@ def _ports(raw, where: str) -> tuple:
 
 
 def _volumes(raw, declared: set, where: str) -> tuple:
+    if raw is not None and not isinstance(raw, list):
+        raise _bad(f"{where}: a list of NAME:/path entries")
     out = []
     for item in raw or []:
         parts = str(item).split(":")
@@ -124,8 +128,28 @@ def _healthcheck(raw, where: str):
     return Healthcheck(test=tuple(str(t) for t in test),
                        interval_s=_duration(raw.get("interval", "30s"), f"{where}.interval"),
                        timeout_s=_duration(raw.get("timeout", "30s"), f"{where}.timeout"),
-                       retries=int(raw.get("retries", 3)),
+                       retries=_retries(raw.get("retries", 3), f"{where}.retries"),
                        start_period_s=_duration(raw.get("start_period", "0s"), f"{where}.start_period"))
+
+
+def _retries(value, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 1000:
+        raise _bad(f"{where}: a whole number from 0 to 1000")
+    return value
+
+
+def _command(value, where: str):
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            return tuple(shlex.split(value))
+        except ValueError as exc:
+            raise _bad(f"{where}: {exc}") from None
+    if isinstance(value, list) and all(isinstance(part, (str, int, float)) and not isinstance(part, bool)
+                                       for part in value):
+        return tuple(str(part) for part in value)
+    raise _bad(f"{where}: a string or a list of strings")
 
 
 def _start_order(components: dict) -> list:
@@ -176,7 +200,15 @@ def _memory_mb(value, where: str) -> int | None:
 
 def parse_compose(text: str, variables: dict | None = None) -> DeployPlan:
     """Parse compose text into a plan, or raise ``Invalid`` with ``fields["compose"]``."""
-    variables = variables or {}
+    try:
+        return _parse(text, variables or {})
+    except Invalid:
+        raise
+    except (TypeError, ValueError, AttributeError, KeyError) as exc:  # a shape no rule above foresaw
+        raise _bad(f"malformed compose definition: {exc}") from None
+
+
+def _parse(text: str, variables: dict) -> DeployPlan:
     try:
         document = yaml.safe_load(interpolate(text, variables))
     except yaml.YAMLError as exc:
@@ -186,7 +218,9 @@ def parse_compose(text: str, variables: dict | None = None) -> DeployPlan:
     unknown = set(document) - TOP_KEYS
     if unknown:
         raise _bad(f"unsupported key {sorted(unknown)[0]}")
-    declared = set((document.get("volumes") or {}).keys())
+    if not isinstance(document.get("volumes") or {}, dict):
+        raise _bad("volumes: a map of volume names, e.g. {data: {}}")
+    declared = {str(name) for name in (document.get("volumes") or {})}
     components = {}
     for name, raw in document["services"].items():
         where = f"services.{name}"
@@ -199,9 +233,9 @@ def parse_compose(text: str, variables: dict | None = None) -> DeployPlan:
             raise _bad(f"unsupported key {where}.{sorted(unknown)[0]}")
         if not raw.get("image"):
             raise _bad(f"{where}: image is required")
-        command = raw.get("command")
-        if isinstance(command, str):
-            command = shlex.split(command)
+        command = _command(raw.get("command"), f"{where}.command")
+        if not isinstance(raw["image"], str):
+            raise _bad(f"{where}.image: a string")
         depends = raw.get("depends_on") or []
         depends = list(depends) if isinstance(depends, (list, dict)) else None
         if depends is None:

@@ -106,7 +106,7 @@ def test_denied_permissions_override_the_role(client, keys):
     ({"name": "x", "role": "viewer", "rateLimitRpm": 10, "customerId": "cust_1"}, "customerId", 422),
     ({"name": "x", "role": "viewer", "rateLimitRpm": 10, "expiresAt": "2001-01-01T00:00:00Z"}, "expiresAt", 422),
     ({"name": "x", "role": "viewer", "rateLimitRpm": 10, "expiresAt": "soon"}, "expiresAt", 422),
-    ({"name": "x", "role": "customer", "rateLimitRpm": 10, "customerId": "cust_nope"}, None, 404),
+    ({"name": "x", "role": "customer", "rateLimitRpm": 10, "customerId": "cust_nope"}, "customerId", 422),
 ])
 def test_api_key_validation(client, admin, body, field, status):
     result = client.post("/api/v1/api-keys", token=admin, json_body=body, expect=status)
@@ -217,5 +217,13 @@ def test_unknown_panel_routes_and_methods_use_the_panel_format(client, admin):
     for path in ["/api/nope", "/api", "/", "/favicon.ico"]:
         result = client.get(path, token=admin, expect=404)
         assert result.json == {"error": {"code": "not_found", "message": "no such route"}}
-    assert client.request("PUT", "/api/templates", token=admin, expect=405).json["error"]["code"] == \
-        "method_not_allowed"
+    refused = client.request("PUT", "/api/templates", token=admin, expect=405)
+    assert refused.json["error"]["code"] == "bad_request" and refused.headers["Allow"] == "GET"
+    assert "X-RateLimit-Remaining" in refused.headers
+    assert client.request("OPTIONS", "/api/services", token=admin, expect=405).headers["Allow"] == "GET, POST"
+    # without credentials, neither route nor method is disclosed: 401, rate headers included
+    for method, path in (("GET", "/api/nope"), ("PUT", "/api/templates"), ("OPTIONS", "/api/services"),
+                         ("DELETE", "/api")):
+        result = client.request(method, path, expect=401)
+        assert result.json["error"]["code"] == "unauthorized" and "X-RateLimit-Limit" in result.headers
+    assert "X-RateLimit-Remaining" in client.get("/api/nope/deeper", token=admin, expect=404).headers

@@ -374,7 +374,7 @@ def test_an_unreachable_provider_is_503(make_app, user, store, clock):
     panel = ContractClient(make_app(oidc_issuer=f"http://127.0.0.1:{closed}", oidc_client_id=CLIENT,
                                     oidc_client_secret=SECRET, public_url=PUBLIC))
     refused = panel.get("/api/auth/login", expect=503)
-    assert refused.json["error"]["code"] == "service_unavailable"
+    assert refused.json["error"]["code"] == "internal_error"
     with store.db.connection_context():
         assert store.models.PanelLogin.select().count() == 0  # nothing stored
 

@@ -69,7 +69,7 @@ def test_engine_trouble_is_503_and_changes_nothing(make_app, store, clock, engin
              ("POST", f"/api/services/{service_id}/restart"), ("DELETE", f"/api/services/{service_id}")]
     for method, path in calls:
         result = client.request(method, path, token=key, expect=503)
-        assert result.json["error"]["code"] == "service_unavailable"
+        assert result.json["error"]["code"] == "internal_error"
         if engine == "hung":
             assert "did not answer within 1 s" in result.json["error"]["message"]
     # resources are informative: zeros, the rest from the database

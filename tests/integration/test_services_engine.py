@@ -134,6 +134,8 @@ def test_template_service_lifecycle(panel):
     assert stopped["status"] == "stopped" and stopped["message"] == "service stopped"
     assert client.post(f"/api/services/{service_id}/stop").json()["message"] == "service already stopped"
     assert all(not c.running for c in engine.containers(service_id))
+    health = client.get(f"/api/services/{service_id}").json()["health"]
+    assert (health["status"], health["consecutive_failures"]) == ("unknown", 0)  # not checked while stopped
     assert client.post(f"/api/services/{service_id}/start").json()["status"] == "running"
     assert "Hello" in _get(client.get(f"/api/services/{service_id}").json()["url"])
     assert client.post(f"/api/services/{service_id}/restart").json()["message"] == "service restarted"
@@ -229,3 +231,28 @@ def test_start_up_reconciles_services_with_the_engine(panel, database_url):
     assert detail["status"] == "failed"
     events = client.get(f"/api/services/{created['id']}/events").json()["data"]
     assert "missing from the engine" in events[0]["message"]
+
+
+def test_a_service_deleted_while_deploying_leaves_nothing_behind(panel):
+    """The spec allows delete from any state: the deploy job, finding its service gone
+    when it ends, removes what it made after the delete."""
+    client, customer, engine, made = panel
+    slow = ("services:\n  app:\n    image: localhost/busybox:latest\n"
+            "    command: [sh, -c, 'sleep 3; exec httpd -f -p 8080']\n    healthcheck:\n"
+            "      test: [CMD, wget, -q, -O, /dev/null, 'http://127.0.0.1:8080/']\n      interval: 1s\n"
+            "      retries: 30\n    ports: ['8080']\n")
+    created = client.post("/api/services", json={
+        "name": f"gone-early-{os.getpid()}-{time.monotonic_ns() % 100000}", "customer_id": customer["id"],
+        "deploy_method": "compose", "compose": slow}).json()
+    made.append(created["id"])
+    deadline = time.monotonic() + 60
+    while not engine.labelled(created["id"])["containers"]:  # the job is starting containers
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    assert client.get(f"/api/services/{created['id']}").json()["status"] == "deploying"
+    assert client.delete(f"/api/services/{created['id']}").status_code == 204
+    assert client.get(f"/api/services/{created['id']}").status_code == 404
+    deadline = time.monotonic() + 120
+    while engine.labelled(created["id"]) != {"containers": [], "volumes": [], "networks": []}:
+        assert time.monotonic() < deadline, engine.labelled(created["id"])
+        time.sleep(0.3)

@@ -2,7 +2,7 @@
 import pytest
 
 from core.errors import Invalid
-from plugins.deploy_compose import interpolate, parse_compose
+from plugins.deploy_compose import SERVICE_KEYS, interpolate, parse_compose
 from plugins.deploy_template import TemplateDeploy, load_catalog
 
 TWO = """
@@ -53,6 +53,15 @@ def test_interpolation_rules():
     ("services: [\n", "YAML"),
     ("just text", "non-empty services"),
     ("services:\n  web:\n    image: x\n    cpus: lots\n", "services.web.cpus"),
+    ("services:\n  web:\n    image: x\nvolumes: [d]\n", "volumes: a map"),
+    ("services:\n  web:\n    image: x\n    command: 5\n", "services.web.command"),
+    ("services:\n  web:\n    image: x\n    command: \"echo 'x\"\n", "services.web.command"),
+    ("services:\n  web:\n    image: x\n    command: [{a: 1}]\n", "services.web.command"),
+    ("services:\n  web:\n    image: x\n    ports: 8080\n", "services.web.ports"),
+    ("services:\n  web:\n    image: x\n    volumes: 5\n", "services.web.volumes"),
+    ("services:\n  web:\n    image: [x]\n", "services.web.image"),
+    ("services:\n  web:\n    image: x\n    healthcheck: {test: [CMD, x], retries: abc}\n", "retries"),
+    ("services:\n  web:\n    image: x\n    environment: {A: {b: 1}}\n    depends_on: {a: 1}\n", "no service"),
     ("services:\n  web:\n    image: x\n    cpus: 0\n", "services.web.cpus"),
     ("services:\n  web:\n    image: x\n    mem_limit: 1k\n", "services.web.mem_limit"),
     ("services:\n  web:\n    image: x\n    mem_limit: huge\n", "services.web.mem_limit"),
@@ -89,3 +98,37 @@ def test_cpu_and_memory_limits(cpus, mem_limit, expected):
     assert (web.cpus, web.memory_mb) == expected
     [bare] = parse_compose("services:\n  web:\n    image: x\n").components
     assert (bare.cpus, bare.memory_mb) == (None, None)
+
+
+def test_any_shape_of_input_is_a_plan_or_a_named_refusal():
+    """Whatever a client sends as compose (or a template's variables inject), the parser
+    answers with a plan or ``Invalid``, never another exception (which would be a 500)."""
+    import random
+
+    import yaml
+
+    rng = random.Random(20261122)
+    leaves = [None, True, 0, 7, -1, 2.5, "", "x", "echo 'x", "8080", "a:b:c", "data:/d", "1g", "5s", "${X}"]
+
+    def value(depth=0):
+        kind = rng.randrange(4 if depth < 2 else 1)
+        if kind == 0:
+            return rng.choice(leaves)
+        if kind == 1:
+            return [value(depth + 1) for _ in range(rng.randrange(3))]
+        return {rng.choice(["test", "retries", "interval", "a", "data"]): value(depth + 1)
+                for _ in range(rng.randrange(3))}
+
+    keys = sorted(SERVICE_KEYS)
+    for _ in range(3000):
+        service = {"image": rng.choice(["x", value()])}
+        for key in rng.sample(keys, rng.randrange(len(keys))):
+            service[key] = value()
+        document = {"services": {"web": service}}
+        if rng.random() < 0.5:
+            document["volumes"] = rng.choice([{"data": {}}, value()])
+        text = yaml.safe_dump(document)
+        try:
+            parse_compose(text, {"X": rng.choice(["1", "[", "{a: 1}"])})
+        except Invalid as exc:
+            assert exc.fields["compose"]

@@ -154,6 +154,10 @@ def test_who_sees_what():
         blind.log_services = {"svc_a"}
         assert viewer.wants(logs) and not blind.wants(logs)
         assert not viewer.wants(_event()) and viewer.wants(_event(service="svc_b"))
+        backup = Event("backup.progress", {"progress": 50}, "svc_b", "cust_a")
+        admin = Connection(_principal("admin"), 10)
+        assert admin.wants(backup) and not viewer.wants(backup)  # backups:read is admin's
+        assert not Connection(_principal("admin", deny=["backups:read"]), 10).wants(backup)
 
         bus = InProcessBus()
         hub = Hub(None, bus, None, None, limit=10)
