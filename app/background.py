@@ -8,6 +8,8 @@ which returns early when ``wake()`` is called (from any thread) because a job wa
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import threading
 
 
 class Background:
@@ -46,3 +48,66 @@ class Background:
             await asyncio.wait_for(self._wake.wait(), timeout=seconds)
         except asyncio.TimeoutError:
             pass
+
+
+class WorkerLease(Background):
+    """This process's worker lease (``core.workers``): touched every ``HEARTBEAT_S``
+    seconds while the server runs, dropped at a clean shutdown. The job workers claim jobs
+    under its id and, every ``RECOVER_S`` seconds, take back jobs whose owner's lease
+    went stale."""
+
+    RECOVER_S = 30.0
+
+    def __init__(self, store, clock):
+        from core import workers
+
+        self.store, self.clock, self.workers = store, clock, workers
+        self.id = workers.new_worker_id()
+        self._held = False
+        self._working = 0  # jobs running in engine threads right now
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def working(self):
+        """Around a job, in the thread that runs it (a cancelled await does not stop it)."""
+        with self._lock:
+            self._working += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._working -= 1
+
+    def tasks(self) -> dict:
+        return {"worker-lease": self._beat}
+
+    async def hold(self) -> str:
+        """Make sure the lease is written before the first job is claimed; returns the id."""
+        if not self._held:
+            await self.store.run(self.workers.beat, self.store.uow(), self.clock, self.id)
+            self._held = True
+        return self.id
+
+    async def _beat(self) -> None:
+        import logging
+
+        while True:
+            try:
+                await self.store.run(self.workers.beat, self.store.uow(), self.clock, self.id)
+                self._held = True
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # the next beat tries again; STALE_S leaves room for a few misses
+                logging.getLogger("slipway.workers").exception("could not renew the worker lease")
+            await asyncio.sleep(self.workers.HEARTBEAT_S)
+
+    async def stop(self) -> None:
+        await super().stop()
+        with self._lock:
+            busy = self._working
+        if self._held and not busy:  # a job still running in a thread keeps the lease until it goes stale
+            try:
+                await self.store.run(self.workers.retire, self.store.uow(), self.id)
+            except Exception:  # it goes stale on its own
+                pass
+            self._held = False

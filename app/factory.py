@@ -22,6 +22,7 @@ from app.backup_archives import BackupArchives
 from app.backup_worker import BackupWorker
 from app.deployer import DeployWorker
 from app.panel_backups_api import backups_handlers
+from app.background import WorkerLease
 from app.engine_calls import EngineCalls
 from app.panel_docs import docs_handlers
 from app.panel_auth_api import auth_handlers
@@ -106,17 +107,19 @@ def create_app(config: Config | None = None, *, store: Store | None = None) -> S
     bus = make_bus(config)  # SLIPWAY_EVENT_BUS; use cases publish through their units of work
     store.bus = bus
     hub = Hub(store, bus, runtime, engine, limit=config.ws_queue)
+    lease = WorkerLease(store, config.clock)  # whose running jobs are whose, across processes
     deployer = DeployWorker(store, config.clock, runtime, engine, base_domain=config.base_domain,
                             health_interval=config.health_interval, methods=methods, work_dir=config.work_dir,
-                            progress=DeployProgress(store, bus))
+                            progress=DeployProgress(store, bus), lease=lease)
     recompute = BillingRecompute(store, config.clock, models, config.billing_interval)
     jobs = ([recompute] if config.billing_interval else []) + ([deployer] if config.deploy_worker else [])
     archives = BackupArchives(config.backup_dir)
-    backup_worker = BackupWorker(store, config.clock, runtime, engine, archives)
+    backup_worker = BackupWorker(store, config.clock, runtime, engine, archives, lease=lease)
     jobs += [backup_worker] if config.deploy_worker else []
     route_file = RouteFile(store, config.routes_file, config.routes_interval) if config.routes_file else None
     if route_file is not None:
         jobs.append(route_file)
+    jobs += [lease] if config.deploy_worker else []  # dropped after the workers stopped
     jobs += [hub, bus]  # stopped last: the jobs before them still publish while stopping
     app = SlipwayApp(middleware=[Lifespan(store, jobs=jobs, owns_store=owns_store,
                                           engines=(engine, requests_engine))])

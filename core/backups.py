@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import datetime
 
+from core import workers
 from core.deploys import resource_names
 from core.errors import Conflict, NotFound
 from core.events import Event
@@ -169,11 +170,11 @@ def forget_service(archives, service_id: str) -> None:
 # --- jobs (worker threads) --------------------------------------------------------------------
 
 
-def claim_next(uow, clock):
+def claim_next(uow, clock, owner: str | None = None):
     """The oldest queued job as ``(kind, backup)`` with kind ``backup`` or ``restore``,
     now marked running (SKIP LOCKED on PostgreSQL); None when nothing is queued."""
     with uow:
-        claimed = uow.backups.claim_queued(clock.now())
+        claimed = uow.backups.claim_queued(clock.now(), owner)
         if claimed is not None:
             kind, backup = claimed
             service = uow.services.get(backup.service_id)
@@ -183,18 +184,19 @@ def claim_next(uow, clock):
 
 
 def recover_interrupted(uow, clock, archives) -> list[str]:
-    """At start-up: backups a stopped process left ``running`` become ``failed`` (their
-    partial archives are removed); restores left ``running`` are queued again. Returns
-    the ids touched."""
+    """Backups a stopped process left ``running`` (its worker lease is stale or gone,
+    ``core.workers``) become ``failed`` (their partial archives are removed); restores it
+    left ``running`` are queued again; live workers' jobs stay. Returns the ids touched."""
     now = clock.now()
     failed = []
     with uow:
-        for backup in uow.backups.in_state("running"):
+        live = uow.leases.live(workers.stale_before(clock))
+        for backup in uow.backups.orphaned(live):
             backup = replace(backup, status="failed", error=INTERRUPTED, updated_at=now)
             uow.backups.update(backup)
             uow.emit(progress_event(uow.services.get(backup.service_id), backup))
             failed.append(backup)
-        requeued = uow.backups.in_restore_state("running")
+        requeued = uow.backups.orphaned(live, restore=True)
         for backup in requeued:
             backup = replace(backup, restore_status="pending", restore_progress=0, updated_at=now)
             uow.backups.update(backup)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
-from core import routes
+from core import routes, workers
 from core.containers import COMPONENT_LABEL, SERVICE_LABEL, ContainerSpec
 from core.events import service_status
 from core.services import NOT_CHECKED, record
@@ -23,18 +23,20 @@ def resource_names(service, component: str | None = None, volume: str | None = N
     return f"slw-{service.id}"
 
 
-def claim_next(uow, clock):
-    """Take the oldest queued job (SKIP LOCKED on PostgreSQL, so processes share the queue)."""
+def claim_next(uow, clock, owner: str | None = None):
+    """Take the oldest queued job for worker ``owner`` (SKIP LOCKED on PostgreSQL, so
+    processes share the queue)."""
     with uow:
-        job = uow.deploy_jobs.claim_queued(clock.now())
+        job = uow.deploy_jobs.claim_queued(clock.now(), owner)
         uow.commit()
     return job
 
 
 def recover_interrupted(uow, clock) -> list[str]:
-    """Jobs left ``running`` by a stopped process go back to the queue, to run again."""
+    """Jobs left ``running`` by a stopped process (its worker lease is stale or gone,
+    ``core.workers``) go back to the queue, to run again; live workers' jobs stay."""
     with uow:
-        resumed = uow.deploy_jobs.requeue_running(clock.now())
+        resumed = uow.deploy_jobs.requeue_orphaned(clock.now(), uow.leases.live(workers.stale_before(clock)))
         for job in resumed:
             record(uow, clock, job.service_id, job.kind, "started",
                    f"{job.kind} job {job.id} resumed after a restart")

@@ -73,7 +73,15 @@ class PeeweeBackups:
         B = self.m.Backup
         return [self._entity(r) for r in B.select().where(B.restore_status == status).order_by(B.created_at, B.id)]
 
-    def claim_queued(self, now):
+    def orphaned(self, live_owners, *, restore: bool = False) -> list[Backup]:
+        """Backups (or, with ``restore``, restores) running for a worker that is not among
+        ``live_owners`` (a sub-query): left by a process that stopped."""
+        B = self.m.Backup
+        state = B.restore_status if restore else B.status
+        query = B.select().where((state == "running") & (B.owner.is_null() | B.owner.not_in(live_owners)))
+        return [self._entity(r) for r in query.order_by(B.created_at, B.id)]
+
+    def claim_queued(self, now, owner: str | None = None):
         """The oldest queued backup or restore, marked running: ``(kind, backup)`` or None.
         On PostgreSQL the row is locked SKIP LOCKED, so several processes share the queue."""
         B = self.m.Backup
@@ -86,7 +94,7 @@ class PeeweeBackups:
         if row is None:
             return None
         if row.status == "pending":
-            B.update(status="running", updated_at=now).where(B.id == row.id).execute()
+            B.update(status="running", updated_at=now, owner=owner).where(B.id == row.id).execute()
             return "backup", self._entity(self.m.Backup.get_by_id(row.id))
-        B.update(restore_status="running", updated_at=now).where(B.id == row.id).execute()
+        B.update(restore_status="running", updated_at=now, owner=owner).where(B.id == row.id).execute()
         return "restore", self._entity(self.m.Backup.get_by_id(row.id))

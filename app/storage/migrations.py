@@ -114,6 +114,23 @@ def _v9_service_sources(db, m):
         apply(*changes)
 
 
+def _add_columns(db, table: str, fields) -> None:
+    """Add the columns ``fields`` (model fields) that ``table`` lacks."""
+    from playhouse.migrate import SchemaMigrator, migrate as apply
+
+    have = {column.name for column in db.get_columns(table)}
+    migrator = SchemaMigrator.from_database(db)
+    changes = [migrator.add_column(table, f.column_name, f) for f in fields if f.column_name not in have]
+    if changes:
+        apply(*changes)
+
+
+def _v10_worker_leases(db, m):
+    db.create_tables([m.WorkerLease], safe=True)
+    _add_columns(db, "deploy_job", [m.DeployJob.owner])
+    _add_columns(db, "backup", [m.Backup.owner])
+
+
 def _v8_backups(db, m):
     db.create_tables([m.Backup], safe=True)
 
@@ -128,6 +145,7 @@ MIGRATIONS = [
     (7, "panel users, browser sessions, pending logins (OIDC)", _v7_panel_sessions),
     (8, "service backups and their restores", _v8_backups),
     (9, "service sources: git url and branch, ai url, deployed commit", _v9_service_sources),
+    (10, "worker leases; the owner of each running deploy, backup and restore job", _v10_worker_leases),
 ]
 LATEST = max(version for version, _, _ in MIGRATIONS)
 

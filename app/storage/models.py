@@ -297,6 +297,16 @@ def define_models(db: peewee.Database) -> SimpleNamespace:
         class Meta:
             table_name = "service_route"
 
+    class WorkerLease(Base):
+        """A process that runs jobs, alive while its heartbeat is recent: the jobs it owns
+        are left alone; those of a worker whose lease went stale are taken back."""
+
+        worker_id = peewee.CharField(max_length=40, primary_key=True)
+        heartbeat_at = UtcDateTimeField()
+
+        class Meta:
+            table_name = "worker_lease"
+
     class DeployJob(Base):
         id = peewee.CharField(max_length=40, primary_key=True)
         service_id = peewee.CharField(max_length=40, index=True)
@@ -306,6 +316,7 @@ def define_models(db: peewee.Database) -> SimpleNamespace:
         error = peewee.TextField(null=True)
         created_at = UtcDateTimeField()
         updated_at = UtcDateTimeField()
+        owner = peewee.CharField(max_length=40, null=True)  # the worker running it (WorkerLease)
 
         class Meta:
             table_name = "deploy_job"
@@ -343,6 +354,7 @@ def define_models(db: peewee.Database) -> SimpleNamespace:
         restore_completed_at = UtcDateTimeField(null=True)
         restore_error = peewee.TextField(null=True)
         restore_containers = peewee.TextField(null=True)  # JSON: containers to start again afterwards
+        owner = peewee.CharField(max_length=40, null=True)  # the worker running its job (WorkerLease)
 
         class Meta:
             table_name = "backup"
@@ -352,4 +364,4 @@ def define_models(db: peewee.Database) -> SimpleNamespace:
                            PanelCustomer=PanelCustomer, PanelApiKey=PanelApiKey, SchemaVersion=SchemaVersion, Partner=Partner, ApiToken=ApiToken, Contract=Contract,
                            HumanIdCounter=HumanIdCounter, Customer=Customer, Contact=Contact, Note=Note,
                            Edition=Edition, License=License, Transfer=Transfer, LedgerEvent=LedgerEvent,
-                           Statement=Statement, Backup=Backup)
+                           Statement=Statement, Backup=Backup, WorkerLease=WorkerLease)

@@ -91,7 +91,7 @@ class PeeweeDeployJobs:
         row = self.m.DeployJob.get_or_none(self.m.DeployJob.id == job_id)
         return self._entity(row) if row else None
 
-    def claim_queued(self, now) -> DeployJob | None:
+    def claim_queued(self, now, owner: str | None = None) -> DeployJob | None:
         J = self.m.DeployJob
         db = J._meta.database
         query = J.select().where(J.state == "queued").order_by(J.created_at, J.id).limit(1)
@@ -100,14 +100,17 @@ class PeeweeDeployJobs:
         row = query.first()
         if row is None:
             return None
-        J.update(state="running", updated_at=now).where(J.id == row.id).execute()
+        J.update(state="running", updated_at=now, owner=owner).where(J.id == row.id).execute()
         return self._entity(row)
 
-    def requeue_running(self, now) -> list[DeployJob]:
+    def requeue_orphaned(self, now, live_owners) -> list[DeployJob]:
+        """Running jobs whose owner is not among ``live_owners`` (a sub-query) go back
+        to the queue."""
         J = self.m.DeployJob
-        rows = [self._entity(r) for r in J.select().where(J.state == "running")]
+        orphaned = (J.state == "running") & (J.owner.is_null() | J.owner.not_in(live_owners))
+        rows = [self._entity(r) for r in J.select().where(orphaned)]
         if rows:
-            J.update(state="queued", updated_at=now).where(J.id.in_([r.id for r in rows])).execute()
+            J.update(state="queued", updated_at=now, owner=None).where(J.id.in_([r.id for r in rows])).execute()
         return rows
 
     def set_step(self, job_id: str, step: str, now) -> None:

@@ -7,7 +7,7 @@ import peewee
 
 from app.storage import backup_repos
 from app.storage import licensing_repos as repos
-from app.storage import panel_repos, route_repos, service_repos, session_repos
+from app.storage import lease_repos, panel_repos, route_repos, service_repos, session_repos
 from core.contracts import Contract
 from core.identity import Partner, Token
 from ports.storage import ContractRepository, PartnerRepository, TokenRepository, UnitOfWork
@@ -171,6 +171,7 @@ class PeeweeUnitOfWork(UnitOfWork):
         self.service_events = service_repos.PeeweeServiceEvents(models)
         self.backups = backup_repos.PeeweeBackups(models)
         self.routes = route_repos.PeeweeRoutes(models)
+        self.leases = lease_repos.PeeweeLeases(models)
         self._tx = None
         self._committed = False
 

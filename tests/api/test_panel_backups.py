@@ -345,3 +345,19 @@ def test_use_cases_scope_a_customer_to_its_own_services(setup, store):
     with pytest.raises(NotFound):
         backups.delete_backup(store.uow(), s.archives, principal, theirs, backup_id)
     assert backups.create_backup(store.uow(), s.clock, principal, mine, parse_compose).status == "pending"
+
+
+def test_a_live_workers_backup_is_not_taken_from_it(setup, store):
+    """With several processes, recovery leaves alone the jobs of a worker whose lease is
+    fresh, and settles them once it has gone stale."""
+    from core import workers
+
+    s = setup
+    service_id = s.service("busy")
+    backup_id = s.client.post(s.backups(service_id), token=s.admin, expect=202).json["id"]
+    owner = workers.new_worker_id()
+    workers.beat(store.uow(), s.clock, owner)
+    assert backups.claim_next(store.uow(), s.clock, owner)[1].id == backup_id
+    assert backups.recover_interrupted(store.uow(), s.clock, s.archives) == []
+    s.clock.advance(workers.STALE_S + 1)
+    assert backups.recover_interrupted(store.uow(), s.clock, s.archives) == [backup_id]

@@ -187,3 +187,29 @@ def test_a_work_directory_that_cannot_be_made_fails_the_job(setup, store, clock,
     assert any(e["status"] == "failed" and "SLIPWAY_WORK_DIR" in e["message"] for e in events)
     with store.uow() as uow:
         assert uow.deploy_jobs.get(job.id).state == "failed"
+
+
+def test_recovery_takes_back_only_the_jobs_of_workers_that_stopped(setup, store, clock):
+    """Several processes share the queue: a running job whose owner's lease is fresh is
+    left alone; once the lease goes stale (a crash) or is dropped (a clean stop), the job
+    goes back to the queue."""
+    from core import workers
+
+    client, acme, _, admin, _ = setup
+    for name in ("alive", "crashed", "stopped"):
+        _create(client, admin, name=name, customer_id=acme.id, deploy_method="compose",
+                compose="services:\n  a: {image: x}\n")
+    owners = {name: workers.new_worker_id() for name in ("alive", "crashed", "stopped")}
+    for name in ("alive", "crashed", "stopped"):
+        workers.beat(store.uow(), clock, owners[name])
+    jobs = {name: deploys.claim_next(store.uow(), clock, owners[name]) for name in ("alive", "crashed", "stopped")}
+    workers.retire(store.uow(), owners["stopped"])
+    assert deploys.recover_interrupted(store.uow(), clock) == [jobs["stopped"].id]
+    clock.advance(workers.STALE_S - 5)
+    workers.beat(store.uow(), clock, owners["alive"])  # the live process keeps beating
+    assert deploys.recover_interrupted(store.uow(), clock) == []
+    clock.advance(10)  # the crashed one has not beaten for STALE_S + 5 seconds
+    assert deploys.recover_interrupted(store.uow(), clock) == [jobs["crashed"].id]
+    with store.uow() as uow:
+        states = {name: uow.deploy_jobs.get(job.id).state for name, job in jobs.items()}
+    assert states == {"alive": "running", "crashed": "queued", "stopped": "queued"}

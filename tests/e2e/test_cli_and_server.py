@@ -218,7 +218,7 @@ def test_apikey_create_command(initialised):
     assert key["deniedPermissions"] == ["backups:write", "services:delete"] and key["rateLimitRpm"] == 600
     for args, status, code in [
         (["apikey", "create", "--name", "x", "--role", "customer"], 1, "unprocessable-entity"),
-        (["apikey", "create", "--name", "x", "--role", "customer", "--customer", "cust_nope"], 1, "not-found"),
+        (["apikey", "create", "--name", "x", "--role", "customer", "--customer", "cust_nope"], 1, "unprocessable-entity"),
         (["apikey", "create", "--name", "x", "--role", "viewer", "--deny", "root"], 1, "unprocessable-entity"),
         (["apikey", "create", "--name", "x", "--role", "viewer", "--expires-at", "tomorrow"], 1,
          "unprocessable-entity"),
