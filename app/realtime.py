@@ -444,12 +444,19 @@ def realtime_handlers(hub: Hub, store, runtime, engine, limit: int = 1000, logs_
             outbox.offer(dumps({"timestamp": rfc3339(line.timestamp), "stream": line.stream,
                                 "message": line.message}))
 
+        def on_event(event):  # a deleted service has no more lines: say so and close
+            if (event.type == "service.status" and event.service_id == service.id
+                    and event.data.get("status") == "deleted"):
+                outbox.close(1000, "the service was deleted")
+
         follower = ServiceFollower(runtime, engine, service.id, on_line, since=since)
         await ws.accept()
         follower.start()
+        subscription = hub.bus.subscribe(on_event)
         try:
             await serve(ws, outbox)
         finally:
+            hub.bus.unsubscribe(subscription)
             follower.stop()
 
     async def logs_request(call):

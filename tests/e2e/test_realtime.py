@@ -243,6 +243,15 @@ def test_follow_streams_new_lines_and_closing_stops_the_engine_stream(panel):
         assert time.monotonic() < deadline, f"engine streams still open: {_follow_threads()}"
         time.sleep(0.1)
 
+    # deleting the service ends a follow socket with 1000 and a reason, not silence
+    with panel.ws(f"/api/services/{service_id}/logs?follow=true", panel.admin_key) as ws:
+        json.loads(ws.recv(timeout=30))
+        assert panel.http.delete(f"/api/services/{service_id}").status_code == 204
+        with pytest.raises(ConnectionClosed) as closed:
+            while True:
+                ws.recv(timeout=30)
+    assert (closed.value.rcvd.code, closed.value.rcvd.reason) == (1000, "the service was deleted")
+
 
 def test_channel_log_pump_runs_while_someone_wants_the_logs(panel):
     service_id = panel.create(panel.customer("Acme"), compose=TICKER, prefix="pump")
