@@ -8,8 +8,6 @@ import hashlib
 import io
 import json
 import os
-import subprocess
-import sys
 import tarfile
 import time
 
@@ -17,9 +15,8 @@ import httpx
 import pytest
 
 from ports.runtime import ContainerSpec
-from tests.e2e.test_cli_and_server import free_port, slipway
 from tests.integration.test_runtime_conformance import _tree, engine_ulimits  # noqa: F401 (a fixture)
-from tests.integration.test_services_engine import _check_contract, _until
+from tests.integration.test_services_engine import _until, admin_key, serve_panel
 
 pytestmark = pytest.mark.runtime
 IMAGE = "localhost/busybox:latest"
@@ -28,25 +25,11 @@ IMAGE = "localhost/busybox:latest"
 @pytest.fixture(params=["podman", "docker"])
 def panel(request, runtime_url, database_url, engine_ulimits, tmp_path):
     backup_dir = tmp_path / "backups"
-    slipway(database_url, "init")
-    _, key = slipway(database_url, "apikey", "create", "--name", "it", "--role", "admin", "--rate-limit-rpm", "10000")
-    port = free_port()
+    key = admin_key(database_url)
     env = dict(os.environ, SLIPWAY_RUNTIME_ULIMITS=engine_ulimits, SLIPWAY_DATABASE_URL=database_url,
                SLIPWAY_RUNTIME=request.param, SLIPWAY_RUNTIME_URL=runtime_url, SLIPWAY_BILLING_INTERVAL="0",
                SLIPWAY_BACKUP_DIR=str(backup_dir), SLIPWAY_RUNTIME_HELPER_IMAGE=IMAGE)
-    server = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--port", str(port)], env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    client = httpx.Client(base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {key['key']}"},
-                          timeout=30, event_hooks={"response": [_check_contract]})
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            client.get("/api/openapi.yaml")
-            break
-        except httpx.TransportError:
-            assert server.poll() is None, server.stderr.read()
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
+    server, client = serve_panel(key, env)
     customer = client.post("/api/customers", json={"name": "Acme"}).json()
     from app.pluginmanager import make_plugin_manager, runtimes
 

@@ -9,16 +9,14 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
 
-import httpx
 import pytest
 
-from tests.e2e.test_cli_and_server import free_port, slipway
+from tests.e2e.test_cli_and_server import free_port
 from tests.fixtures.fake_chat import FakeChat
 from tests.integration.test_runtime_conformance import engine_ulimits  # noqa: F401 (a fixture)
-from tests.integration.test_services_engine import _check_contract, _get, _until
+from tests.integration.test_services_engine import _get, _until, admin_key, serve_panel
 
 pytestmark = pytest.mark.runtime
 BUSYBOX = "localhost/busybox:latest"
@@ -61,32 +59,16 @@ def start_panel(request, runtime_url, database_url, engine_ulimits, tmp_path):
 
     engine = runtimes(make_plugin_manager())[request.param].create(runtime_url, ulimits=engine_ulimits)
     servers, made = [], []
-    slipway(database_url, "init")
-    _, key = slipway(database_url, "apikey", "create", "--name", "it", "--role", "admin", "--rate-limit-rpm",
-                     "10000")
+    key = admin_key(database_url)
 
     def start(**extra):
-        port = free_port()
-        log = open(tmp_path / f"server-{port}.log", "w+")
+        log = open(tmp_path / f"server-{len(servers)}.log", "w+")
         env = dict(os.environ, SLIPWAY_RUNTIME_ULIMITS=engine_ulimits, SLIPWAY_DATABASE_URL=database_url,
                    SLIPWAY_RUNTIME=request.param, SLIPWAY_RUNTIME_URL=runtime_url, SLIPWAY_HEALTH_INTERVAL="1",
                    SLIPWAY_BILLING_INTERVAL="0", SLIPWAY_GIT_ALLOWED_SCHEMES="https,ssh,file",
                    SLIPWAY_IMAGE_STATIC=BUSYBOX, SLIPWAY_WORK_DIR=str(tmp_path / "work"), **extra)
-        server = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--port", str(port)], env=env,
-                                  stdout=subprocess.DEVNULL, stderr=log, text=True)
-        client = httpx.Client(base_url=f"http://127.0.0.1:{port}",
-                              headers={"Authorization": f"Bearer {key['key']}"}, timeout=30,
-                              event_hooks={"response": [_check_contract]})
+        server, client = serve_panel(key, env, stderr=log)
         servers.append((server, client, log))
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                client.get("/api/openapi.yaml")
-                break
-            except httpx.TransportError:
-                assert server.poll() is None, (tmp_path / f"server-{port}.log").read_text()
-                assert time.monotonic() < deadline
-                time.sleep(0.1)
         customers = client.get("/api/customers").json()["data"]
         customer = customers[0] if customers else client.post("/api/customers", json={"name": "Acme"}).json()
         return client, customer, made

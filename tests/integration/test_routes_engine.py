@@ -4,17 +4,14 @@ in the record answers HTTP, and delete removes the record with the service."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
 
-import httpx
 import pytest
 import yaml
 
-from tests.e2e.test_cli_and_server import free_port, slipway
+from tests.e2e.test_cli_and_server import slipway
 from tests.integration.test_runtime_conformance import engine_ulimits  # noqa: F401 (a fixture)
-from tests.integration.test_services_engine import IMAGE, _check_contract, _get, _until
+from tests.integration.test_services_engine import IMAGE, _get, _until, admin_key, serve_panel
 
 pytestmark = pytest.mark.runtime
 
@@ -39,19 +36,13 @@ def _eventually(check, seconds=15):
 
 def test_deploy_writes_a_route_record_and_delete_removes_it(runtime_url, database_url, engine_ulimits, tmp_path):
     routes_file = tmp_path / "proxy" / "slipway.yml"
-    slipway(database_url, "init")
-    _, key = slipway(database_url, "apikey", "create", "--name", "it", "--role", "admin", "--rate-limit-rpm", "10000")
-    port = free_port()
+    key = admin_key(database_url)
     env = dict(os.environ, SLIPWAY_RUNTIME_ULIMITS=engine_ulimits, SLIPWAY_DATABASE_URL=database_url,
                SLIPWAY_RUNTIME_URL=runtime_url, SLIPWAY_BILLING_INTERVAL="0", SLIPWAY_BASE_DOMAIN="apps.example.test",
                SLIPWAY_ROUTES_FILE=str(routes_file), SLIPWAY_ROUTES_INTERVAL="0.2")
-    server = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--port", str(port)], env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    client = httpx.Client(base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {key['key']}"},
-                          timeout=30, event_hooks={"response": [_check_contract]})
+    server, client = serve_panel(key, env)
     service_id = None
     try:
-        _eventually(lambda: _answers(client, server))
         customer = client.post("/api/customers", json={"name": "Acme"}).json()
         name = f"routed-{os.getpid()}-{time.monotonic_ns() % 100000}"
         created = client.post("/api/services", json={
@@ -84,14 +75,6 @@ def test_deploy_writes_a_route_record_and_delete_removes_it(runtime_url, databas
         client.close()
         server.terminate()
         server.wait(timeout=20)
-
-
-def _answers(client, server):
-    try:
-        return client.get("/api/openapi.yaml").status_code == 200
-    except httpx.TransportError:
-        assert server.poll() is None, server.stderr.read()
-        return False
 
 
 def test_route_write_needs_the_file_setting(database_url):

@@ -43,26 +43,45 @@ volumes:
 """
 
 
-@pytest.fixture(params=["podman", "docker"])
-def panel(request, runtime_url, database_url, engine_ulimits):
+def admin_key(database_url) -> str:
+    """A fresh schema and an admin key for it, made with the operator CLI."""
     slipway(database_url, "init")
     _, key = slipway(database_url, "apikey", "create", "--name", "it", "--role", "admin", "--rate-limit-rpm", "10000")
+    return key["key"]
+
+
+def serve_panel(key: str, env: dict, stderr=subprocess.PIPE):
+    """``slipway serve`` on a free port with ``env``; returns the process and an httpx
+    client holding every answer to the contract, once the server answers."""
     port = free_port()
-    env = dict(os.environ, SLIPWAY_RUNTIME_ULIMITS=engine_ulimits, SLIPWAY_DATABASE_URL=database_url, SLIPWAY_RUNTIME=request.param,
-               SLIPWAY_RUNTIME_URL=runtime_url, SLIPWAY_HEALTH_INTERVAL="1", SLIPWAY_BILLING_INTERVAL="0")
     server = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--port", str(port)], env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    client = httpx.Client(base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {key['key']}"},
+                              stdout=subprocess.DEVNULL, stderr=stderr, text=True)
+    client = httpx.Client(base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {key}"},
                           timeout=30, event_hooks={"response": [_check_contract]})
     deadline = time.monotonic() + 20
     while True:
         try:
             client.get("/api/openapi.yaml")
-            break
+            return server, client
         except httpx.TransportError:
-            assert server.poll() is None, server.stderr.read()
+            assert server.poll() is None, _output(server, stderr)
             assert time.monotonic() < deadline
             time.sleep(0.1)
+
+
+def _output(server, stderr) -> str:
+    if hasattr(stderr, "seek"):  # a log file
+        stderr.seek(0)
+        return stderr.read()
+    return server.stderr.read() if server.stderr else "the server exited"
+
+
+@pytest.fixture(params=["podman", "docker"])
+def panel(request, runtime_url, database_url, engine_ulimits):
+    key = admin_key(database_url)
+    env = dict(os.environ, SLIPWAY_RUNTIME_ULIMITS=engine_ulimits, SLIPWAY_DATABASE_URL=database_url, SLIPWAY_RUNTIME=request.param,
+               SLIPWAY_RUNTIME_URL=runtime_url, SLIPWAY_HEALTH_INTERVAL="1", SLIPWAY_BILLING_INTERVAL="0")
+    server, client = serve_panel(key, env)
     customer = client.post("/api/customers", json={"name": "Acme"}).json()
     from app.pluginmanager import make_plugin_manager, runtimes
 
