@@ -10,7 +10,7 @@
     p50/p99, next to reading the engine's follow stream directly (``follow_logs``, the
     baseline). Needs ``SLIPWAY_RUNTIME_URL``.
 
-Prints a table and one JSON line; writes both to /tmp/notes/realtime-figures.md.
+Prints a table and one JSON line.
 """
 from __future__ import annotations
 
@@ -25,7 +25,6 @@ import threading
 import time
 from datetime import datetime, timezone
 
-FIGURES = "/tmp/notes/realtime-figures.md"
 IMAGE = "localhost/busybox:latest"
 CLOCK_SCRIPT = ("while true; do adjtimex | awk '/tv_sec/{s=$2} /tv_usec/{u=$2} "
                 "END{printf \"clock %d.%06d\\n\", s, u}'; usleep 100000; done")
@@ -303,17 +302,9 @@ def print_realtime(report: dict, command: str) -> None:
         lines += ["| reader | samples | p50 ms | p99 ms | mean ms |", "|---|---:|---:|---:|---:|"]
         for name, row in report["log_delay"].items():
             lines.append(f"| {name} | {row['samples']} | {row['p50_ms']} | {row['p99_ms']} | {row['mean_ms']} |")
-    text = "\n".join(lines)
-    print(text)
+    print(f"{command}, measured {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}")
+    print("\n".join(lines))
     print(json.dumps(report))
-    try:
-        os.makedirs(os.path.dirname(FIGURES), exist_ok=True)
-        with open(FIGURES, "w", encoding="utf-8") as out:
-            out.write(f"# Real-time figures\n\nCommand: `{command}`  \nMeasured: "
-                      f"{datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}\n\n{text}\n\n"
-                      f"```json\n{json.dumps(report, indent=1)}\n```\n")
-    except OSError:
-        pass
 
 
 if __name__ == "__main__":
