@@ -111,3 +111,69 @@ class WorkerLease(Background):
             except Exception:  # it goes stale on its own
                 pass
             self._held = False
+
+
+class JobWorker(Background):
+    """A queue of jobs worked one at a time: under the process's worker lease it takes
+    back jobs stopped processes left (at start-up and every ``RECOVER_S``), claims the
+    oldest queued job and runs it on the engine threads, off the event loop. Subclasses
+    give ``recover()`` and ``claim(owner)`` (database work, blocking) and ``work(job)``
+    (blocking, in an engine thread); ``starting()`` runs once before the first claim."""
+
+    name = "jobs"
+    poll_s = 1.0
+    store = clock = engine = lease = None
+
+    def tasks(self) -> dict:
+        return {f"{self.name}-jobs": self._jobs}
+
+    def recover(self) -> list:
+        raise NotImplementedError
+
+    def claim(self, owner):
+        raise NotImplementedError
+
+    def work(self, job) -> None:
+        raise NotImplementedError
+
+    async def starting(self) -> None:
+        pass
+
+    async def _recover(self) -> None:
+        import logging
+
+        try:
+            taken = await self.store.run(self.recover)
+            if taken:
+                logging.getLogger(f"slipway.{self.name}").warning(
+                    "took back %d %s job(s) a stopped process left: %s", len(taken), self.name, ", ".join(taken))
+        except Exception:  # the next round tries again
+            logging.getLogger(f"slipway.{self.name}").exception("could not recover interrupted %s jobs", self.name)
+
+    def _work(self, job) -> None:
+        with self.lease.working() if self.lease is not None else contextlib.nullcontext():
+            self.work(job)
+
+    async def _jobs(self) -> None:
+        import logging
+
+        loop = asyncio.get_running_loop()
+        owner = await self.lease.hold() if self.lease is not None else None
+        await self._recover()
+        recovered_at = loop.time()
+        await self.starting()
+        while True:
+            try:
+                if self.lease is not None and loop.time() - recovered_at > self.lease.RECOVER_S:
+                    recovered_at = loop.time()
+                    await self._recover()  # jobs of another process that stopped meanwhile
+                job = await self.store.run(self.claim, owner)
+                if job is None:
+                    await self.idle(self.poll_s)
+                    continue
+                await self.engine.run(self._work, job)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logging.getLogger(f"slipway.{self.name}").exception("%s worker round failed", self.name)
+                await asyncio.sleep(self.poll_s)

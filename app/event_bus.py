@@ -158,15 +158,15 @@ class PostgresBus(InProcessBus):
                 pass
             self._publisher = None
 
-    def start(self) -> None:
+    async def start(self) -> None:
         if self._thread is not None and self._thread.is_alive():
             return
         self._stopping.clear()
         self._thread = threading.Thread(target=self._listen, name="slipway-event-listener", daemon=True)
         self._thread.start()
         # serve only once events are heard (a few seconds at most: a database that is down
-        # is retried in the background)
-        if not self.listening.wait(5.0):
+        # is retried in the background); waited for off the event loop
+        if not await asyncio.to_thread(self.listening.wait, 5.0):
             log.warning("event listener not connected yet; events are missed until it is")
 
     async def stop(self) -> None:
@@ -215,8 +215,6 @@ def make_bus(config) -> EventBus:
     """The bus ``SLIPWAY_EVENT_BUS`` names (``Config.event_bus``)."""
     if config.event_bus == "memory":
         return InProcessBus()
-    if config.event_bus == "postgres":
-        if not config.database_url.startswith(("postgresql://", "postgres://")):
-            raise ConfigError("SLIPWAY_EVENT_BUS=postgres needs a PostgreSQL SLIPWAY_DATABASE_URL")
+    if config.event_bus == "postgres":  # Config checked it needs PostgreSQL
         return PostgresBus(config.database_url)
     raise ConfigError(f"SLIPWAY_EVENT_BUS must be memory or postgres, got {config.event_bus!r}")

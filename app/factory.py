@@ -2,6 +2,8 @@
 ``falcon.asgi.App`` serving the partner API (``/v1``) and the panel API (``/api``)."""
 from __future__ import annotations
 
+import inspect
+
 import falcon
 import falcon.asgi
 
@@ -62,7 +64,9 @@ class Lifespan:
 
     async def process_startup(self, scope, event):
         for job in self.jobs:
-            job.start()
+            started = job.start()
+            if inspect.isawaitable(started):  # e.g. the PostgreSQL bus waits for its listener
+                await started
 
     async def process_shutdown(self, scope, event):
         for job in self.jobs:

@@ -58,6 +58,9 @@ def _asset(name: str) -> bytes:
 
 
 def docs_handlers() -> dict:
+    for name in ASSETS:  # read once, at start-up, not on the event loop of the first request
+        _asset(name)
+
     async def get_docs(call):
         return Reply(200, PAGE, content_type="text/html; charset=utf-8",
                      headers={"Cache-Control": "no-store"})

@@ -245,10 +245,6 @@ class ServiceFollower:
         for stream in streams:
             stream.close()
 
-    def threads(self) -> list:
-        with self._lock:
-            return [t for t in self._threads.values() if t.is_alive()]
-
 
 class Hub:
     """This process's channel connections, the bus subscription and the log pumps."""
@@ -387,9 +383,10 @@ def _visible_services(uow, principal, ids: list) -> list:
     found = []
     with uow:
         for service_id in ids:
-            service = uow.services.get(service_id)
-            if service is not None and (principal.customer_id is None or service.customer_id == principal.customer_id):
-                found.append(service)
+            try:
+                found.append(core_services.visible(principal, uow.services.get(service_id), service_id))
+            except NotFound:
+                pass  # ids the key may not see are dropped
     return found
 
 

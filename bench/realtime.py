@@ -25,6 +25,8 @@ import threading
 import time
 from datetime import datetime, timezone
 
+from bench.servers import cli, free_port
+
 IMAGE = "localhost/busybox:latest"
 CLOCK_SCRIPT = ("while true; do adjtimex | awk '/tv_sec/{s=$2} /tv_usec/{u=$2} "
                 "END{printf \"clock %d.%06d\\n\", s, u}'; usleep 100000; done")
@@ -55,25 +57,9 @@ def serve(port: int) -> None:
 
 # --- helpers -------------------------------------------------------------------------------------
 
-def _cli(env, *args) -> dict:
-    out = subprocess.run([sys.executable, "-m", "app.cli", *args], env=env, capture_output=True, text=True,
-                         timeout=120)
-    if out.returncode:
-        raise SystemExit(f"slipway {' '.join(args)} failed: {out.stdout} {out.stderr}")
-    return json.loads(out.stdout)
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Server:
     def __init__(self, env):
-        self.port = _free_port()
+        self.port = free_port()
         self.proc = subprocess.Popen([sys.executable, "-m", "bench.realtime", "--serve", str(self.port)], env=env,
                                      stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                      text=True)
@@ -265,8 +251,8 @@ def run_realtime(args) -> dict:
     database = url if url.startswith(("postgresql://", "postgres://")) else f"sqlite:///{tmp.name}/bench.db"
     env = dict(os.environ, SLIPWAY_DATABASE_URL=database, SLIPWAY_BILLING_INTERVAL="0",
                SLIPWAY_WS_QUEUE=str(args.publish + 100), SLIPWAY_HEALTH_INTERVAL="60")
-    _cli(env, "init")
-    key = _cli(env, "apikey", "create", "--name", "bench", "--role", "admin", "--rate-limit-rpm", "100000")["key"]
+    cli(env, "init")
+    key = cli(env, "apikey", "create", "--name", "bench", "--role", "admin", "--rate-limit-rpm", "100000")["key"]
     report = {"scenario": "realtime", "database": database.split(":")[0], "events": args.publish,
               "ws_queue": args.publish + 100}
     server = Server(dict(env, SLIPWAY_DEPLOY_WORKER="1" if env.get("SLIPWAY_RUNTIME_URL") else "0"))

@@ -32,7 +32,6 @@ from core.errors import Conflict, NotFound
 from core.events import Event
 from core.services import new_id, visible
 
-STATUSES = ("pending", "running", "completed", "failed")
 BUSY = ("pending", "running")
 INTERRUPTED = "interrupted by a restart of Slipway"
 
@@ -56,10 +55,6 @@ class Backup:
     restore_completed_at: datetime | None = None
     restore_error: str | None = None
     restore_containers: tuple | None = None  # recorded once per restore, before it stops anything
-
-    @property
-    def busy(self) -> bool:
-        return self.status in BUSY or self.restore_status in BUSY
 
 
 def progress_event(service, backup: Backup, operation: str = "backup") -> Event:

@@ -205,7 +205,7 @@ def _wait(runtime, service_id: str, expected: int, seconds: float):
 
 def _published(plan, states) -> str:
     """``http://127.0.0.1:<host port>`` of the first published port, or ""."""
-    by_component = {s.labels.get("slipway.component"): s for s in states}
+    by_component = {s.labels.get(COMPONENT_LABEL): s for s in states}
     for component in plan.components:
         state = by_component.get(component.name)
         for port in component.ports:

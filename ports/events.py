@@ -32,8 +32,9 @@ class EventBus(ABC):
     @abstractmethod
     def unsubscribe(self, handle) -> None: ...
 
-    def start(self) -> None:
-        """Begin delivering (e.g. start listening); called at server start-up."""
+    def start(self):
+        """Begin delivering (e.g. start listening); called at server start-up. May be a
+        coroutine function, which the server then awaits."""
 
     async def stop(self) -> None:
         """Stop delivering and release connections; called at shutdown."""

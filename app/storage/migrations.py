@@ -103,15 +103,7 @@ def _v7_panel_sessions(db, m):
 def _v9_service_sources(db, m):
     """Columns of git and AI deploys on ``service``. A database created by this code's
     migration 5 already has them (it creates the table from the current model)."""
-    from playhouse.migrate import SchemaMigrator, migrate as apply
-
-    have = {column.name for column in db.get_columns("service")}
-    migrator = SchemaMigrator.from_database(db)
-    fields = [getattr(m.Service, name) for name in ("git_url", "git_branch", "ai_url", "commit")]
-    changes = [migrator.add_column("service", field.column_name, field)
-               for field in fields if field.column_name not in have]
-    if changes:
-        apply(*changes)
+    _add_columns(db, "service", [m.Service.git_url, m.Service.git_branch, m.Service.ai_url, m.Service.commit])
 
 
 def _add_columns(db, table: str, fields) -> None:

@@ -20,10 +20,6 @@ class PeeweeRoutes:
         R.insert(hostname=route.hostname, service_id=route.service_id, target=route.target,
                  created_at=route.created_at, updated_at=route.updated_at).execute()
 
-    def for_service(self, service_id: str) -> Route | None:
-        row = self.m.ServiceRoute.get_or_none(self.m.ServiceRoute.service_id == service_id)
-        return self._entity(row) if row else None
-
     def delete_for(self, service_id: str) -> int:
         return self.m.ServiceRoute.delete().where(self.m.ServiceRoute.service_id == service_id).execute()
 

@@ -181,7 +181,7 @@ def test_a_work_directory_that_cannot_be_made_fails_the_job(setup, store, clock,
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
     worker = DeployWorker(store, clock, runtime=None, engine=None, work_dir=str(blocker / "work"))
-    worker._run_job(job)
+    worker.work(job)
     assert client.get(f"/api/services/{created['id']}", token=admin, expect=200).json["status"] == "failed"
     events = client.get(f"/api/services/{created['id']}/events", token=admin, expect=200).json["data"]
     assert any(e["status"] == "failed" and "SLIPWAY_WORK_DIR" in e["message"] for e in events)
