@@ -60,13 +60,6 @@ def session_cookie(req) -> str | None:
     return values[0] if values else None
 
 
-def bucket_of(principal) -> str:
-    """The rate bucket of a caller: its key id, or ``session:<session id>``."""
-    if isinstance(principal, panel_sessions.SessionPrincipal):
-        return principal.bucket_id
-    return principal.key.id
-
-
 class PanelGate:
     def __init__(self, store, config):
         self.store = store
@@ -150,8 +143,7 @@ class PanelGate:
         except ApiError:
             self._headers(req, [self.by_address.take(self._source(req), now)])
             raise
-        bucket = bucket_of(principal)
-        rpm = principal.key.rate_limit_rpm if principal.key is not None else AUTHENTICATED_RPM
+        bucket, rpm = principal.bucket_id, principal.rate_limit_rpm  # a key's id and rpm, or the session's
         decisions = [self.by_key.take(bucket, now, rate=rpm / 60, burst=rpm)]
         if op.rate_tier == "deploy":
             decisions.append(self.deploys.take(bucket, now))

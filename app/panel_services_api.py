@@ -7,7 +7,7 @@ from app.resources import Resources
 from ports.runtime import EngineError
 from app.timefmt import rfc3339
 from core import services
-from plugins.deploy_git.source import built_images, redact_url
+from plugins.deploy_git.source import redact_url
 
 
 def service_item(s, resources: dict) -> dict:
@@ -89,7 +89,8 @@ def services_handlers(store, clock, runtime, methods: dict, catalog: dict, engin
     async def delete_service(call):
         def delete():
             service = services.delete_service(store.uow(), runtime, call.caller, call.params["id"])
-            for image in built_images(service.id, service.compose):  # git and ai builds
+            method = methods.get(service.deploy_method)
+            for image in method.built_images(service) if method is not None else ():  # git and ai builds
                 try:
                     runtime.remove_image(image)
                 except Exception:  # best effort: the service is gone either way

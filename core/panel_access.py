@@ -56,6 +56,15 @@ class Principal:
         """Set for role ``customer``: it sees only this customer's services."""
         return self.key.customer_id if self.key.role == "customer" else None
 
+    @property
+    def bucket_id(self) -> str:
+        """Whose rate-limit bucket its requests draw on."""
+        return self.key.id
+
+    @property
+    def rate_limit_rpm(self) -> int:
+        return self.key.rate_limit_rpm
+
     def require(self, permission: str) -> None:
         if permission not in self.permissions:
             raise Forbidden(f"this API key lacks the {permission} permission")

@@ -25,6 +25,7 @@ EXPIRED_KEPT = timedelta(days=1)  # ended sessions are purged this long after th
 SESSION_UNAUTHORIZED = "missing, unknown, expired or revoked session"
 _EMAIL = re.compile(r"[^@\s]+@[^@\s]+")
 _NEXT_MAX = 2000
+SESSION_RPM = 120  # DECISIONS.md: authenticated requests, 120/min per key or session
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,10 @@ class SessionPrincipal(Principal):
     @property
     def bucket_id(self) -> str:
         return "session:" + self.session.id
+
+    @property
+    def rate_limit_rpm(self) -> int:
+        return SESSION_RPM
 
     def require(self, permission: str) -> None:
         if permission not in self.permissions:

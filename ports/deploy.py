@@ -81,6 +81,11 @@ class DeployMethod(ABC):
         timeline (with no credentials in it)."""
         return None
 
+    def built_images(self, service) -> tuple:
+        """The images this method built for ``service`` (they go when it is deleted).
+        Default: none (the method runs images it did not build)."""
+        return ()
+
     def plan(self, request: dict, catalog: dict) -> DeployPlan:
         """Turn a validated create request into a plan, or raise ``core.errors.Invalid``
         naming the field. ``catalog`` is the template catalog by id."""

@@ -50,6 +50,9 @@ class AiDeploy(DeployMethod):
         source.check_url(request["ai_url"], "ai_url", self.allowed)
         return DeployPlan(compose="", components=(), source={"ai_url": request["ai_url"]})
 
+    def built_images(self, service) -> tuple:
+        return tuple(source.built_images(service.id, service.compose))
+
     def prepare(self, service, runtime, workdir: str, progress) -> Prepared:
         if self.analyzer is None:
             raise RuntimeError("no analyzer configured (SLIPWAY_AI_ANALYZER)")

@@ -79,6 +79,9 @@ class GitDeploy(DeployMethod):
         return DeployPlan(compose="", components=(), source={"git_url": request["git_url"],
                                                               "git_branch": request.get("git_branch")})
 
+    def built_images(self, service) -> tuple:
+        return tuple(source.built_images(service.id, service.compose))
+
     def prepare(self, service, runtime, workdir: str, progress) -> Prepared:
         tree = os.path.join(workdir, "src")
         shown = source.redact_url(service.git_url)
