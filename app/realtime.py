@@ -181,27 +181,33 @@ class ServiceFollower:
         started = datetime.now(timezone.utc)
         while not self._stopped:
             try:
-                states = await self.engine.run(self.runtime.containers, self.service_id)
+                running = await self.engine.run(self._running)
             except Exception:  # noqa: BLE001 (the engine hiccupped: look again later)
                 log.warning("listing containers of %s failed", self.service_id, exc_info=True)
-                states = []
-            for state in states:
-                if not state.running:
-                    continue
+                running = []
+            for container_id in running:
                 with self._lock:
-                    alive = self._threads.get(state.id)
+                    alive = self._threads.get(container_id)
                     if alive is not None and alive.is_alive():
                         continue
                     since = self.since if first else started
-                    if state.id in self._last:
-                        since = self._last[state.id][0]
-                    thread = threading.Thread(target=self._read, args=(state.id, since),
+                    if container_id in self._last:
+                        since = self._last[container_id][0]
+                    thread = threading.Thread(target=self._read, args=(container_id, since),
                                               name=f"slipway-logs-{self.service_id}", daemon=True)
-                    self._threads[state.id] = thread
-                    self._streams[state.id] = None
+                    self._threads[container_id] = thread
+                    self._streams[container_id] = None
                 thread.start()
             first = False
             await asyncio.sleep(RESCAN_S)
+
+    def _running(self) -> list:
+        """Ids of the service's running containers: one list call without inspecting each
+        (``running_by_service``), or, for a runtime that cannot, its containers' states."""
+        by_service = self.runtime.running_by_service()
+        if by_service is not None:
+            return by_service.get(self.service_id, [])
+        return [state.id for state in self.runtime.containers(self.service_id) if state.running]
 
     def _read(self, container_id: str, since) -> None:
         try:
