@@ -101,19 +101,27 @@ def create_service(uow, clock, principal, request: dict, methods: dict, catalog:
                       template_id=plan.template_id, compose=plan.compose, variables=plan.variables,
                       git_url=plan.source.get("git_url"), git_branch=plan.source.get("git_branch"),
                       ai_url=plan.source.get("ai_url"))
-    job = DeployJob(id=new_id("job"), service_id=service.id, kind="deploy", state="queued", created_at=now,
-                    updated_at=now)
     with uow:
         if uow.panel_customers.get(service.customer_id) is None:
             raise Invalid("invalid service", fields={"customer_id": "no such customer"})
         if uow.services.by_name(name) is not None:
             raise Conflict(f"a service named {name!r} already exists")
         uow.services.add(service)
-        uow.emit(service_status(service))
-        uow.deploy_jobs.add(job)
-        record(uow, clock, service.id, "deploy", "started", f"deploy job {job.id} queued")
+        job = _queue(uow, clock, service, "deploy")
         uow.commit()
     return service, job
+
+
+def _queue(uow, clock, service: Service, kind: str) -> DeployJob:
+    """In the caller's transaction: a queued ``kind`` job for ``service`` (now
+    ``deploying``), announced and in its timeline."""
+    now = clock.now()
+    job = DeployJob(id=new_id("job"), service_id=service.id, kind=kind, state="queued", created_at=now,
+                    updated_at=now)
+    uow.emit(service_status(service))
+    uow.deploy_jobs.add(job)
+    record(uow, clock, service.id, kind, "started", f"{kind} job {job.id} queued")
+    return job
 
 
 def get_service(uow, principal, service_id: str) -> Service:
@@ -138,14 +146,9 @@ def redeploy(uow, clock, principal, service_id: str) -> tuple[Service, DeployJob
         service = visible(principal, uow.services.get(service_id, for_update=True), service_id)
         if service.status == "deploying":
             raise Conflict("the service is deploying")
-        now = clock.now()
-        job = DeployJob(id=new_id("job"), service_id=service.id, kind="redeploy", state="queued", created_at=now,
-                        updated_at=now)
-        service = replace(service, status="deploying", updated_at=now)
+        service = replace(service, status="deploying", updated_at=clock.now())
         uow.services.update(service)
-        uow.emit(service_status(service))
-        uow.deploy_jobs.add(job)
-        record(uow, clock, service.id, "redeploy", "started", f"redeploy job {job.id} queued")
+        job = _queue(uow, clock, service, "redeploy")
         uow.commit()
     return service, job
 

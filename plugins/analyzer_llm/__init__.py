@@ -19,6 +19,7 @@ import httpx
 
 from plugins.analyzer_heuristic import DEFAULT_IMAGES, PORT, base_image
 from plugins.deploy_git.source import read_text
+from ports.settings import seconds
 from ports import hookimpl
 from ports.analyzer import Analysis, AnalysisError, Analyzer
 
@@ -110,14 +111,7 @@ class LlmAnalyzer(Analyzer):
 
 
 def _timeout(settings) -> float:
-    raw = settings.get("SLIPWAY_AI_TIMEOUT") or "60"
-    try:
-        value = float(raw)
-    except ValueError:
-        value = 0.0
-    if not value > 0:
-        raise ValueError(f"SLIPWAY_AI_TIMEOUT must be a number of seconds greater than 0, got {raw!r}")
-    return value
+    return seconds(settings, "SLIPWAY_AI_TIMEOUT", 60.0)
 
 
 @hookimpl

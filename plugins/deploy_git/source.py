@@ -21,6 +21,7 @@ import yaml
 
 from core.errors import Invalid
 from plugins.deploy_compose import interpolate, parse_compose
+from ports.settings import seconds
 from ports.runtime import EngineError
 
 DEFAULT_SCHEMES = ("https", "ssh")
@@ -57,16 +58,7 @@ def allowed_schemes(settings: Mapping[str, str]) -> tuple:
 
 
 def git_timeout(settings: Mapping[str, str]) -> float:
-    raw = settings.get("SLIPWAY_GIT_TIMEOUT")
-    if raw is None or raw == "":
-        return DEFAULT_TIMEOUT
-    try:
-        value = float(raw)
-    except ValueError:
-        value = 0.0
-    if not value > 0:
-        raise ValueError(f"SLIPWAY_GIT_TIMEOUT must be a number of seconds greater than 0, got {raw!r}")
-    return value
+    return seconds(settings, "SLIPWAY_GIT_TIMEOUT", DEFAULT_TIMEOUT)
 
 
 # --- URLs -------------------------------------------------------------------------------

@@ -11,9 +11,9 @@ The service keeps no tables of its own, so ``migrate`` is the default no-op.
 """
 from __future__ import annotations
 
-import math
 
 from plugins.license_keygen.service import KeygenLicenseService
+from ports.settings import seconds
 from ports import hookimpl
 from ports.licensing import LicenseServiceFactory
 
@@ -41,16 +41,7 @@ def _required(settings, variable: str) -> str:
 
 
 def _timeout(settings) -> float:
-    raw = (settings.get("SLIPWAY_KEYGEN_TIMEOUT") or "").strip()
-    if not raw:
-        return DEFAULT_TIMEOUT
-    try:
-        seconds = float(raw)
-    except ValueError:
-        seconds = 0.0
-    if not (seconds > 0 and math.isfinite(seconds)):
-        raise ValueError(f"SLIPWAY_KEYGEN_TIMEOUT must be a positive number of seconds, not {raw!r}")
-    return seconds
+    return seconds(settings, "SLIPWAY_KEYGEN_TIMEOUT", DEFAULT_TIMEOUT)
 
 
 @hookimpl
