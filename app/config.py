@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from ports.clock import Clock, SystemClock
+from ports.settings import number
 
 
 class ConfigError(ValueError):
@@ -15,16 +16,10 @@ class ConfigError(ValueError):
 
 
 def _positive_number(environ, name: str, default: float) -> float:
-    raw = environ.get(name)
-    if raw is None or raw == "":
-        return default
     try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigError(f"{name} must be a number greater than 0, got {raw!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise ConfigError(f"{name} must be a number greater than 0, got {raw!r}")
-    return value
+        return number(environ, name, default, ok=lambda value: value > 0, must="a number greater than 0")
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _interval(environ, name: str, default: float) -> float:
@@ -36,13 +31,46 @@ def _interval(environ, name: str, default: float) -> float:
     return _positive_number(environ, name, default)
 
 
-def _positive_int(environ, name: str, default: int) -> int:
+def _whole_number(environ, name: str, default: int, *, ok, must: str) -> int:
     raw = environ.get(name)
     if raw is None or raw == "":
         return default
-    if not raw.strip().isdigit() or int(raw) < 1:
-        raise ConfigError(f"{name} must be a whole number greater than 0, got {raw!r}")
+    if not raw.strip().isdigit() or not ok(int(raw)):
+        raise ConfigError(f"{name} must be {must}, got {raw!r}")
     return int(raw)
+
+
+def _positive_int(environ, name: str, default: int) -> int:
+    return _whole_number(environ, name, default, ok=lambda value: value >= 1, must="a whole number greater than 0")
+
+
+def _whole(environ, name: str, default: int, maximum: int) -> int:
+    """A whole number from 0 to ``maximum``."""
+    return _whole_number(environ, name, default, ok=lambda value: value <= maximum,
+                         must=f"a whole number from 0 to {maximum}")
+
+
+def _cpus(environ, name: str, default: float, minimum: float) -> float:
+    """A number of CPUs (at most three decimals) from ``minimum`` to 65536."""
+    raw = environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or not minimum <= value <= 65536 or abs(value * 1000 - round(value * 1000)) > 1e-6:
+        raise ConfigError(f"{name} must be a number of CPUs from {minimum:g} to 65536 with at most three decimals, "
+                          f"got {raw!r}")
+    return value
+
+
+def container_defaults(environ) -> tuple[int, float]:
+    """(MB, CPUs) the runtime gives a container whose compose sets no ``mem_limit`` /
+    ``cpus``: ``SLIPWAY_DEFAULT_MEMORY_MB`` and ``SLIPWAY_DEFAULT_CPUS``. Customer limits
+    count them the same way."""
+    memory = _positive_int(environ, "SLIPWAY_DEFAULT_MEMORY_MB", 512)
+    return memory, _cpus(environ, "SLIPWAY_DEFAULT_CPUS", 1.0, 0.001)
 
 
 def parse_networks(raw: str, name: str = "SLIPWAY_TRUSTED_PROXIES") -> tuple:
@@ -67,6 +95,11 @@ def _check_login(config) -> None:
     """Browser login is on with SLIPWAY_OIDC_ISSUER; it then needs a client id and the public URL."""
     if config.public_url:
         _http_url("SLIPWAY_PUBLIC_URL", config.public_url)
+    # key sessions (POST /api/auth/key) use the session lifetime, OIDC or not
+    if isinstance(config.session_ttl, bool) or not isinstance(config.session_ttl, int) or config.session_ttl < 1:
+        raise ConfigError(f"SLIPWAY_SESSION_TTL must be a whole number greater than 0, got {config.session_ttl!r}")
+    if config.web_dir is not None and not os.path.isfile(os.path.join(config.web_dir, "index.html")):
+        raise ConfigError(f"SLIPWAY_WEB_DIR must be a directory holding index.html, got {config.web_dir!r}")
     if not config.oidc_issuer:
         return
     _http_url("SLIPWAY_OIDC_ISSUER", config.oidc_issuer)
@@ -75,8 +108,6 @@ def _check_login(config) -> None:
     if not config.public_url:
         raise ConfigError("SLIPWAY_PUBLIC_URL is required when SLIPWAY_OIDC_ISSUER is set (the redirect URI is "
                           "{SLIPWAY_PUBLIC_URL}/api/auth/callback)")
-    if isinstance(config.session_ttl, bool) or not isinstance(config.session_ttl, int) or config.session_ttl < 1:
-        raise ConfigError(f"SLIPWAY_SESSION_TTL must be a whole number greater than 0, got {config.session_ttl!r}")
 
 
 def _check_event_bus(config) -> None:
@@ -103,15 +134,25 @@ class Config:
     #: run deploy jobs and health checks in this process
     deploy_worker: bool = True
     health_interval: float = 15.0
+    #: deploy jobs this process runs at once, and of those at most this many of one customer
+    deploy_concurrency: int = 4
+    deploys_per_customer: int = 2
+    #: seconds a deploy's containers must keep running before it is a success
+    deploy_settle: float = 3.0
     base_domain: str | None = None
     #: seconds an HTTP request waits for the container engine before answering 503
     engine_timeout: float = 30.0
+    #: threads for the container-engine calls of HTTP requests; one customer (or operator
+    #: key) holds at most a quarter of them at once (app.engine_calls)
+    engine_threads: int = 32
     #: where backup archives are written (SLIPWAY_BACKUP_DIR), one directory per service
     backup_dir: str = "./backups"
     #: real-time events: "memory" (this process) or "postgres" (LISTEN/NOTIFY, PostgreSQL only)
     event_bus: str = "memory"
     #: messages a WebSocket client may have waiting before it is disconnected as too slow
     ws_queue: int = 1000
+    #: open WebSockets one key or session may hold in this process (SLIPWAY_WS_PER_KEY)
+    ws_per_key: int = 20
     #: where deploy jobs clone and build sources (a directory per job, removed after it)
     work_dir: str = "./work"
     #: a Traefik dynamic-configuration file kept equal to the route records (None: no file)
@@ -124,6 +165,26 @@ class Config:
     oidc_client_secret: str | None = None
     public_url: str | None = None
     session_ttl: int = 28800
+    #: the web frontend's directory (index.html and assets/); None: the one in the package
+    web_dir: str | None = None
+    #: customer limits: the operator's defaults for a customer without its own
+    #: (SLIPWAY_CUSTOMER_MAX_SERVICES, _MAX_MEMORY_MB, _MAX_CPUS), and what a container
+    #: whose compose sets no mem_limit / cpus counts (SLIPWAY_DEFAULT_MEMORY_MB, _CPUS)
+    customer_max_services: int = 20
+    customer_max_memory_mb: int = 4096
+    customer_max_cpus: float = 4.0
+    default_memory_mb: int = 512
+    default_cpus: float = 1.0
+    #: panel rate tiers, requests per minute: unauthenticated (per address), authenticated
+    #: (per session; a key has its own rateLimitRpm), deploy operations (per key or session)
+    rate_anon_rpm: int = 60
+    rate_auth_rpm: int = 120
+    rate_deploy_rpm: int = 10
+    #: operations: log format (json or text), the bearer token of /metrics (None: no
+    #: /metrics), seconds each /readyz check may take
+    log_format: str = "json"
+    metrics_token: str | None = None
+    ready_timeout: float = 2.0
     #: plugin settings (the environment): each plugin reads its own SLIPWAY_* variables
     settings: dict = field(default_factory=dict)
     clock: Clock = field(default_factory=SystemClock)
@@ -138,6 +199,8 @@ class Config:
                 raise ConfigError(f"{name} must be a number greater than 0, got {value!r}")
         _check_event_bus(self)
         _check_login(self)
+        if self.log_format not in ("json", "text"):
+            raise ConfigError(f"SLIPWAY_LOG_FORMAT must be json or text, got {self.log_format!r}")
 
     @classmethod
     def from_env(cls, environ=None, **overrides) -> "Config":
@@ -155,11 +218,16 @@ class Config:
             billing_interval=_interval(env, "SLIPWAY_BILLING_INTERVAL", 86400.0),
             deploy_worker=env.get("SLIPWAY_DEPLOY_WORKER", "1") != "0",
             health_interval=_positive_number(env, "SLIPWAY_HEALTH_INTERVAL", 15.0),
+            deploy_concurrency=_positive_int(env, "SLIPWAY_DEPLOY_CONCURRENCY", 4),
+            deploys_per_customer=_positive_int(env, "SLIPWAY_DEPLOYS_PER_CUSTOMER", 2),
+            deploy_settle=_interval(env, "SLIPWAY_DEPLOY_SETTLE", 3.0),
             base_domain=env.get("SLIPWAY_BASE_DOMAIN") or None,
             engine_timeout=_positive_number(env, "SLIPWAY_ENGINE_TIMEOUT", 30.0),
+            engine_threads=_positive_int(env, "SLIPWAY_ENGINE_THREADS", 32),
             backup_dir=env.get("SLIPWAY_BACKUP_DIR") or "./backups",
             event_bus=(env.get("SLIPWAY_EVENT_BUS") or "memory").strip().lower(),
             ws_queue=_positive_int(env, "SLIPWAY_WS_QUEUE", 1000),
+            ws_per_key=_positive_int(env, "SLIPWAY_WS_PER_KEY", 20),
             work_dir=env.get("SLIPWAY_WORK_DIR") or "./work",
             routes_file=env.get("SLIPWAY_ROUTES_FILE") or None,
             routes_interval=_positive_number(env, "SLIPWAY_ROUTES_INTERVAL", 2.0),
@@ -168,7 +236,18 @@ class Config:
             oidc_client_secret=env.get("SLIPWAY_OIDC_CLIENT_SECRET") or None,
             public_url=(env.get("SLIPWAY_PUBLIC_URL") or "").rstrip("/") or None,
             session_ttl=_positive_int(env, "SLIPWAY_SESSION_TTL", 28800),
+            web_dir=env.get("SLIPWAY_WEB_DIR") or None,
+            customer_max_services=_whole(env, "SLIPWAY_CUSTOMER_MAX_SERVICES", 20, 100_000),
+            customer_max_memory_mb=_whole(env, "SLIPWAY_CUSTOMER_MAX_MEMORY_MB", 4096, 64 * 1024 * 1024),
+            customer_max_cpus=_cpus(env, "SLIPWAY_CUSTOMER_MAX_CPUS", 4.0, 0),
+            rate_anon_rpm=_positive_int(env, "SLIPWAY_RATE_ANON_RPM", 60),
+            rate_auth_rpm=_positive_int(env, "SLIPWAY_RATE_AUTH_RPM", 120),
+            rate_deploy_rpm=_positive_int(env, "SLIPWAY_RATE_DEPLOY_RPM", 10),
+            log_format=(env.get("SLIPWAY_LOG_FORMAT") or "json").strip().lower(),
+            metrics_token=env.get("SLIPWAY_METRICS_TOKEN") or None,
+            ready_timeout=_positive_number(env, "SLIPWAY_READY_TIMEOUT", 2.0),
             settings=dict(env),
         )
+        values["default_memory_mb"], values["default_cpus"] = container_defaults(env)
         values.update(overrides)
         return cls(**values)

@@ -8,32 +8,36 @@ import falcon
 import falcon.asgi
 
 from app.config import Config, ConfigError
-from app.contract import Contract
-from app.errors import DENY_KEY, HandshakeDenial, handle_any_error
-from app.event_bus import make_bus
-from app.realtime import DeployProgress, Hub, realtime_handlers
-from app.http import add_contract_routes
-from app.jobs import BillingRecompute
-from app.route_file import RouteFile
-from app.partner_api import identity_handlers
-from app.partner_gate import PartnerGate
-from app.partner_billing_api import billing_handlers
-from app.partner_licensing_api import licensing_handlers
-from app.panel_api import panel_handlers
-from app.backup_archives import BackupArchives
-from app.backup_worker import BackupWorker
-from app.deployer import DeployWorker
-from app.panel_backups_api import backups_handlers
-from app.background import WorkerLease
+from app.http.openapi import Contract
+from app.http.errors import DENY_KEY, HandshakeDenial, handle_any_error
+from app.panel.event_bus import make_bus
+from app.panel.realtime import DeployProgress, Hub, realtime_handlers
+from app.http.pipeline import add_contract_routes
+from app.workers.billing import BillingRecompute
+from app.workers.route_file import RouteFile
+from app.partner.identity import identity_handlers
+from app.partner.gate import PartnerGate
+from app.partner.billing import billing_handlers
+from app.partner.licensing import licensing_handlers
+from app.panel.accounts import panel_handlers
+from app.storage.backup_archives import BackupArchives
+from app.workers.backups import BackupWorker
+from app.workers.deploys import DeployWorker
+from app.panel.backups import backups_handlers
+from app.workers.loop import WorkerLease
+from app.http.observability import Observer, worker_exiting
+from app.http.probes import add_probe_routes
 from app.engine_calls import EngineCalls
-from app.panel_docs import docs_handlers
-from app.panel_auth_api import auth_handlers
-from app.panel_gate import PanelGate
-from app.panel_services_api import services_handlers
+from app.panel.docs import docs_handlers
+from app.panel.frontend import Frontend
+from app.panel.auth import auth_handlers
+from app.panel.gate import PanelGate
+from app.panel.services import services_handlers
 from app.pluginmanager import analyzers, billing_models, deploy_methods, license_services, make_plugin_manager, runtimes, templates
 from app.storage.store import Store
-from core import backups
-from plugins.deploy_compose import parse_compose
+from core.panel import backups
+from core.panel.customers import Quota
+from core.panel.compose import compose_parser
 
 
 class SlipwayApp(falcon.asgi.App):
@@ -41,9 +45,16 @@ class SlipwayApp(falcon.asgi.App):
     CLI, background jobs and tests."""
 
     slipway: dict
+    #: request ids, access lines and request metrics (app.http.observability); set by create_app
+    observer = None
 
     async def __call__(self, scope, receive, send):
-        # A refused WebSocket upgrade is an HTTP answer to the handshake (DECISIONS.md):
+        if self.observer is not None:
+            return await self.observer(scope, receive, send, self._serve)
+        return await self._serve(scope, receive, send)
+
+    async def _serve(self, scope, receive, send):
+        # A refused WebSocket upgrade is an HTTP answer to the handshake (docs/decisions.md):
         # where the server offers the ASGI denial-response extension, handlers get it.
         if scope.get("type") == "websocket" and "websocket.http.response" in (scope.get("extensions") or {}):
             denial = HandshakeDenial(send)
@@ -61,6 +72,7 @@ class Lifespan:
         self.jobs = list(jobs)
         self.owns_store = owns_store
         self.engines = engines
+        self.checks = []  # the /readyz checks' threads
 
     async def process_startup(self, scope, event):
         for job in self.jobs:
@@ -71,6 +83,9 @@ class Lifespan:
     async def process_shutdown(self, scope, event):
         for job in self.jobs:
             await job.stop()
+        for check in self.checks:
+            check.close()
+        worker_exiting()  # with several workers, this one's live gauges leave the sum
         if self.owns_store:  # a store handed in by the caller is the caller's to close
             self.store.close()
             for engine in self.engines:
@@ -105,16 +120,26 @@ def create_app(config: Config | None = None, *, store: Store | None = None) -> S
     if config.runtime not in engines:
         raise ConfigError(f"SLIPWAY_RUNTIME: no loaded plugin provides {config.runtime!r} "
                           f"(loaded: {', '.join(sorted(engines)) or 'none'})")
-    runtime = engines[config.runtime].create(config.runtime_url)
-    engine = EngineCalls()  # background jobs: deploys, backups, log pumps
-    requests_engine = EngineCalls(deadline=config.engine_timeout, name="slipway-engine-req")
+    try:  # the runtime reads its SLIPWAY_* settings (publish address, host ports, limits)
+        runtime = engines[config.runtime].create(config.runtime_url, settings=config.settings or None)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
+    engine = EngineCalls()  # background work: backups, log pumps, health checks
+    # deploy jobs get threads of their own, one per job that may run at once, so log pumps
+    # and backups never hold a deploy up, nor a deploy them
+    deploy_engine = EngineCalls(threads=config.deploy_concurrency, name="slipway-deploy")
+    # one customer's slow engine calls hold at most a quarter of these threads (run_for)
+    requests_engine = EngineCalls(threads=config.engine_threads, deadline=config.engine_timeout,
+                                  name="slipway-engine-req")
     bus = make_bus(config)  # SLIPWAY_EVENT_BUS; use cases publish through their units of work
     store.bus = bus
-    hub = Hub(store, bus, runtime, engine, limit=config.ws_queue)
+    hub = Hub(store, bus, runtime, engine, limit=config.ws_queue, clock=config.clock, per_key=config.ws_per_key)
     lease = WorkerLease(store, config.clock)  # whose running jobs are whose, across processes
-    deployer = DeployWorker(store, config.clock, runtime, engine, base_domain=config.base_domain,
+    deployer = DeployWorker(store, config.clock, runtime, deploy_engine, base_domain=config.base_domain,
                             health_interval=config.health_interval, methods=methods, work_dir=config.work_dir,
-                            progress=DeployProgress(store, bus), lease=lease)
+                            progress=DeployProgress(store, bus), lease=lease, health_engine=engine,
+                            concurrency=config.deploy_concurrency, per_customer=config.deploys_per_customer,
+                            settle_seconds=config.deploy_settle)
     recompute = BillingRecompute(store, config.clock, models, config.billing_interval)
     jobs = ([recompute] if config.billing_interval else []) + ([deployer] if config.deploy_worker else [])
     archives = BackupArchives(config.backup_dir)
@@ -125,8 +150,8 @@ def create_app(config: Config | None = None, *, store: Store | None = None) -> S
         jobs.append(route_file)
     jobs += [lease] if config.deploy_worker else []  # dropped after the workers stopped
     jobs += [hub, bus]  # stopped last: the jobs before them still publish while stopping
-    app = SlipwayApp(middleware=[Lifespan(store, jobs=jobs, owns_store=owns_store,
-                                          engines=(engine, requests_engine))])
+    lifespan = Lifespan(store, jobs=jobs, owns_store=owns_store, engines=(engine, requests_engine, deploy_engine))
+    app = SlipwayApp(middleware=[lifespan])
     app.req_options.auto_parse_qs_csv = False
     app.add_error_handler(Exception, handle_any_error)
     app.add_error_handler(falcon.HTTPError, handle_any_error)
@@ -141,15 +166,29 @@ def create_app(config: Config | None = None, *, store: Store | None = None) -> S
     catalog = templates(pm)
     panel_ops = panel_handlers(store, config.clock, panel, catalog)
     panel_ops.update(docs_handlers())
+    quota = Quota(services=config.customer_max_services, memory_mb=config.customer_max_memory_mb,
+                  cpus=config.customer_max_cpus, container_memory_mb=config.default_memory_mb,
+                  container_cpus=config.default_cpus, read_compose=compose_parser(methods))
     panel_ops.update(services_handlers(store, config.clock, runtime, methods, catalog, requests_engine,
-                                       wake=deployer.wake,
-                                       deleted=lambda service_id: backups.forget_service(archives, service_id)))
-    panel_ops.update(backups_handlers(store, config.clock, archives, parse_compose, wake=backup_worker.wake))
+                                       wake=deployer.wake, quota=quota,
+                                       deleted=lambda service_id: backups.forget_service(archives, service_id),
+                                       base_domain=config.base_domain, parse=compose_parser(methods)))
+    panel_ops.update(backups_handlers(store, config.clock, archives, compose_parser(methods),
+                                      wake=backup_worker.wake))
     panel_ops.update(realtime_handlers(hub, store, runtime, engine, config.ws_queue,
                                        logs_http=panel_ops["getServiceLogs"]))
     panel_gate = PanelGate(store, config)  # API keys and browser sessions; app.slipway["panel_gate"]
     panel_ops.update(auth_handlers(store, config, panel_gate))
     add_contract_routes(app, panel, panel_gate, panel_ops)
+
+    # the web frontend: GET / and client-side routes answer the page, /assets/... its files
+    Frontend(config.web_dir, oidc=bool(config.oidc_issuer)).add_to(app)
+
+    lifespan.checks = add_probe_routes(app, store=store, runtime=runtime, engine_configured=bool(config.runtime_url),
+                                       timeout=config.ready_timeout, metrics_token=config.metrics_token)
+    operations = {(op.route, op.method): op.operation_id for c in (partner, panel) for op in c.operations}
+    operations.update({("/healthz", "GET"): "healthz", ("/readyz", "GET"): "readyz", ("/metrics", "GET"): "metrics"})
+    app.observer = Observer(lambda path: (app._router.find(path) or (None,) * 4)[3], operations)
 
     app.slipway = {"store": store, "plugins": pm, "contracts": {"partner": partner, "panel": panel},
                    "license_service": license_service, "billing_recompute": recompute, "runtime": runtime,

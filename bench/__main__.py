@@ -1,6 +1,7 @@
-"""``python -m bench [me|licensing]``: GET /v1/me on a bare Falcon app, then on Slipway
+"""``python -m bench [me|licensing|realtime|compose-bomb|frontend]``: GET /v1/me on a bare Falcon app, then on Slipway
 (``me``); or license list pages and the activity export on a small and a large generated
-database (``licensing``, see bench/licensing.py). Prints a table and one JSON line."""
+database (``licensing``, see bench/licensing.py); or the web frontend's services list with
+1,000 services in headless Chromium (``frontend``, see bench/frontend.py). Prints a table and one JSON line."""
 from __future__ import annotations
 
 import argparse
@@ -56,7 +57,7 @@ def print_report(report: dict) -> None:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    parser.add_argument("scenario", nargs="?", default="me", choices=["me", "licensing", "realtime"],
+    parser.add_argument("scenario", nargs="?", default="me", choices=["me", "licensing", "realtime", "compose-bomb", "frontend"],
                         help="what to measure (default: me)")
     parser.add_argument("--connections", type=int, default=32, help="concurrent keep-alive connections (32)")
     parser.add_argument("--duration", type=float, default=5.0, help="seconds measured per target (5)")
@@ -73,9 +74,26 @@ def main(argv=None) -> int:
     realtime.add_argument("--clients", type=int, default=100, help="WebSocket clients of the fan-out (100)")
     realtime.add_argument("--publish", type=int, default=2000, help="events published for the fan-out (2000)")
     realtime.add_argument("--samples", type=int, default=100, help="log lines timed per reader (100)")
+    frontend = parser.add_argument_group("frontend scenario")
+    frontend.add_argument("--services", type=int, default=1000, help="services in the database (1000)")
+    frontend.add_argument("--loads", type=int, default=10, help="cold loads of each page (10)")
     args = parser.parse_args(argv)
     # A plain `kill` unwinds like Ctrl-C does, so the servers are stopped and the temp dir removed.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+
+    if args.scenario == "compose-bomb":
+        from bench.compose_bomb import print_compose_bomb, run_compose_bomb
+
+        print_compose_bomb(run_compose_bomb())
+        return 0
+
+    if args.scenario == "frontend":
+        from bench.frontend import print_frontend, run_frontend
+
+        if args.services < 1 or args.loads < 1:
+            parser.error("--services and --loads must be >= 1")
+        print_frontend(run_frontend(args))
+        return 0
 
     if args.scenario == "realtime":
         from bench.realtime import print_realtime, run_realtime

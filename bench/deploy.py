@@ -92,9 +92,12 @@ def panel_deploy(base: str, env: dict, customer_id: str) -> float:
     return elapsed
 
 
-def seed_services(url: str, customer_id: str, count: int) -> None:
+def seed_services(url: str, customer_id: str, count: int, *, name: str = "seeded-{:05d}",
+                  statuses: tuple[str, ...] = ("stopped",), compose: str = COMPOSE) -> None:
+    """``count`` services of ``customer_id`` written through the storage layer (no engine),
+    named by ``name``, their statuses cycling through ``statuses``."""
     from app.storage.store import Store
-    from core.services import Service
+    from core.panel.services import Service
 
     store = Store(url, threads=1)
     now = datetime.now(timezone.utc)
@@ -102,9 +105,10 @@ def seed_services(url: str, customer_id: str, count: int) -> None:
         with store.uow() as uow:
             for i in range(count):
                 at = now - timedelta(seconds=count - i)
-                uow.services.add(Service(id=f"svc_{uuid.uuid4().hex[:16]}", name=f"seeded-{i:05d}",
-                                         customer_id=customer_id, deploy_method="compose", status="stopped",
-                                         created_at=at, updated_at=at, compose=COMPOSE))
+                uow.services.add(Service(id=f"svc_{uuid.uuid4().hex[:16]}", name=name.format(i),
+                                         customer_id=customer_id, deploy_method="compose",
+                                         status=statuses[i % len(statuses)], created_at=at, updated_at=at,
+                                         compose=compose))
             uow.commit()
     finally:
         store.close()

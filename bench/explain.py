@@ -55,8 +55,8 @@ def plan(db, sql: str, params: tuple) -> list[str]:
 def explain(url: str, partner_id: str | None = None, customer_id: str | None = None) -> dict:
     from app.storage import licensing_repos as repos
     from app.storage.store import Store
-    from core.ledger import make_filter
-    from core.scope import Page
+    from core.partner.ledger import make_filter
+    from core.partner.scope import Page
 
     store = Store(url, threads=1)
     m, db = store.models, store.db

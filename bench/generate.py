@@ -1,7 +1,7 @@
 """Fill a Slipway database with licenses and ledger events for the ``licensing`` benchmark.
 
 ``python -m bench.generate --url sqlite:///path --licenses N --events M`` initialises the
-database through ``python -m app.cli`` (``init``, one partner, a write token, a contract),
+database through ``python -m app.cli.main`` (``init``, one partner, a write token, a contract),
 then bulk-inserts, directly with peewee, N licenses spread over N/20 customers and M ledger
 events; prints one JSON document (ids, token, counts, seconds).
 

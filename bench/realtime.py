@@ -134,7 +134,7 @@ async def _fan_out(server: Server, key: str, clients: int, events: int) -> dict:
 
 def _raw_fan_out(clients: int, events: int) -> dict:
     """The same fan-out through the in-process bus to asyncio queues: no network, no JSON."""
-    from app.event_bus import InProcessBus
+    from app.panel.event_bus import InProcessBus
     from ports.events import Event
 
     async def main():
@@ -250,7 +250,8 @@ def run_realtime(args) -> dict:
     url = os.environ.get("SLIPWAY_DATABASE_URL", "")
     database = url if url.startswith(("postgresql://", "postgres://")) else f"sqlite:///{tmp.name}/bench.db"
     env = dict(os.environ, SLIPWAY_DATABASE_URL=database, SLIPWAY_BILLING_INTERVAL="0",
-               SLIPWAY_WS_QUEUE=str(args.publish + 100), SLIPWAY_HEALTH_INTERVAL="60")
+               SLIPWAY_WS_QUEUE=str(args.publish + 100), SLIPWAY_HEALTH_INTERVAL="60",
+               SLIPWAY_WS_PER_KEY=str(args.clients + 10))  # every client uses the one bench key
     cli(env, "init")
     key = cli(env, "apikey", "create", "--name", "bench", "--role", "admin", "--rate-limit-rpm", "100000")["key"]
     report = {"scenario": "realtime", "database": database.split(":")[0], "events": args.publish,

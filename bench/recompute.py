@@ -38,7 +38,7 @@ def generate(url: str, licenses: int, seed: int = 7) -> str:
     suspends, resumes, terminations, expiries and transfers; returns the partner id."""
     from app.pluginmanager import license_services, make_plugin_manager
     from app.storage.store import Store
-    from core import contracts, partners
+    from core.partner import contracts, partners
 
     rng = random.Random(seed)
     store = Store(url, threads=1)
@@ -112,7 +112,7 @@ def measure(url: str, partner_id: str, what: str) -> dict:
     """One run in this process: ``histories`` (read only) or ``recompute`` (full)."""
     from app.pluginmanager import billing_models, make_plugin_manager
     from app.storage.store import Store
-    from core import statements
+    from core.partner import statements
 
     store = Store(url, threads=1)
     models = billing_models(make_plugin_manager())
@@ -124,7 +124,7 @@ def measure(url: str, partner_id: str, what: str) -> dict:
     else:
         done = statements.recompute(store.uow(), FixedClock(), models, partner_id=partner_id)
         with store.uow(write=False) as uow:
-            draft = uow.statements.draft(partner_id, __import__("core.billing").billing.Period.containing(NOW.date()))
+            draft = uow.statements.draft(partner_id, __import__("core.partner.billing").partner.billing.Period.containing(NOW.date()))
         result = {"lines": len(draft.lines), "detail": sum(len(line.detail) for line in draft.lines),
                   "totals": [list(t) for t in draft.totals], "partners": len(done["partners"])}
     seconds = time.perf_counter() - started

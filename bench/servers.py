@@ -1,4 +1,4 @@
-"""Set up the benchmark database through ``app.cli`` and run uvicorn servers as subprocesses."""
+"""Set up the benchmark database through ``app.cli.main`` and run uvicorn servers as subprocesses."""
 from __future__ import annotations
 
 import contextlib
@@ -14,11 +14,11 @@ ROOT = Path(__file__).resolve().parent.parent  # the project: `app` and `bench` 
 
 
 def cli(env: dict, *args: str) -> dict:
-    """Run ``python -m app.cli ARGS`` and return the JSON document it prints."""
-    done = subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=ROOT, env=env,
+    """Run ``python -m app.cli.main ARGS`` and return the JSON document it prints."""
+    done = subprocess.run([sys.executable, "-m", "app.cli.main", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True)
     if done.returncode != 0:
-        raise RuntimeError(f"app.cli {' '.join(args)} failed ({done.returncode}): {done.stdout}{done.stderr}")
+        raise RuntimeError(f"app.cli.main {' '.join(args)} failed ({done.returncode}): {done.stdout}{done.stderr}")
     return json.loads(done.stdout)
 
 

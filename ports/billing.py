@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from datetime import date
 from decimal import Decimal
 
-from core.billing import LicenseHistory, Period
-from core.contracts import Contract
+from core.partner.billing import LicenseHistory, Period
+from core.partner.contracts import Contract
 
 
 @dataclass(frozen=True)

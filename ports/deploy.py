@@ -10,36 +10,9 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from ports.runtime import Healthcheck
-
-
-@dataclass(frozen=True)
-class Component:
-    """One compose service: one container."""
-
-    name: str
-    image: str
-    command: tuple | None = None
-    environment: dict = field(default_factory=dict)
-    ports: tuple = ()  # ports.runtime.PortSpec
-    volumes: tuple = ()  # (volume name, mount path)
-    depends_on: tuple = ()
-    healthcheck: Healthcheck | None = None
-    cpus: float | None = None  # compose ``cpus``
-    memory_mb: int | None = None  # compose ``mem_limit``
-
-
-@dataclass(frozen=True)
-class DeployPlan:
-    compose: str  # the compose text, as kept on the service
-    components: tuple  # Component, in start order (dependencies first)
-    volumes: tuple = ()  # named volumes the components mount
-    variables: dict = field(default_factory=dict)
-    template_id: str | None = None
-    #: where the source comes from, kept on the service: ``git_url``, ``git_branch``, ``ai_url``
-    source: dict = field(default_factory=dict)
+from core.panel.compose.plan import Component, DeployPlan  # noqa: F401 (part of the port)
 
 
 @dataclass(frozen=True)
@@ -71,14 +44,17 @@ class DeployMethod(ABC):
         what other registries provide, by kind (``{"analyzers": {name: Analyzer}}``).
         Raise ``ValueError`` naming the variable for a bad setting (start-up stops)."""
 
-    def prepare(self, service, runtime, workdir: str, progress: Callable[[str], None]) -> Prepared | None:
+    def prepare(self, service, runtime, workdir: str, progress: Callable[[str], None],
+                cancel=None) -> Prepared | None:
         """Called by the deploy job before it runs the compose text, in a worker thread,
         for a deploy and for every redeploy. ``None`` (the default): run the compose text
         kept on the service. A method whose compose exists only once its source is fetched
         (``git``, ``ai``) fetches it into ``workdir`` (empty, removed after the job), builds
         its images through ``runtime`` and answers :class:`Prepared`. ``progress(message)``
-        reports what it is doing. Raise an exception whose message is the reason for the
-        timeline (with no credentials in it)."""
+        reports what it is doing. ``cancel`` (a ``threading.Event``-like object, or None)
+        is set when the job must stop (its service was deleted): clones, builds and pulls
+        give up promptly, raising ``ports.runtime.Cancelled``. Raise an exception whose
+        message is the reason for the timeline (with no credentials in it)."""
         return None
 
     def built_images(self, service) -> tuple:

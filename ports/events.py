@@ -6,7 +6,7 @@ that was rolled back. Events that are not tied to a transaction (deploy progress
 lines) are published straight to the bus. ``publish`` is synchronous and thread-safe:
 it is called from worker threads. Subscribers receive events on the event loop.
 
-The message on the wire is DECISIONS.md's envelope
+The message on the wire is docs/decisions.md's envelope
 ``{"type": <kind>, "data": {...}, "timestamp": <ISO 8601>}``; ``service_id`` and
 ``customer_id`` travel beside it so the channel can filter by subscription and role
 without reading the database.
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
-from core.events import KINDS, Event  # noqa: F401 (re-exported: the port's message type)
+from core.panel.events import KINDS, Event  # noqa: F401 (re-exported: the port's message type)
 
 
 class EventBus(ABC):

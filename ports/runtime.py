@@ -11,7 +11,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from datetime import datetime
 
-from core.containers import (  # noqa: F401 (part of the port)
+from core.panel.containers import (  # noqa: F401 (part of the port)
     COMPONENT_LABEL,
     SERVICE_LABEL,
     ContainerSpec,
@@ -20,11 +20,17 @@ from core.containers import (  # noqa: F401 (part of the port)
 )
 
 __all__ = ["COMPONENT_LABEL", "SERVICE_LABEL", "ContainerRuntime", "ContainerSpec", "ContainerState", "EngineError",
-           "Healthcheck", "LogLine", "LogStream", "PortSpec", "Usage"]
+           "Cancelled", "Healthcheck", "LogLine", "LogStream", "PortSpec", "Usage"]
 
 
 class EngineError(Exception):
     """The engine refused or failed; the message is the engine's, shortened."""
+
+
+class Cancelled(EngineError):
+    """The call was given up because its ``cancel`` event was set (the service was
+    deleted, or its deploy cancelled) or its time limit passed; the message says which
+    ("cancelled: ..." or "... timed out after N s")."""
 
 
 @dataclass(frozen=True)
@@ -37,6 +43,7 @@ class ContainerState:
     ports: dict  # container port -> host port
     labels: dict
     cpu_limit: float = 0.0  # the configured CPU limit in percent (100 = one core); 0: none
+    exit_code: int | None = None  # a stopped container's exit status; None while running or unknown
 
 
 @dataclass(frozen=True)
@@ -77,11 +84,16 @@ class ContainerRuntime(ABC):
     def has_image(self, image: str) -> bool: ...
 
     @abstractmethod
-    def pull_image(self, image: str) -> None: ...
+    def pull_image(self, image: str, *, timeout: float | None = None, cancel=None) -> None:
+        """Pull ``image``. ``timeout``: seconds the whole pull may take; ``cancel``: a
+        ``threading.Event``-like object (``is_set()``); past the one or once the other is
+        set, :class:`Cancelled` is raised promptly (within a second or two)."""
 
     @abstractmethod
-    def build_image(self, context_dir: str, tag: str, dockerfile: str | None = None) -> list[str]:
-        """Build ``context_dir``; returns the build output lines."""
+    def build_image(self, context_dir: str, tag: str, dockerfile: str | None = None, *,
+                    timeout: float | None = None, cancel=None) -> list[str]:
+        """Build ``context_dir``; returns the build output lines. ``timeout`` and
+        ``cancel`` as for :meth:`pull_image`."""
 
     @abstractmethod
     def image_ports(self, image: str) -> list[PortSpec]:

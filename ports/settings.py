@@ -6,16 +6,22 @@ import math
 from collections.abc import Mapping
 
 
-def seconds(settings: Mapping[str, str], name: str, default: float) -> float:
-    """``settings[name]`` as a positive, finite number of seconds; ``default`` when unset
-    or empty. ``ValueError`` naming the variable otherwise (start-up stops with it)."""
+def number(settings: Mapping[str, str], name: str, default: float, *, ok, must: str) -> float:
+    """``settings[name]`` as a finite number for which ``ok(value)`` holds; ``default`` when
+    unset or empty. ``ValueError`` "NAME must be <must>, got '...'" otherwise."""
     raw = (settings.get(name) or "").strip()
     if not raw:
         return default
     try:
         value = float(raw)
     except ValueError:
-        value = 0.0
-    if not (value > 0 and math.isfinite(value)):
-        raise ValueError(f"{name} must be a number of seconds greater than 0, got {raw!r}")
+        value = math.nan
+    if not (math.isfinite(value) and ok(value)):
+        raise ValueError(f"{name} must be {must}, got {raw!r}")
     return value
+
+
+def seconds(settings: Mapping[str, str], name: str, default: float) -> float:
+    """``settings[name]`` as a positive, finite number of seconds; ``default`` when unset
+    or empty. ``ValueError`` naming the variable otherwise (start-up stops with it)."""
+    return number(settings, name, default, ok=lambda value: value > 0, must="a number of seconds greater than 0")

@@ -3,28 +3,16 @@
 from __future__ import annotations
 
 import os
-import re
+import secrets
 
 import pytest
 
-from app.config import Config
-from app.factory import create_app
-from app.storage.store import Store
-from core import partners, tokens
-from tests.contract_client import ContractClient
-from tests.fakes import FakeClock
+from tests.support.database import POSTGRES, _reset_postgres
+from tests.support.fakes import FakeClock
+from tests.support.partners import World
 
-POSTGRES = (os.environ.get("SLIPWAY_DATABASE_URL") or "").startswith(("postgresql://", "postgres://"))
-
-
-def _reset_postgres(url: str) -> None:
-    import psycopg2
-
-    conn = psycopg2.connect(url)
-    conn.autocommit = True
-    with conn.cursor() as cur:
-        cur.execute("DROP SCHEMA IF EXISTS public CASCADE; CREATE SCHEMA public;")
-    conn.close()
+# The app, its storage and the engine helpers are imported by the fixtures that need them,
+# so folders that need none (tests/unit/core) start in milliseconds.
 
 
 @pytest.fixture
@@ -39,6 +27,7 @@ def database_url(tmp_path):
 @pytest.fixture
 def store(database_url):
     from app.pluginmanager import license_services, make_plugin_manager
+    from app.storage.store import Store
 
     store = Store(database_url, threads=2)
     store.migrate([f.migrate for f in license_services(make_plugin_manager()).values()])
@@ -56,6 +45,9 @@ def make_app(store, clock):
     def make(**overrides):
         overrides.setdefault("billing_interval", 0)  # tests drive recomputes themselves
         overrides.setdefault("deploy_worker", False)  # lifespan runs per request in falcon.testing
+        from app.config import Config
+        from app.factory import create_app
+
         config = Config(database_url=store.url, clock=clock, **overrides)
         return create_app(config, store=store)
 
@@ -69,74 +61,14 @@ def app(make_app):
 
 @pytest.fixture
 def client(app):
+    from tests.support.contract_client import ContractClient
+
     return ContractClient(app)
-
-
-class World:
-    """Partners and tokens made straight through the use cases, for API tests."""
-
-    def __init__(self, store, clock):
-        self.store, self.clock = store, clock
-
-    def partner(self, name="Acme Hosting", type="reseller", parent=None):
-        return partners.create_partner(self.store.uow(), self.clock, name=name, type=type,
-                                       parent_id=parent.id if parent else None)
-
-    def token(self, partner, scope="write", label="test"):
-        token, secret = tokens.create_token(self.store.uow(), self.clock, partner_id=partner.id, label=label,
-                                            scope=scope, created_by=None)
-        return token, secret
-
-
-    def contract(self, partner, currency="EUR", unit_price_cents=1000):
-        from core import contracts
-
-        return contracts.create_contract(self.store.uow(), self.clock, partner_id=partner.id,
-                                         model="per_instance_metered", currency=currency,
-                                         unit_price_cents=unit_price_cents, known_models={"per_instance_metered"})
 
 
 @pytest.fixture
 def world(store, clock):
     return World(store, clock)
-
-
-class Reseller:
-    """A partner seen through the API: its token, a contract, and helpers to make things."""
-
-    def __init__(self, client, world, partner, secret, contract):
-        self.client, self.world = client, world
-        self.partner, self.secret, self.contract = partner, secret, contract
-        self.id = partner.id
-
-    def call(self, method, path, **kw):
-        return self.client.request(method, path, token=self.secret, **kw)
-
-    def customer(self, name="Customer", **fields):
-        return self.call("POST", "/v1/customers", json_body={"name": name, **fields}, expect=201).json
-
-    def license(self, customer, contract=None, edition="web-host", **fields):
-        body = {"customerId": customer["id"], "contractId": (contract or self.contract).id, "edition": edition,
-                **fields}
-        return self.call("POST", "/v1/licenses", json_body=body, expect=201).json
-
-
-@pytest.fixture
-def reseller_factory(client, world):
-    def make(name="Acme Hosting", parent=None, scope="write"):
-        partner = world.partner(name, parent=parent.partner if parent else None)
-        _, secret = world.token(partner, scope=scope)
-        return Reseller(client, world, partner, secret, world.contract(partner))
-
-    return make
-
-
-@pytest.fixture
-def acme(reseller_factory):
-    return reseller_factory("Acme Hosting")
-
-
-UUID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
 
 @pytest.fixture(scope="session")
@@ -149,3 +81,45 @@ def runtime_url():
             pytest.fail("SLIPWAY_REQUIRE_RUNTIME=1 but SLIPWAY_RUNTIME_URL is not set")
         pytest.skip("no container engine (set SLIPWAY_RUNTIME_URL, e.g. from ../shared/tools/podman-service)")
     return url
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark storage-sensitive tests: every test on the database fixture that needs no
+    container engine, plus those marked ``storage`` by hand (engine or server tests whose
+    point is the database). CI runs the whole suite on SQLite and ``-m storage`` on
+    PostgreSQL, so engine, browser and proxy tests run once. Engine tests get one retry."""
+    for item in items:
+        if item.get_closest_marker("storage") is None and item.get_closest_marker("runtime") is None \
+                and "database_url" in item.fixturenames:
+            item.add_marker(pytest.mark.storage)
+        if item.get_closest_marker("runtime") is not None and item.get_closest_marker("flaky") is None:
+            # A real engine on a shared two-core machine: one retry, after a pause, for a
+            # test that drives containers (pytest-rerunfailures). A retry is reported as
+            # "R" in the run's summary; a test that fails twice fails the run.
+            item.add_marker(pytest.mark.flaky(reruns=1, reruns_delay=5))
+
+
+@pytest.fixture(scope="session")
+def engine_ulimits(runtime_url):
+    """Ulimits for every test container: ``SLIPWAY_RUNTIME_ULIMITS`` when set, else the
+    engine's own limits read from a probe container. Pinning them keeps exec (and so
+    healthchecks) working on hosts where the OCI runtime may not raise rlimits, where
+    Podman's default nofile/nproc of 1048576 breaks every exec; elsewhere it changes
+    nothing a container would not inherit anyway."""
+    configured = os.environ.get("SLIPWAY_RUNTIME_ULIMITS")
+    if configured is not None:
+        return configured
+    from ports.runtime import SERVICE_LABEL, ContainerSpec
+    from tests.support.engine import BUSYBOX, _factories, wait_for
+
+    probe = _factories()["podman"].create(runtime_url, ulimits="")
+    service_id = "svc_test" + secrets.token_hex(4)
+    try:
+        container = probe.run(ContainerSpec(
+            name=f"{service_id}-probe", image=BUSYBOX, labels={SERVICE_LABEL: service_id},
+            command=("sh", "-c", 'echo "nofile=$(ulimit -Sn):$(ulimit -Hn) nproc=$(ulimit -Su):$(ulimit -Hu)"')))
+        wait_for(lambda: probe.inspect(container).status == "exited", "the ulimit probe to finish")
+        text = " ".join(line.message for line in probe.logs(container, tail=None))
+    finally:
+        probe.remove_service(service_id)
+    return text.replace("unlimited", "-1")

@@ -1,4 +1,4 @@
-"""peewee repository of service backups (``core.backups.Backup``); the rows double as the
+"""peewee repository of service backups (``core.panel.backups.Backup``); the rows double as the
 queue of backup and restore jobs."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dataclasses import asdict
 
 import peewee
 
-from core.backups import BUSY, Backup
+from core.panel.backups import BUSY, Backup
 
 
 class PeeweeBackups:

@@ -1,4 +1,4 @@
-"""peewee repository of worker leases (``core.workers``)."""
+"""peewee repository of worker leases (``core.panel.leases``)."""
 from __future__ import annotations
 
 

@@ -9,10 +9,10 @@ from datetime import date, datetime
 import peewee
 from peewee import SQL
 
-from core.customers import Contact, Customer, Note
-from core.ledger import LedgerEvent
-from core.licenses import License
-from core.transfers import Transfer
+from core.partner.customers import Contact, Customer, Note
+from core.partner.ledger import LedgerEvent
+from core.partner.licenses import License
+from core.partner.transfers import Transfer
 
 
 def _for_update(query, db):
@@ -194,7 +194,7 @@ class PeeweeLicenses:
 
     def _columns(self):
         L = self.m.License
-        # in the order of core.licenses.License's fields
+        # in the order of core.partner.licenses.License's fields
         return (L.id, L.human_id, L.partner, L.customer, L.contract, L.license_service_license_id, L.key_masked,
                 L.edition, L.state, L.issued_at, L.external_billing_ref, L.metadata, L.terminated_at)
 
@@ -324,7 +324,7 @@ def ledger_histories(m, partner_id: str) -> list:
     ``[(LicenseHistory, {contract ids it was under}), ...]``. Raw SQL, tuples, and the
     JSON fields pulled out by the database: this reads a row per license and event for a
     partner with hundreds of thousands of licenses."""
-    from core.billing import Change, LicenseHistory
+    from core.partner.billing import Change, LicenseHistory
 
     db = m.LedgerEvent._meta.database
     p = db.param
@@ -399,8 +399,8 @@ class PeeweeStatements:
                      for x in json.loads(text))
 
     def _entity(self, row):
-        from core.billing import Period
-        from core.statements import Statement
+        from core.partner.billing import Period
+        from core.partner.statements import Statement
 
         return Statement(id=row.id, partner_id=row.partner_id, period=Period(row.period_start, row.period_end),
                          revision=row.revision, status=row.status,

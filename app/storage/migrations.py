@@ -123,6 +123,40 @@ def _v10_worker_leases(db, m):
     _add_columns(db, "backup", [m.Backup.owner])
 
 
+def _v12_job_attempts(db, m):
+    _add_columns(db, "deploy_job", [m.DeployJob.attempts])
+
+
+def _v11_customer_limits(db, m):
+    """Customers' own limits, and on each service what it counts against them. Services
+    that exist already are measured from their kept compose (a component without
+    ``mem_limit`` / ``cpus`` counts ``SLIPWAY_DEFAULT_MEMORY_MB`` / ``SLIPWAY_DEFAULT_CPUS``;
+    no compose yet, one such component)."""
+    import json
+    import os
+
+    from app.config import ConfigError, container_defaults
+    from core.panel.customers import Quota
+    from core.panel.compose import parse_compose
+
+    _add_columns(db, "panel_customer", [m.PanelCustomer.max_services, m.PanelCustomer.max_memory_mb,
+                                        m.PanelCustomer.max_millicpus])
+    _add_columns(db, "service", [m.Service.memory_mb, m.Service.millicpus])
+    try:
+        memory_mb, cpus = container_defaults(os.environ)
+    except ConfigError:  # the server refuses to start with these anyway; measure with the defaults
+        memory_mb, cpus = 512, 1.0
+    quota = Quota(container_memory_mb=memory_mb, container_cpus=cpus, read_compose=parse_compose)
+    S = m.Service
+    for row in S.select(S.id, S.compose, S.variables).where((S.memory_mb == 0) & (S.millicpus == 0)):
+        footprint = quota.footprint_of_compose(row.compose, json.loads(row.variables or "{}")) or quota.footprint(())
+        S.update(memory_mb=footprint.memory_mb, millicpus=footprint.millicpus).where(S.id == row.id).execute()
+
+
+def _v13_key_sessions(db, m):
+    db.create_tables([m.PanelKeySession], safe=True)
+
+
 def _v8_backups(db, m):
     db.create_tables([m.Backup], safe=True)
 
@@ -138,6 +172,9 @@ MIGRATIONS = [
     (8, "service backups and their restores", _v8_backups),
     (9, "service sources: git url and branch, ai url, deployed commit", _v9_service_sources),
     (10, "worker leases; the owner of each running deploy, backup and restore job", _v10_worker_leases),
+    (11, "customer limits; the memory and CPUs each service counts against them", _v11_customer_limits),
+    (12, "deploy jobs count their claims (a job interrupted again and again is given up)", _v12_job_attempts),
+    (13, "browser sessions opened with an API key (the web frontend's sign-in)", _v13_key_sessions),
 ]
 LATEST = max(version for version, _, _ in MIGRATIONS)
 

@@ -207,6 +207,10 @@ def define_models(db: peewee.Database) -> SimpleNamespace:
         name = peewee.TextField()
         email = peewee.TextField(default="")
         created_at = UtcDateTimeField()
+        # migration 11: the customer's own limits; null is the operator's default
+        max_services = peewee.IntegerField(null=True)
+        max_memory_mb = peewee.BigIntegerField(null=True)
+        max_millicpus = peewee.BigIntegerField(null=True)
 
         class Meta:
             table_name = "panel_customer"
@@ -252,6 +256,18 @@ def define_models(db: peewee.Database) -> SimpleNamespace:
         class Meta:
             table_name = "panel_session"
 
+    class PanelKeySession(Base):
+        """A browser session opened with an API key (migration 13): it acts as the key."""
+
+        id = peewee.CharField(max_length=64, primary_key=True)  # SHA-256 of the cookie's secret
+        api_key = peewee.ForeignKeyField(PanelApiKey, column_name="api_key_id", on_delete="CASCADE", index=True)
+        created_at = UtcDateTimeField()
+        expires_at = UtcDateTimeField(index=True)
+        revoked_at = UtcDateTimeField(null=True)
+
+        class Meta:
+            table_name = "panel_key_session"
+
     class PanelLogin(Base):
         """A login begun at GET /api/auth/login, waiting for the provider's callback."""
 
@@ -284,6 +300,9 @@ def define_models(db: peewee.Database) -> SimpleNamespace:
         git_branch = peewee.CharField(max_length=255, null=True)
         ai_url = peewee.TextField(null=True)
         commit = peewee.CharField(max_length=64, null=True, column_name="source_commit")
+        # migration 11: what the service counts against its customer's limits
+        memory_mb = peewee.BigIntegerField(default=0, constraints=[peewee.SQL("DEFAULT 0")])
+        millicpus = peewee.BigIntegerField(default=0, constraints=[peewee.SQL("DEFAULT 0")])
 
     class ServiceRoute(Base):
         """The route record of a service under SLIPWAY_BASE_DOMAIN: hostname -> upstream."""
@@ -317,6 +336,7 @@ def define_models(db: peewee.Database) -> SimpleNamespace:
         created_at = UtcDateTimeField()
         updated_at = UtcDateTimeField()
         owner = peewee.CharField(max_length=40, null=True)  # the worker running it (WorkerLease)
+        attempts = peewee.IntegerField(default=0)  # claims so far (a job that keeps killing its worker stops)
 
         class Meta:
             table_name = "deploy_job"
@@ -360,7 +380,7 @@ def define_models(db: peewee.Database) -> SimpleNamespace:
             table_name = "backup"
             indexes = ((("service", "created_at"), False),)
 
-    return SimpleNamespace(PanelUser=PanelUser, PanelSession=PanelSession, PanelLogin=PanelLogin, Service=Service, DeployJob=DeployJob, ServiceEvent=ServiceEvent, ServiceRoute=ServiceRoute,
+    return SimpleNamespace(PanelUser=PanelUser, PanelSession=PanelSession, PanelKeySession=PanelKeySession, PanelLogin=PanelLogin, Service=Service, DeployJob=DeployJob, ServiceEvent=ServiceEvent, ServiceRoute=ServiceRoute,
                            PanelCustomer=PanelCustomer, PanelApiKey=PanelApiKey, SchemaVersion=SchemaVersion, Partner=Partner, ApiToken=ApiToken, Contract=Contract,
                            HumanIdCounter=HumanIdCounter, Customer=Customer, Contact=Contact, Note=Note,
                            Edition=Edition, License=License, Transfer=Transfer, LedgerEvent=LedgerEvent,

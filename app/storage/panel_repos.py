@@ -3,8 +3,11 @@ from __future__ import annotations
 
 import json
 
-from core.panel_access import ApiKey
-from core.panel_customers import PanelCustomer
+from peewee import fn
+
+from app.storage.licensing_repos import _for_update
+from core.panel.access import ApiKey
+from core.panel.customers import Limits, PanelCustomer
 
 SORTABLE = ("name", "created_at", "email")
 
@@ -29,6 +32,14 @@ class PeeweeApiKeys:
         row = self.m.PanelApiKey.get_or_none(self.m.PanelApiKey.id == key_id)
         return self._entity(row) if row else None
 
+    def get_many(self, key_ids) -> dict:
+        """{key id: key} of those of ``key_ids`` that exist, one query per 500 ids."""
+        K, ids, found = self.m.PanelApiKey, sorted(set(key_ids)), {}
+        for start in range(0, len(ids), 500):
+            for row in K.select().where(K.id.in_(ids[start:start + 500])):
+                found[row.id] = self._entity(row)
+        return found
+
     def all(self) -> list[ApiKey]:
         K = self.m.PanelApiKey
         return [self._entity(r) for r in K.select().where(K.revoked_at.is_null()).order_by(K.created_at, K.id)]
@@ -48,14 +59,34 @@ class PeeweePanelCustomers:
 
     @staticmethod
     def _entity(row) -> PanelCustomer:
-        return PanelCustomer(id=row.id, name=row.name, email=row.email, created_at=row.created_at)
+        return PanelCustomer(id=row.id, name=row.name, email=row.email, created_at=row.created_at,
+                             limits=Limits(services=row.max_services, memory_mb=row.max_memory_mb,
+                                           millicpus=row.max_millicpus))
+
+    @staticmethod
+    def _limits(c: PanelCustomer) -> dict:
+        return {"max_services": c.limits.services, "max_memory_mb": c.limits.memory_mb,
+                "max_millicpus": c.limits.millicpus}
 
     def add(self, c: PanelCustomer) -> None:
-        self.m.PanelCustomer.insert(id=c.id, name=c.name, email=c.email, created_at=c.created_at).execute()
+        self.m.PanelCustomer.insert(id=c.id, name=c.name, email=c.email, created_at=c.created_at,
+                                    **self._limits(c)).execute()
 
-    def get(self, customer_id: str) -> PanelCustomer | None:
-        row = self.m.PanelCustomer.get_or_none(self.m.PanelCustomer.id == customer_id)
+    def get(self, customer_id: str, for_update: bool = False) -> PanelCustomer | None:
+        """``for_update``: lock the row until the transaction ends (PostgreSQL; SQLite's
+        write transactions are serialised anyway)."""
+        C = self.m.PanelCustomer
+        query = C.select().where(C.id == customer_id)
+        row = (_for_update(query, C._meta.database) if for_update else query).first()
         return self._entity(row) if row else None
+
+    def usage(self, customer_id: str) -> tuple[int, int, int]:
+        """(services, memory MB, millicpus) the customer's services count, summed."""
+        S = self.m.Service
+        count, memory, milli = (S.select(fn.COUNT(S.id), fn.COALESCE(fn.SUM(S.memory_mb), 0),
+                                         fn.COALESCE(fn.SUM(S.millicpus), 0))
+                                .where(S.customer == customer_id).tuples().first())
+        return int(count), int(memory), int(milli)
 
     def page(self, *, page: int, per_page: int, sort: str, order: str, search: str | None):
         C = self.m.PanelCustomer
@@ -69,7 +100,14 @@ class PeeweePanelCustomers:
         return [self._entity(r) for r in rows], total
 
     def update(self, c: PanelCustomer) -> None:
-        self.m.PanelCustomer.update(name=c.name, email=c.email).where(self.m.PanelCustomer.id == c.id).execute()
+        self.m.PanelCustomer.update(name=c.name, email=c.email, **self._limits(c)).where(
+            self.m.PanelCustomer.id == c.id).execute()
 
     def delete(self, customer_id: str) -> None:
+        # its revoked keys go with it (their foreign key would refuse the delete); the use
+        # case refuses while a live key remains
+        K, S = self.m.PanelApiKey, self.m.PanelKeySession
+        revoked = K.select(K.id).where((K.customer == customer_id) & K.revoked_at.is_null(False))
+        S.delete().where(S.api_key.in_(revoked)).execute()  # their browser sessions first
+        K.delete().where((K.customer == customer_id) & K.revoked_at.is_null(False)).execute()
         self.m.PanelCustomer.delete().where(self.m.PanelCustomer.id == customer_id).execute()

@@ -1,7 +1,7 @@
 """peewee repository of the services' route records."""
 from __future__ import annotations
 
-from core.routes import Route
+from core.panel.routes import Route
 
 
 class PeeweeRoutes:

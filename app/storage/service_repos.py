@@ -2,14 +2,15 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, fields
+from dataclasses import asdict, fields, replace
 
 import peewee
 
 from app.storage.licensing_repos import _for_update
-from core.services import DeployJob, Service, ServiceEvent
+from core.panel.services import DeployJob, Service, ServiceEvent
 
 _SERVICE_FIELDS = [f.name for f in fields(Service)]
+_CLAIM_LOCK = 0x736C7730  # pg_advisory_xact_lock key of deploy-job claims ("slw0")
 SORTABLE = ("name", "status", "created_at", "updated_at")
 
 
@@ -51,6 +52,12 @@ class PeeweeServices:
     def count_for_customer(self, customer_id: str) -> int:
         return self.m.Service.select().where(self.m.Service.customer == customer_id).count()
 
+    def existing(self, service_ids) -> set:
+        """Which of ``service_ids`` are services (not deleted)."""
+        S = self.m.Service
+        ids = list(service_ids)
+        return {row[0] for row in S.select(S.id).where(S.id.in_(ids)).tuples()} if ids else set()
+
     def with_status(self, status: str) -> list[Service]:
         S = self.m.Service
         return [self._entity(r) for r in S.select().where(S.status == status)]
@@ -82,7 +89,8 @@ class PeeweeDeployJobs:
     @staticmethod
     def _entity(row) -> DeployJob:
         return DeployJob(id=row.id, service_id=row.service_id, kind=row.kind, state=row.state,
-                         created_at=row.created_at, updated_at=row.updated_at, step=row.step, error=row.error)
+                         created_at=row.created_at, updated_at=row.updated_at, step=row.step, error=row.error,
+                         attempts=row.attempts)
 
     def add(self, job: DeployJob) -> None:
         self.m.DeployJob.insert(**asdict(job)).execute()
@@ -91,17 +99,38 @@ class PeeweeDeployJobs:
         row = self.m.DeployJob.get_or_none(self.m.DeployJob.id == job_id)
         return self._entity(row) if row else None
 
-    def claim_queued(self, now, owner: str | None = None) -> DeployJob | None:
-        J = self.m.DeployJob
+    def claim_queued(self, now, owner: str | None = None, per_customer: int | None = None) -> DeployJob | None:
+        """The oldest queued job, now ``running`` for ``owner``. With ``per_customer``, a job
+        whose service's customer has that many jobs running already is passed over. Claims
+        are serialized (a transaction-scoped advisory lock on PostgreSQL, the write lock on
+        SQLite), so the count of running jobs is exact across processes."""
+        J, S = self.m.DeployJob, self.m.Service
         db = J._meta.database
-        query = J.select().where(J.state == "queued").order_by(J.created_at, J.id).limit(1)
-        if isinstance(db, peewee.PostgresqlDatabase):
+        postgres = isinstance(db, peewee.PostgresqlDatabase)
+        if postgres and per_customer is not None:
+            db.execute_sql("SELECT pg_advisory_xact_lock(%s)", (_CLAIM_LOCK,))
+        query = J.select().where(J.state == "queued")
+        if per_customer is not None:
+            R, RS = J.alias(), S.alias()
+            busy = (RS.select(RS.customer).join(R, on=(R.service_id == RS.id))
+                    .where(R.state == "running").group_by(RS.customer)
+                    .having(peewee.fn.COUNT(R.id) >= per_customer))
+            query = query.where(J.service_id.not_in(S.select(S.id).where(S.customer.in_(busy))))
+        query = query.order_by(J.created_at, J.id).limit(1)
+        if postgres:
             query = query.for_update("FOR UPDATE SKIP LOCKED")
         row = query.first()
         if row is None:
             return None
-        J.update(state="running", updated_at=now, owner=owner).where(J.id == row.id).execute()
-        return self._entity(row)
+        J.update(state="running", updated_at=now, owner=owner, attempts=J.attempts + 1).where(J.id == row.id).execute()
+        return replace(self._entity(row), attempts=row.attempts + 1)
+
+    def running_by_customer(self) -> dict:
+        """``{customer id: running jobs}`` (jobs whose service still exists)."""
+        J, S = self.m.DeployJob, self.m.Service
+        query = (S.select(S.customer, peewee.fn.COUNT(J.id)).join(J, on=(J.service_id == S.id))
+                 .where(J.state == "running").group_by(S.customer))
+        return {customer: count for customer, count in query.tuples()}
 
     def requeue_orphaned(self, now, live_owners) -> list[DeployJob]:
         """Running jobs whose owner is not among ``live_owners`` (a sub-query) go back

@@ -1,7 +1,8 @@
 """peewee repositories of browser login: panel users, sessions, pending logins."""
 from __future__ import annotations
 
-from core.panel_sessions import PanelSession, PanelUser, PendingLogin
+from app.storage.panel_repos import PeeweeApiKeys
+from core.panel.sessions import KeySession, PanelSession, PanelUser, PendingLogin
 
 
 def _user(row) -> PanelUser:
@@ -26,6 +27,11 @@ class PeeweePanelUsers:
         U.update(role=user.role, customer=user.customer_id, updated_at=user.updated_at).where(
             U.email == user.email).execute()
 
+    def remove(self, email: str) -> None:
+        """The user and its sessions (explicitly: SQLite may not enforce the cascade)."""
+        self.m.PanelSession.delete().where(self.m.PanelSession.user == email).execute()
+        self.m.PanelUser.delete().where(self.m.PanelUser.email == email).execute()
+
     def all(self) -> list[PanelUser]:
         U = self.m.PanelUser
         return [_user(r) for r in U.select().order_by(U.email)]
@@ -49,12 +55,61 @@ class PeeweePanelSessions:
                                expires_at=row.expires_at, revoked_at=row.revoked_at)
         return session, _user(row.user)
 
+    def get_many_with_users(self, session_ids) -> dict:
+        """{session id: (session, user)} of those of ``session_ids`` that exist, one query per 500 ids."""
+        S, U = self.m.PanelSession, self.m.PanelUser
+        ids, found = sorted(set(session_ids)), {}
+        for start in range(0, len(ids), 500):
+            for row in S.select(S, U).join(U).where(S.id.in_(ids[start:start + 500])):
+                found[row.id] = (PanelSession(id=row.id, email=row.user.email, created_at=row.created_at,
+                                              expires_at=row.expires_at, revoked_at=row.revoked_at),
+                                 _user(row.user))
+        return found
+
     def revoke(self, session_id: str, at) -> bool:
         S = self.m.PanelSession
         return S.update(revoked_at=at).where((S.id == session_id) & S.revoked_at.is_null()).execute() > 0
 
     def purge(self, ended_before) -> None:
         S = self.m.PanelSession
+        S.delete().where(S.expires_at < ended_before).execute()
+
+
+def _key_session(row) -> KeySession:
+    return KeySession(id=row.id, key_id=row.api_key_id, created_at=row.created_at, expires_at=row.expires_at,
+                      revoked_at=row.revoked_at)
+
+
+class PeeweePanelKeySessions:
+    def __init__(self, m):
+        self.m = m
+
+    def add(self, s: KeySession) -> None:
+        self.m.PanelKeySession.insert(id=s.id, api_key=s.key_id, created_at=s.created_at, expires_at=s.expires_at,
+                                      revoked_at=s.revoked_at).execute()
+
+    def get_with_key(self, session_id: str):
+        """(session, key) in one query, or None."""
+        S, K = self.m.PanelKeySession, self.m.PanelApiKey
+        row = S.select(S, K).join(K).where(S.id == session_id).first()
+        if row is None:
+            return None
+        return _key_session(row), PeeweeApiKeys(self.m)._entity(row.api_key)
+
+    def get_many(self, session_ids) -> dict:
+        """{session id: session} of those of ``session_ids`` that exist, one query per 500 ids."""
+        S, ids, found = self.m.PanelKeySession, sorted(set(session_ids)), {}
+        for start in range(0, len(ids), 500):
+            for row in S.select().where(S.id.in_(ids[start:start + 500])):
+                found[row.id] = _key_session(row)
+        return found
+
+    def revoke(self, session_id: str, at) -> bool:
+        S = self.m.PanelKeySession
+        return S.update(revoked_at=at).where((S.id == session_id) & S.revoked_at.is_null()).execute() > 0
+
+    def purge(self, ended_before) -> None:
+        S = self.m.PanelKeySession
         S.delete().where(S.expires_at < ended_before).execute()
 
 

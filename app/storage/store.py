@@ -6,7 +6,7 @@ from app.storage.database import open_database
 from app.storage.migrations import LATEST, current_version, migrate
 from app.storage.models import define_models
 from app.storage.uow import PeeweeUnitOfWork
-from app.storage.workers import WorkerThreads
+from app.storage.threads import WorkerThreads
 
 
 class SchemaOutOfDate(RuntimeError):

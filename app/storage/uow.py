@@ -8,8 +8,8 @@ import peewee
 from app.storage import backup_repos
 from app.storage import licensing_repos as repos
 from app.storage import lease_repos, panel_repos, route_repos, service_repos, session_repos
-from core.contracts import Contract
-from core.identity import Partner, Token
+from core.partner.contracts import Contract
+from core.partner.identity import Partner, Token
 from ports.storage import ContractRepository, PartnerRepository, TokenRepository, UnitOfWork
 
 
@@ -165,6 +165,7 @@ class PeeweeUnitOfWork(UnitOfWork):
         self.panel_customers = panel_repos.PeeweePanelCustomers(models)
         self.panel_users = session_repos.PeeweePanelUsers(models)
         self.panel_sessions = session_repos.PeeweePanelSessions(models)
+        self.panel_key_sessions = session_repos.PeeweePanelKeySessions(models)
         self.panel_logins = session_repos.PeeweePanelLogins(models)
         self.services = service_repos.PeeweeServices(models)
         self.deploy_jobs = service_repos.PeeweeDeployJobs(models)

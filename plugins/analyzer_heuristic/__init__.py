@@ -14,26 +14,15 @@ from __future__ import annotations
 import json
 import re
 
-import yaml
-
-from plugins.deploy_git import repository_compose
-from plugins.deploy_git.source import found, inside, read_text
+from core.panel.compose import dump_compose
+from plugins.source_common import repository_compose
+from plugins.source_common.images import DEFAULT_IMAGES, PORT, base_image  # noqa: F401 (DEFAULT_IMAGES: part of this analyzer)
+from plugins.source_common.source import found, inside, read_text
 from ports import hookimpl
 from ports.analyzer import Analysis, AnalysisError, Analyzer
 
-DEFAULT_IMAGES = {
-    "SLIPWAY_IMAGE_STATIC": "docker.io/library/busybox:stable",
-    "SLIPWAY_IMAGE_PYTHON": "docker.io/library/python:3.12-slim",
-    "SLIPWAY_IMAGE_NODE": "docker.io/library/node:22-alpine",
-    "SLIPWAY_IMAGE_GO": "docker.io/library/golang:1.23-alpine",
-}
-PORT = 8080
 STATIC_DIRS = ("", "public", "dist", "build", "site", "www", "_site")
 PYTHON_MARKERS = ("requirements.txt", "pyproject.toml", "Pipfile", "manage.py", "app.py", "main.py")
-
-
-def base_image(settings, variable: str) -> str:
-    return (settings.get(variable) or "").strip() or DEFAULT_IMAGES[variable]
 
 
 def _compose(dockerfile: str) -> str:
@@ -42,7 +31,7 @@ def _compose(dockerfile: str) -> str:
         "environment": {"PORT": str(PORT)},
         "ports": [str(PORT)],
     }}}
-    return yaml.safe_dump(document, sort_keys=False)
+    return dump_compose(document)
 
 
 def _json_cmd(*parts: str) -> str:

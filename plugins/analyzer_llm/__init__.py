@@ -17,8 +17,8 @@ import re
 
 import httpx
 
-from plugins.analyzer_heuristic import DEFAULT_IMAGES, PORT, base_image
-from plugins.deploy_git.source import read_text
+from plugins.source_common.images import DEFAULT_IMAGES, PORT, base_image
+from plugins.source_common.source import read_text
 from ports.settings import seconds
 from ports import hookimpl
 from ports.analyzer import Analysis, AnalysisError, Analyzer

@@ -3,9 +3,9 @@
 Per license: ``amountCents = round_half_up(unitPriceCents * days / daysInPeriod)``; the
 line's ``quantity`` is ``sum(days) / daysInPeriod`` to 4 decimals and its amount the sum
 of the licenses' amounts. Which days are billable, and to whom, is
-``core.billing.billable_days``.
+``core.partner.billing.billable_days``.
 """
-from core.billing import billable_days, quantity, round_half_up
+from core.partner.billing import billable_days, quantity, round_half_up
 from ports import hookimpl
 from ports.billing import BillingModel, Line, LineDetail
 

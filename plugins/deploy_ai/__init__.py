@@ -13,10 +13,11 @@ from __future__ import annotations
 import os
 
 from core.errors import Invalid
-from plugins.deploy_git import invalid_reason, run_source, source, stale
+from plugins.source_common import clone, invalid_reason, run_source, source, stale
 from ports import hookimpl
 from ports.analyzer import AnalysisError
 from ports.deploy import DeployMethod, DeployPlan, Prepared
+from ports.runtime import Cancelled
 
 DEFAULT_ANALYZER = "heuristic"
 
@@ -30,14 +31,12 @@ class AiDeploy(DeployMethod):
 
     def __init__(self):
         self.settings = {}
-        self.allowed = source.DEFAULT_SCHEMES
-        self.timeout = source.DEFAULT_TIMEOUT
+        self.sources = source.Settings()
         self.analyzer = None
 
     def configure(self, settings, plugins) -> None:
         self.settings = settings
-        self.allowed = source.allowed_schemes(settings)
-        self.timeout = source.git_timeout(settings)
+        self.sources = source.source_settings(settings)
         analyzers = plugins.get("analyzers") or {}
         wanted = (settings.get("SLIPWAY_AI_ANALYZER") or "").strip() or DEFAULT_ANALYZER
         if wanted not in analyzers:
@@ -47,35 +46,42 @@ class AiDeploy(DeployMethod):
         self.analyzer.check_settings(settings)
 
     def plan(self, request: dict, catalog: dict) -> DeployPlan:
-        source.check_url(request["ai_url"], "ai_url", self.allowed)
+        source.check_source(request["ai_url"], "ai_url", self.sources)
         return DeployPlan(compose="", components=(), source={"ai_url": request["ai_url"]})
 
     def built_images(self, service) -> tuple:
         return tuple(source.built_images(service.id, service.compose))
 
-    def prepare(self, service, runtime, workdir: str, progress) -> Prepared:
+    def prepare(self, service, runtime, workdir: str, progress, cancel=None) -> Prepared:
         if self.analyzer is None:
             raise RuntimeError("no analyzer configured (SLIPWAY_AI_ANALYZER)")
         tree = os.path.join(workdir, "src")
         progress(f"cloning {source.redact_url(service.ai_url)}")
-        commit, branch = source.clone(service.ai_url, None, tree, allowed=self.allowed, timeout=self.timeout)
+        commit, branch = clone(service.ai_url, None, tree, self.sources, cancel=cancel)
         note = f"commit {commit[:12]} on {branch}"
         progress(f"analysing {note} with the {self.analyzer.name} analyzer")
         try:
             analysis = self.analyzer.analyze(tree, self.settings)
+        except source.SourceError as exc:  # e.g. a file it looked for is a link leading out of the tree
+            raise source.SourceError(f"{note}: {exc}") from None
         except AnalysisError as exc:
             raise source.SourceError(f"{note}: the {self.analyzer.name} analyzer failed: {exc}") from None
         progress(f"{self.analyzer.name} analyzer: {analysis.summary}")
         try:
-            source.check_compose(analysis.compose, tree)  # nothing is built from an unusable answer
+            # nothing is built from an unusable answer
+            source.check_compose(analysis.compose, tree, host_ports=self.sources.host_ports)
+        except source.SourceError as exc:
+            raise source.SourceError(f"{note}: {exc}") from None
         except Invalid as exc:
             raise source.SourceError(f"{note}: the {self.analyzer.name} analyzer's compose definition is "
                                      f"invalid: {invalid_reason(exc)}") from None
         try:
             compose = run_source(analysis.compose, tree, runtime, service=service, revision=commit,
-                                 progress=progress)
+                                 progress=progress, settings=self.sources, workdir=workdir, cancel=cancel)
         except source.SourceError as exc:
             raise source.SourceError(f"{note}: {exc}") from None
+        except Cancelled as exc:
+            raise Cancelled(f"{note}: {exc}") from None
         return Prepared(compose=compose, note=f"{note}; {self.analyzer.name} analyzer: {analysis.summary}",
                         commit=commit, stale_images=stale(service, compose))
 

@@ -11,7 +11,7 @@ from importlib import resources
 import yaml
 
 from core.errors import Invalid
-from plugins.deploy_compose import parse_compose
+from core.panel.compose import parse_compose
 from ports import hookimpl
 from ports.deploy import DeployMethod
 

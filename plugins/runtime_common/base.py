@@ -2,13 +2,19 @@
 docker-py share; subclasses supply the client and the calls where the two differ."""
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import threading
 import time
+from collections import deque
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import datetime, timezone
 
+from plugins.runtime_common.build import Abandonable, BuildContextError, context_archive_bounded
+from plugins.runtime_common.bounded import bounded, close_response
+from plugins.runtime_common.hostports import HostPorts, is_port_conflict
 from plugins.runtime_common.parsing import (
     as_utc,
     build_failure,
@@ -26,6 +32,7 @@ from plugins.runtime_common.parsing import (
     usage_from_stats,
     volume_binds,
 )
+from plugins.runtime_common.settings import RuntimeSettings
 from ports.runtime import (
     SERVICE_LABEL,
     ContainerRuntime,
@@ -50,6 +57,8 @@ HELPER_MOUNT = "/slipway-volume"
 HELPER_CLEAR = f"rm -rf {HELPER_MOUNT}/* {HELPER_MOUNT}/.[!.]* {HELPER_MOUNT}/..?*"
 HELPER_WAIT_S = 600
 ARCHIVE_CHUNK = 1024 * 1024
+OUTPUT_TAIL = 500  # lines (events) of a build's (pull's) output kept for its messages
+PORT_ATTEMPTS = 8  # starts tried with freshly picked host ports when another took the last ones
 
 
 class ClientRuntime(ContainerRuntime):
@@ -62,17 +71,22 @@ class ClientRuntime(ContainerRuntime):
     not_found: tuple = ()
     build_error: type = Exception
 
-    def __init__(self, connect, *, ulimits=(), helper_image: str | None = None):
+    def __init__(self, connect, *, ulimits=(), helper_image: str | None = None,
+                 settings: RuntimeSettings | None = None):
         """``connect()`` makes the client; it is called on first use, so a runtime can be
         created while the engine is down (``ping`` then says False). ``helper_image`` (a
         shell with ``rm``; default ``SLIPWAY_RUNTIME_HELPER_IMAGE``, else busybox) runs
-        the throw-away containers of volume export and import; it is pulled when missing."""
+        the throw-away containers of volume export and import; it is pulled when missing.
+        ``settings``: what every container gets (publish address, host port range, pids,
+        default memory and CPUs) and the pull time limit; default the built-in values."""
         self._connect = connect
         self._client = None
         self._lock = threading.Lock()
         self._drives_healthchecks = None
         self.ulimits = tuple(ulimits)
         self.helper_image = helper_image or os.environ.get(HELPER_IMAGE_VARIABLE) or DEFAULT_HELPER_IMAGE
+        self.settings = settings or RuntimeSettings()
+        self.host_ports = HostPorts(self.settings.publish_address, *self.settings.host_ports)
 
     # --- plumbing --------------------------------------------------------------------------
 
@@ -148,11 +162,35 @@ class ClientRuntime(ContainerRuntime):
                 return False
         return True
 
-    def pull_image(self, image: str) -> None:
-        """Pull ``image``; the engines report pull failures inside the stream (with a
-        success status), so the stream is read to its end and checked."""
-        with self.engine(f"pulling {image}"):
-            events = list(stream_events(self._pull_events(image)))
+    def pull_image(self, image: str, *, timeout: float | None = None, cancel=None) -> None:
+        """Pull ``image`` within ``timeout`` seconds (default ``SLIPWAY_PULL_TIMEOUT``) unless
+        ``cancel`` is set first (then :class:`ports.runtime.Cancelled`; the engine's stream
+        is closed). No registry credentials are sent: the engine pulls anonymously unless
+        its own logins say otherwise (the operator keeps those empty). The engines report
+        pull failures inside the stream (with a success status), so the stream is read to
+        its end and checked."""
+        limit = self.settings.pull_timeout if timeout is None else float(timeout)
+        held: dict = {}
+
+        def pull():
+            with self.engine(f"pulling {image}"):
+                response = self._pull_response(image, limit)
+                held["response"] = response
+                if held.get("abandoned"):  # given up while the request was being sent
+                    close_response(response)
+                try:
+                    if response.status_code >= 400:
+                        raise EngineError(f"pulling {image} failed: {_response_error(response)}")
+                    # the last events only: a pull's progress stream is as long as the engine makes it
+                    return deque(stream_events(response.iter_lines()), maxlen=OUTPUT_TAIL)
+                finally:
+                    response.close()
+
+        def abandon():
+            held["abandoned"] = True
+            close_response(held.get("response"))
+
+        events = bounded(pull, timeout=limit, cancel=cancel, what=f"pulling {image}", on_abandon=abandon)
         for event in events:
             error = event_error(event)
             if error:
@@ -161,23 +199,64 @@ class ClientRuntime(ContainerRuntime):
             lines = output_lines(events)
             raise EngineError(f"pulling {image} failed: " + (lines[-1] if lines else "no image arrived"))
 
-    def build_image(self, context_dir: str, tag: str, dockerfile: str | None = None) -> list[str]:
+    def build_image(self, context_dir: str, tag: str, dockerfile: str | None = None, *,
+                    timeout: float | None = None, cancel=None) -> list[str]:
+        """Build ``context_dir`` (``dockerfile`` relative to it, or an absolute path of a
+        file outside it) from a tar made by :mod:`plugins.runtime_common.build`, which
+        refuses links leading out of the context and sends no registry logins. Past
+        ``timeout`` seconds or once ``cancel`` is set the build is given up
+        (:class:`ports.runtime.Cancelled`): the connection is cut, which makes the engine
+        stop the build (see :meth:`_abandon_build`)."""
         if not os.path.isdir(context_dir):
             raise EngineError(f"building {tag} failed: no build context directory {context_dir}")
-        if not dockerfile:  # always named: podman-py would otherwise send a random name
-            dockerfile = "Dockerfile"
-            if not os.path.exists(os.path.join(context_dir, dockerfile)) \
-                    and os.path.exists(os.path.join(context_dir, "Containerfile")):
-                dockerfile = "Containerfile"
-        kwargs = {"path": context_dir, "tag": tag, "dockerfile": dockerfile, "rm": True, "forcerm": True}
         try:
-            _, chunks = self.client.images.build(**kwargs)
-            return output_lines(chunks)
-        except self.build_error as exc:
-            raise EngineError(build_failure(tag, getattr(exc, "msg", exc),
-                                            output_lines(getattr(exc, "build_log", ())))) from exc
+            archive, name = context_archive_bounded(context_dir, dockerfile, timeout=timeout, cancel=cancel)
+        except BuildContextError as exc:
+            raise BuildContextError(f"building {tag} failed: {exc}") from None
+        except OSError as exc:
+            raise EngineError(f"building {tag} failed: reading the build context: {exc}") from None
+        params = {"t": tag, "dockerfile": name, "rm": "1", "forcerm": "1"}
+        holder = Abandonable()
+        lines: deque = deque(maxlen=OUTPUT_TAIL)  # a build may print without end (RUN yes): keep the tail
+
+        def build():
+            with archive:
+                response = self._build_request(params, archive)
+                if not holder.keep(response):
+                    return None
+                try:
+                    if response.status_code >= 400:
+                        raise EngineError(build_failure(tag, response.text.strip() or response.reason, []))
+                    for event in stream_events(response.iter_lines()):
+                        lines.extend(output_lines([event]))
+                        error = event_error(event)
+                        if error:
+                            raise EngineError(build_failure(tag, error, list(lines)))
+                finally:
+                    response.close()
+            return list(lines)
+
+        def abandon():
+            holder.abandon()
+            self._abandon_build(tag)
+
+        try:
+            bounded(build, timeout=timeout, cancel=cancel, what=f"building {tag}", on_abandon=abandon)
+        except EngineError:
+            raise
         except self.errors as exc:
-            raise EngineError(build_failure(tag, error_text(exc), [])) from exc
+            raise EngineError(build_failure(tag, error_text(exc), list(lines))) from exc
+        if not self.has_image(tag):
+            raise EngineError(build_failure(tag, lines[-1] if lines else "no image was made", list(lines)))
+        return list(lines)
+
+    def _build_request(self, params: dict, archive):
+        """POST the build (a streaming ``requests`` response); per client."""
+        raise NotImplementedError
+
+    def _abandon_build(self, tag: str) -> None:
+        """After a build was given up: nothing more to do by default (cutting the
+        connection stops the build on both engines)."""
 
     def image_ports(self, image: str) -> list[PortSpec]:
         with self.engine(f"inspecting image {image}"):
@@ -205,17 +284,29 @@ class ClientRuntime(ContainerRuntime):
     # --- networks and volumes ---------------------------------------------------------------
 
     def create_network(self, name: str, labels: dict) -> None:
-        """Create a bridge network with DNS (containers reach each other by alias); an
-        existing network of that name is kept as it is."""
+        """Create a bridge network with DNS (containers reach each other by alias) that
+        has no route to any other service's network: Podman's netavark needs the
+        ``isolate`` option for that (Docker isolates bridge networks by default); the
+        option is checked on the new network and one the engine did not isolate is
+        removed again and an :class:`EngineError`. An existing isolated network of that
+        name is kept as it is; one that is not (made before isolation) is made again,
+        which fails while a container still uses it."""
         with self.engine(f"creating network {name}"):
             if self._exists(self.client.networks, name):
-                return
+                if self._network_isolated(name) is not False:
+                    return
+                self._read(lambda: self.client.networks.get(name)).remove()
             try:
                 self._create_network(name, dict(labels))
             except self.errors as exc:
                 if status_code(exc) == CONFLICT and self._exists(self.client.networks, name):
                     return
                 raise
+            if self._network_isolated(name) is False:
+                with contextlib.suppress(*self.errors):
+                    self.client.networks.get(name).remove()
+                raise EngineError(f"creating network {name}: the engine did not isolate it "
+                                  f"(netavark's isolate option); refusing to run services on it")
 
     def create_volume(self, name: str, labels: dict) -> None:
         """Create a local volume; an existing volume of that name is kept as it is."""
@@ -240,7 +331,34 @@ class ClientRuntime(ContainerRuntime):
 
     def run(self, spec: ContainerSpec) -> str:
         """Create and start; a container that fails to start is removed again (so the name
-        is free for a retry) and the start error raised."""
+        is free for a retry) and the start error raised. Ports without a host port get one
+        picked from ``SLIPWAY_HOST_PORTS``; when another deploy took it meanwhile (the
+        start fails with "address already in use") new ones are picked and the container
+        created again, up to :data:`PORT_ATTEMPTS` times."""
+        missing = [port for port in spec.ports if port.host_port is None]
+        lost: set = set()
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            concrete, picked = spec, []
+            if missing:
+                with self.engine(f"choosing host ports for {spec.name}"):
+                    try:
+                        picked = self.host_ports.pick([p.protocol or "tcp" for p in missing],
+                                                      self._used_host_ports(), avoid=lost)
+                    except ValueError as exc:
+                        raise EngineError(f"creating container {spec.name}: {exc}") from None
+                given = iter(picked)
+                concrete = replace(spec, ports=tuple(
+                    replace(port, host_port=next(given)) if port.host_port is None else port for port in spec.ports))
+            try:
+                return self._run_once(concrete)
+            except EngineError as exc:
+                if not (picked and is_port_conflict(str(exc)) and attempt < PORT_ATTEMPTS):
+                    self.host_ports.release(picked)
+                    raise
+                lost.update(picked)
+        raise AssertionError("unreachable")
+
+    def _run_once(self, spec: ContainerSpec) -> str:
         with self.engine(f"creating container {spec.name}"):
             self._ensure_volumes(spec)
             container = self.client.containers.create(spec.image, **self._create_kwargs(spec))
@@ -269,20 +387,28 @@ class ClientRuntime(ContainerRuntime):
                         raise
 
     def _common_create_kwargs(self, spec: ContainerSpec) -> dict:
+        """What both clients take alike. Every container gets the pids limit and, when the
+        spec sets none, the default memory and CPU limits; published ports bind to the
+        publish address only (the clients add ``no-new-privileges`` their own way)."""
+        settings = self.settings
         kwargs = {"name": spec.name, "labels": {str(k): str(v) for k, v in spec.labels.items()},
-                  "environment": {str(k): "" if v is None else str(v) for k, v in spec.environment.items()}}
+                  "environment": {str(k): "" if v is None else str(v) for k, v in spec.environment.items()},
+                  "pids_limit": int(settings.pids_limit)}
         if spec.command:
             kwargs["command"] = [str(part) for part in spec.command]
         if spec.ports:
-            kwargs["ports"] = port_bindings(spec.ports)
+            kwargs["ports"] = port_bindings(spec.ports, settings.publish_address)
         if spec.volumes:
             kwargs["volumes"] = volume_binds(spec.volumes)
-        if spec.cpus:  # quota/period: podman-py drops nano_cpus silently
-            kwargs["cpu_period"] = 100_000
-            kwargs["cpu_quota"] = int(spec.cpus * 100_000)
-        if spec.memory_mb:
-            kwargs["mem_limit"] = f"{int(spec.memory_mb)}m"
+        cpus = spec.cpus or settings.default_cpus
+        kwargs["cpu_period"] = 100_000  # quota/period: podman-py drops nano_cpus silently
+        kwargs["cpu_quota"] = max(int(round(cpus * 100_000)), 1_000)
+        kwargs["mem_limit"] = f"{int(spec.memory_mb or settings.default_memory_mb)}m"
         return kwargs
+
+    def _used_host_ports(self) -> set:
+        """Host ports published by any container the engine has, running or not."""
+        raise NotImplementedError
 
     def start(self, container_id: str) -> None:
         with self.engine(f"starting container {container_id}"):
@@ -328,6 +454,12 @@ class ClientRuntime(ContainerRuntime):
             except (EngineError, *self.errors):
                 pass
         return state_from_attrs(attrs)
+
+    def _podman_engine(self) -> bool:
+        """Whether the engine is Podman (asked once; engine errors propagate)."""
+        if self._drives_healthchecks is None:
+            self._drives_healthchecks = bool(self._engine_is_podman())
+        return self._drives_healthchecks
 
     def _runs_overdue_healthchecks(self) -> bool:
         if self._drives_healthchecks is None:
@@ -519,10 +651,18 @@ class ClientRuntime(ContainerRuntime):
         """Fix-ups between create and start."""
 
     def _create_network(self, name: str, labels: dict) -> None:
+        """Create the isolated bridge network ``name`` with DNS."""
         raise NotImplementedError
 
-    def _pull_events(self, image: str):
-        """The pull's progress stream (dicts or JSON bytes)."""
+    def _network_isolated(self, name: str) -> bool | None:
+        """Whether the engine isolates network ``name`` from other networks; None when
+        the engine has no such option (Docker: its bridge networks are isolated)."""
+        return None
+
+    def _pull_response(self, image: str, read_timeout: float):
+        """The engine's answer to a pull of ``image``: a streamed ``requests`` response of
+        JSON progress lines, sent without any registry credentials (no ``X-Registry-Auth``);
+        ``read_timeout`` bounds each wait for the engine."""
         raise NotImplementedError
 
     def _stop(self, container, timeout: int) -> None:
@@ -559,3 +699,13 @@ class ClientRuntime(ContainerRuntime):
     def _run_healthcheck(self, attrs: dict) -> None:
         """Run the healthcheck of the container ``attrs`` describes once, now (Podman only)."""
         raise NotImplementedError
+
+
+def _response_error(response) -> str:
+    """The engine's message of an error answer (both APIs send ``{"message": ...}``)."""
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    message = body.get("message") or body.get("cause") if isinstance(body, dict) else None
+    return error_text(Exception(message or response.text or f"HTTP {response.status_code}"))

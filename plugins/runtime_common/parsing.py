@@ -121,6 +121,31 @@ def published_ports(attrs: dict) -> dict:
     return found
 
 
+# the network option that makes netavark drop traffic between a bridge network and any
+# other isolated one (Podman 4; Docker isolates its bridge networks without being asked)
+ISOLATE = {"isolate": "true"}
+
+
+def network_isolated(attrs: dict) -> bool:
+    """Whether a libpod network inspect (``options``) says the network is isolated."""
+    options = (attrs or {}).get("options") or {}
+    return str(options.get("isolate", "")).lower() in ("true", "strict")
+
+
+def listed_host_ports(entry: dict) -> set:
+    """Host ports of one container list entry: libpod's ``Ports`` (``host_port`` and
+    ``range``) or the Docker API's (``PublicPort``)."""
+    found = set()
+    for binding in (entry or {}).get("Ports") or ():
+        if not isinstance(binding, dict):
+            continue
+        first = int(number(binding.get("host_port", binding.get("PublicPort"))))
+        count = max(int(number(binding.get("range"), 1)), 1)
+        if first > 0:
+            found.update(range(first, first + count))
+    return found
+
+
 def state_from_attrs(attrs: dict) -> ContainerState:
     state = attrs.get("State") or {}
     if isinstance(state, str):  # a list entry rather than an inspect
@@ -139,6 +164,7 @@ def state_from_attrs(attrs: dict) -> ContainerState:
         ports=published_ports(attrs),
         labels=dict((attrs.get("Config") or {}).get("Labels") or {}),
         cpu_limit=cpu_limit_percent(attrs.get("HostConfig") or {}),
+        exit_code=None if state.get("Running") or state.get("ExitCode") is None else int(number(state["ExitCode"])),
     )
 
 
@@ -278,9 +304,16 @@ def healthcheck_nanoseconds(check: Healthcheck) -> dict:
             "retries": int(check.retries), "start_period": nanoseconds(check.start_period_s)}
 
 
-def port_bindings(ports) -> dict:
-    """{"8080/tcp": host port or None} as both clients take ``ports=``."""
-    return {f"{port.container_port}/{port.protocol or 'tcp'}": port.host_port for port in ports}
+def port_bindings(ports, address: str) -> dict:
+    """{"8080/tcp": (address, host port)} as both clients take ``ports=``: bound to
+    ``address`` only. Every port has its host port by now (``ClientRuntime.run`` picks the
+    missing ones; the engine never chooses)."""
+    bindings = {}
+    for port in ports:
+        if port.host_port is None:
+            raise ValueError(f"port {port.container_port} has no host port")
+        bindings[f"{port.container_port}/{port.protocol or 'tcp'}"] = (address, int(port.host_port))
+    return bindings
 
 
 def volume_binds(volumes) -> dict:

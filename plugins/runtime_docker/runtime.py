@@ -5,24 +5,71 @@ import time
 from dataclasses import replace
 
 import docker
+import docker.auth
 import docker.errors
 import requests
 from docker.types import Ulimit
+from docker.utils import parse_repository_tag
+from docker.utils.proxy import ProxyConfig
 
 from plugins.runtime_common import ClientRuntime
 from plugins.runtime_common.parsing import (
+    ISOLATE,
     healthcheck_call_timeout,
     healthcheck_nanoseconds,
+    listed_host_ports,
+    network_isolated,
     number,
     parse_timestamp,
+    published_ports,
     usage_from_stats,
 )
+from plugins.runtime_common.settings import RuntimeSettings
 from ports.runtime import ContainerSpec, EngineError, Usage
 
 # Podman's own API, served next to its Docker-compatible one on the same socket
 LIBPOD_PREFIX = "/v4.0.0/libpod"
 # seconds between two stats samples when the engine gives no previous CPU sample
 CPU_SAMPLE_S = 0.5
+READ_CONNECT_S = 30  # seconds to reach the engine's socket
+
+
+class NoCredentials(docker.auth.AuthConfig):
+    """docker-py's registry credentials, empty for good: docker-py reads the server
+    user's ``~/.docker/config.json`` (and its credential helpers) and sends what it finds
+    with pulls (``X-Registry-Auth``) and builds (``X-Registry-Config``), reloading the file
+    whenever its copy is empty. Customers' images must never be fetched with the
+    server's logins, so this copy is never empty and never resolves anything."""
+
+    def __init__(self):
+        super().__init__({})
+
+    def __bool__(self) -> bool:
+        return True
+
+    @property
+    def is_empty(self) -> bool:  # docker-py reloads the file when this says True
+        return False
+
+    def resolve_authconfig(self, registry=None):
+        return None
+
+    def get_all_credentials(self) -> dict:
+        return {}
+
+
+def client_without_credentials(client: docker.DockerClient) -> docker.DockerClient:
+    """``client`` with no registry credentials and none of the user's docker-py settings
+    (its proxy settings would be copied into every container's environment and builds)."""
+    api = client.api
+    api._auth_configs = NoCredentials()
+    api._general_configs = {}
+    api._proxy_configs = ProxyConfig()
+    return client
+
+
+def _connect(url: str | None) -> docker.DockerClient:
+    return client_without_credentials(docker.DockerClient(base_url=url) if url else docker.from_env())
 
 
 class DockerRuntime(ClientRuntime):
@@ -31,12 +78,13 @@ class DockerRuntime(ClientRuntime):
     not_found = (docker.errors.NotFound,)
     build_error = docker.errors.BuildError
 
-    def __init__(self, url: str | None = None, *, ulimits=()):
+    def __init__(self, url: str | None = None, *, ulimits=(), settings: RuntimeSettings | None = None):
         self.url = url
-        super().__init__(lambda: docker.DockerClient(base_url=url) if url else docker.from_env(), ulimits=ulimits)
+        super().__init__(lambda: _connect(url), ulimits=ulimits, settings=settings)
 
     def _create_kwargs(self, spec: ContainerSpec) -> dict:
         kwargs = self._common_create_kwargs(spec)
+        kwargs["security_opt"] = ["no-new-privileges"]
         if spec.network:
             kwargs["network"] = spec.network
             if spec.aliases:
@@ -62,14 +110,53 @@ class DockerRuntime(ClientRuntime):
         network.disconnect(container)
         network.connect(container, aliases=list(spec.aliases))
 
+    def _build_request(self, params: dict, archive):
+        # the bare endpoint: docker-py's APIClient.build would add the server user's
+        # registry logins (X-Registry-Config) and proxy settings from ~/.docker/config.json
+        api = self.client.api
+        return api._post(api._url("/build"), params=params, data=archive,
+                         headers={"Content-Type": "application/x-tar"}, stream=True, timeout=None)
+
     def _create_network(self, name: str, labels: dict) -> None:
         # the low-level call: the high-level one inspects the new network afterwards, which
-        # Podman's compat API can fail while some other container exits
-        self.client.api.create_network(name, driver="bridge", labels=labels)
+        # Podman's compat API can fail while some other container exits. Podman (netavark)
+        # routes between bridge networks unless asked to isolate them; Docker does not.
+        options = dict(ISOLATE) if self._podman_engine() else None
+        self.client.api.create_network(name, driver="bridge", labels=labels, options=options)
 
-    def _pull_events(self, image: str):
-        # the high-level pull reads the stream, ignores its errors and then fails on a lookup
-        return self.client.api.pull(image, stream=True, decode=True)
+    def _network_isolated(self, name: str) -> bool | None:
+        if not self._podman_engine():  # Docker: bridge networks are isolated
+            return None
+        api = self.client.api
+        response = api.get(f"{api.base_url}{LIBPOD_PREFIX}/networks/{name}/json")
+        response.raise_for_status()
+        return network_isolated(response.json())
+
+    def _pull_response(self, image: str, read_timeout: float):
+        # docker-py's pull would send X-Registry-Auth from ~/.docker/config.json; the
+        # endpoint directly, with the repository and tag split as docker-py does
+        repository, tag = parse_repository_tag(image)
+        api = self.client.api
+        return api.post(f"{api.base_url}/images/create", params={"fromImage": repository, "tag": tag or "latest"},
+                        stream=True, timeout=(READ_CONNECT_S, read_timeout))
+
+    def _used_host_ports(self) -> set:
+        """From one list call; a real Docker lists no ports for containers that are not
+        running, so those are inspected for their bindings (Podman lists them)."""
+        api = self.client.api
+        response = api.get(f"{api.base_url}/containers/json", params={"all": 1})
+        response.raise_for_status()
+        used: set = set()
+        podman = self._podman_engine()
+        for entry in response.json() or ():
+            ports = listed_host_ports(entry)
+            if not ports and not podman and str(entry.get("State", "")).lower() != "running":
+                try:
+                    ports = set(published_ports(api.inspect_container(entry["Id"])).values())
+                except self.not_found:
+                    continue
+            used |= ports
+        return used
 
     def _usage(self, container) -> Usage:
         """Docker fills ``precpu_stats`` itself. Podman's compat API leaves it empty (and

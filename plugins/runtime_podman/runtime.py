@@ -1,21 +1,26 @@
 """``PodmanRuntime``: :class:`plugins.runtime_common.ClientRuntime` on podman-py (libpod API)."""
 from __future__ import annotations
 
-import contextlib
-import glob
-import os
-
 import podman
 import podman.errors
 import requests
 
 from plugins.runtime_common import ClientRuntime
 from plugins.runtime_common.base import ARCHIVE_CHUNK
-from plugins.runtime_common.parsing import healthcheck_call_timeout, healthcheck_nanoseconds, usage_from_stats
+from plugins.runtime_common.parsing import (
+    ISOLATE,
+    healthcheck_call_timeout,
+    healthcheck_nanoseconds,
+    listed_host_ports,
+    network_isolated,
+    usage_from_stats,
+)
+from plugins.runtime_common.settings import RuntimeSettings
 from ports.runtime import ContainerSpec, EngineError, Usage
 
 # seconds allowed for an engine call on top of the container's own stop timeout
 STOP_SLACK_S = 60
+READ_CONNECT_S = 30  # seconds to reach the engine's socket
 
 
 class PodmanRuntime(ClientRuntime):
@@ -24,13 +29,14 @@ class PodmanRuntime(ClientRuntime):
     not_found = (podman.errors.NotFound, podman.errors.ImageNotFound)
     build_error = podman.errors.BuildError
 
-    def __init__(self, url: str | None = None, *, ulimits=()):
+    def __init__(self, url: str | None = None, *, ulimits=(), settings: RuntimeSettings | None = None):
         self.url = url
         super().__init__(lambda: podman.PodmanClient(base_url=url) if url else podman.PodmanClient(),
-                         ulimits=ulimits)
+                         ulimits=ulimits, settings=settings)
 
     def _create_kwargs(self, spec: ContainerSpec) -> dict:
         kwargs = self._common_create_kwargs(spec)
+        kwargs["no_new_privileges"] = True  # podman-py maps security_opt to SELinux options
         if spec.network:
             kwargs["networks"] = {spec.network: {"aliases": list(spec.aliases)} if spec.aliases else {}}
         if spec.healthcheck is not None:
@@ -43,24 +49,33 @@ class PodmanRuntime(ClientRuntime):
             kwargs["ulimits"] = [{"Name": name, "Soft": soft, "Hard": hard} for name, soft, hard in self.ulimits]
         return kwargs
 
-    def build_image(self, context_dir: str, tag: str, dockerfile: str | None = None) -> list[str]:
-        """As the base, minus the litter: podman-py copies a Dockerfile that is not at the
-        top of the context into ``.containerfile.<random>`` there and leaves it behind."""
-        before = set(_proxies(context_dir))
-        try:
-            return super().build_image(context_dir, tag, dockerfile)
-        finally:
-            for proxy in set(_proxies(context_dir)) - before:
-                with contextlib.suppress(OSError):
-                    os.remove(proxy)
+    def _build_request(self, params: dict, archive):
+        # libpod's build endpoint, with the tar made by the base (no X-Registry-Config)
+        return self.client.api.post("/build", params=params, data=archive,
+                                    headers={"Content-type": "application/x-tar"}, stream=True)
 
     def _create_network(self, name: str, labels: dict) -> None:
-        # the libpod API leaves DNS off unless asked (the CLI turns it on)
-        self.client.networks.create(name, driver="bridge", dns_enabled=True, labels=labels)
+        # the libpod API leaves DNS off unless asked (the CLI turns it on); netavark routes
+        # between bridge networks unless they are isolated
+        self.client.networks.create(name, driver="bridge", dns_enabled=True, labels=labels, options=ISOLATE)
 
-    def _pull_events(self, image: str):
-        # without stream=True podman-py returns an empty Image even when the pull failed
-        return self.client.images.pull(image, stream=True, decode=True)
+    def _network_isolated(self, name: str) -> bool:
+        return network_isolated(self.client.networks.get(name).attrs)
+
+    def _pull_response(self, image: str, read_timeout: float):
+        # podman-py's images.pull would parse the reference itself and send an (empty)
+        # X-Registry-Auth; the libpod endpoint directly, with the engine's answer streamed
+        return self.client.api.post("/images/pull", params={"reference": image, "policy": "always",
+                                                            "compatMode": True},
+                                    stream=True, timeout=(READ_CONNECT_S, read_timeout))
+
+    def _used_host_ports(self) -> set:
+        response = self.client.api.get("/containers/json", params={"all": True})
+        response.raise_for_status()
+        used: set = set()
+        for entry in response.json() or ():
+            used |= listed_host_ports(entry)
+        return used
 
     def _stop(self, container, timeout: int) -> None:
         # podman-py gives the HTTP call only 1.5 x timeout, too little for short timeouts
@@ -107,6 +122,3 @@ class PodmanRuntime(ClientRuntime):
         if response.status_code >= 500:
             raise EngineError(f"running the healthcheck of {attrs['Id']}: {response.text[:200]}")
 
-
-def _proxies(context_dir: str) -> list[str]:
-    return glob.glob(os.path.join(glob.escape(context_dir), ".containerfile.*"))

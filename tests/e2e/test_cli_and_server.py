@@ -1,9 +1,7 @@
 """The operator CLI and a real uvicorn server, driven the way an operator would."""
 from __future__ import annotations
 
-import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -11,23 +9,8 @@ import time
 import httpx
 import pytest
 
-from tests.conftest import UUID_RE
-
-
-def slipway(database_url, *args, env=None, check=True):
-    full_env = dict(os.environ, SLIPWAY_DATABASE_URL=database_url, **(env or {}))
-    proc = subprocess.run([sys.executable, "-m", "app.cli", *args], env=full_env, capture_output=True, text=True,
-                          timeout=60)
-    document = json.loads(proc.stdout)  # every command prints one JSON document, errors too
-    if check:
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-    return proc.returncode, document
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.support.partners import UUID_RE
+from tests.support.processes import free_port, slipway
 
 
 @pytest.fixture
@@ -93,7 +76,7 @@ def test_served_end_to_end(initialised):
     _, partner = slipway(url, "partner", "create", "--name", "Demo")
     _, token = slipway(url, "token", "create", "--partner", partner["id"], "--label", "demo", "--scope", "write")
     port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
+    server = subprocess.Popen([sys.executable, "-m", "app.cli.main", "serve", "--port", str(port)],
                               env=dict(os.environ, SLIPWAY_DATABASE_URL=url), stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
     try:
@@ -145,8 +128,8 @@ def test_license_state_and_transfer_sync_commands(initialised):
     url = initialised
     from app.config import Config
     from app.storage.store import Store
-    from core import customers, licenses
-    from core.identity import Caller
+    from core.partner import customers, licenses
+    from core.partner.identity import Caller
     from plugins.license_embedded import EmbeddedLicenseService
 
     _, partner = slipway(url, "partner", "create", "--name", "Ops")
@@ -155,8 +138,8 @@ def test_license_state_and_transfer_sync_commands(initialised):
     config = Config.from_env({"SLIPWAY_DATABASE_URL": url})
     store = Store(url, threads=1)
     try:
-        from core.partners import get_partner
-        from core.tokens import create_token
+        from core.partner.partners import get_partner
+        from core.partner.tokens import create_token
 
         owner = get_partner(store.uow(), partner["id"])
         token, _ = create_token(store.uow(), config.clock, partner_id=owner.id, label="x", scope="write",

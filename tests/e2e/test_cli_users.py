@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.test_cli_and_server import slipway
+from tests.support.processes import slipway
 
 
 @pytest.fixture
@@ -15,11 +15,11 @@ def initialised(database_url):
 def _customer(url) -> str:
     from app.config import Config
     from app.storage.store import Store
-    from core import panel_customers
+    from core.panel import customers
 
     store = Store(url, threads=1)
     try:
-        return panel_customers.create_customer(store.uow(), Config.from_env({}).clock, name="Acme").id
+        return customers.create_customer(store.uow(), Config.from_env({}).clock, name="Acme").id
     finally:
         store.close()
 

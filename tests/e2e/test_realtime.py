@@ -23,9 +23,8 @@ import uvicorn
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
-from tests.conftest import POSTGRES
-from tests.e2e.test_cli_and_server import free_port, slipway
-from tests.integration.test_runtime_conformance import engine_ulimits  # noqa: F401 (a fixture)
+from tests.support.database import POSTGRES
+from tests.support.processes import free_port, slipway
 
 pytestmark = pytest.mark.runtime
 IMAGE = "localhost/busybox:latest"
@@ -158,12 +157,13 @@ def test_deploy_progress_and_status_arrive_in_order(panel):
         service_id = panel.create(customer)
         got = _messages(ws, lambda m: m["type"] == "deploy.progress" and m["data"]["service_id"] == service_id
                         and m["data"]["step"] in ("done", "failed"))
+        got += _messages(ws, _status(service_id, "running"))
     mine = [m for m in got if (m["data"].get("service_id") or m["data"].get("id")) == service_id]
     kinds = [(m["type"], m["data"].get("status") or m["data"].get("step")) for m in mine]
     assert kinds[0] == ("service.status", "deploying"), kinds
-    assert kinds[-1] == ("deploy.progress", "done"), kinds
-    running = kinds.index(("service.status", "running"))
-    steps = [k[1] for k in kinds[1:running]]
+    # the job's final progress comes before the status it leads to
+    assert kinds[-2:] == [("deploy.progress", "done"), ("service.status", "running")], kinds
+    steps = [k[1] for k in kinds[1:-2]]
     assert steps[:1] and "containers" in steps and steps[-1] == "wait", kinds
     progress = [m["data"]["progress"] for m in mine if m["type"] == "deploy.progress"]
     assert progress == sorted(progress) and progress[-1] == 100
@@ -308,6 +308,7 @@ def test_a_slow_client_is_disconnected(panel):
     assert closed.value.rcvd.code == 1008 and "too slow" in closed.value.rcvd.reason
 
 
+@pytest.mark.storage
 @pytest.mark.skipif(not POSTGRES, reason="needs PostgreSQL (SLIPWAY_DATABASE_URL=postgresql://...): "
                                          "LISTEN/NOTIFY is the bus between processes")
 def test_two_processes_share_events_through_postgres(runtime_url, database_url, engine_ulimits):
@@ -320,8 +321,8 @@ def test_two_processes_share_events_through_postgres(runtime_url, database_url, 
             port = free_port()
             env = _env(database_url, runtime_url, engine_ulimits, SLIPWAY_EVENT_BUS="postgres",
                        SLIPWAY_DEPLOY_WORKER=worker)
-            servers.append(subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--port", str(port)], env=env,
-                                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+            servers.append(subprocess.Popen([sys.executable, "-m", "app.cli.main", "serve", "--port", str(port)], env=env,
+                                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True))
             bases.append(f"http://127.0.0.1:{port}")
         for server, base in zip(servers, bases):
             _wait_http(base, admin["key"], lambda server=server: server.poll() is None)
@@ -329,10 +330,12 @@ def test_two_processes_share_events_through_postgres(runtime_url, database_url, 
         customer = b.customer("Acme")
         with a.ws("/api/ws", admin["key"]) as ws:
             service_id = b.create(customer)
-            got = _messages(ws, lambda m: m["type"] == "deploy.progress" and m["data"]["service_id"] == service_id
-                            and m["data"]["step"] == "done")
+            got = _messages(ws, lambda m: m["type"] == "service.status" and m["data"]["id"] == service_id
+                            and m["data"]["status"] == "running")
         kinds = [(m["type"], m["data"].get("status") or m["data"].get("step")) for m in got]
-        assert kinds[0] == ("service.status", "deploying") and ("service.status", "running") in kinds, kinds
+        # the job's last progress comes before the status it leads to
+        assert kinds[0] == ("service.status", "deploying") and kinds[-2:] == [("deploy.progress", "done"),
+                                                                             ("service.status", "running")], kinds
         assert b.http.delete(f"/api/services/{service_id}").status_code == 204
     finally:
         for server in servers:

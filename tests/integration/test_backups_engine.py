@@ -15,8 +15,8 @@ import httpx
 import pytest
 
 from ports.runtime import ContainerSpec
-from tests.integration.test_runtime_conformance import _tree, engine_ulimits  # noqa: F401 (a fixture)
-from tests.integration.test_services_engine import _until, admin_key, serve_panel
+from tests.support.engine import _tree
+from tests.support.panel_server import _until, admin_key, serve_panel
 
 pytestmark = pytest.mark.runtime
 IMAGE = "localhost/busybox:latest"

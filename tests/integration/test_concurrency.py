@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from core import customers
-from core.identity import Caller
+from core.partner import customers
+from core.partner.identity import Caller
 
 
 def _caller(world):
@@ -64,7 +64,7 @@ def test_only_one_process_recomputes_at_a_time(store, world, clock):
 
     from app.pluginmanager import billing_models, make_plugin_manager
     from app.storage.database import is_postgres
-    from core import statements
+    from core.partner import statements
 
     if not is_postgres(store.db):
         pytest.skip("advisory locks are PostgreSQL's")

@@ -7,102 +7,15 @@ with the llm analyzer (a fake chat endpoint on loopback), and its compose is sho
 Once through the Podman client and once through the Docker client."""
 from __future__ import annotations
 
-import os
-import subprocess
-import time
-
 import pytest
 
-from tests.e2e.test_cli_and_server import free_port
+from tests.support.processes import free_port
 from tests.fixtures.fake_chat import FakeChat
-from tests.integration.test_runtime_conformance import engine_ulimits  # noqa: F401 (a fixture)
-from tests.integration.test_services_engine import _get, _until, admin_key, serve_panel
+from tests.support.panel_server import _get, _until
+from tests.support.git_repos import BUSYBOX, CONTAINERFILE, _create, _events, commit, git, repository
 
 pytestmark = pytest.mark.runtime
-BUSYBOX = "localhost/busybox:latest"
 SECRET = "s3cr3t-t0ken-value"
-
-CONTAINERFILE = f"""FROM {BUSYBOX}
-COPY index.html /www/index.html
-EXPOSE 8080
-CMD ["httpd", "-f", "-p", "8080", "-h", "/www"]
-"""
-
-
-def git(repo, *args) -> str:
-    env = {"GIT_CONFIG_NOSYSTEM": "1", "HOME": str(repo.parent), "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
-    done = subprocess.run(["git", "-C", str(repo), "-c", "user.name=Test", "-c", "user.email=test@example.org",
-                           *args], check=True, capture_output=True, text=True, env=env)
-    return done.stdout.strip()
-
-
-def repository(path, files: dict) -> tuple[str, str]:
-    """A git repository at ``path`` with ``files`` committed on ``main``: (file URL, commit)."""
-    path.mkdir(parents=True)
-    git(path, "init", "-q", "-b", "main")
-    return f"file://{path}", commit(path, files, "first")
-
-
-def commit(path, files: dict, message: str) -> str:
-    for name, text in files.items():
-        (path / name).write_text(text)
-    git(path, "add", "-A")
-    git(path, "commit", "-q", "-m", message)
-    return git(path, "rev-parse", "HEAD")
-
-
-@pytest.fixture(params=["podman", "docker"])
-def start_panel(request, runtime_url, database_url, engine_ulimits, tmp_path):
-    """``start_panel(**env)``: a real server on this database with extra environment;
-    answers (client, customer, made) and removes services and built images afterwards."""
-    from app.pluginmanager import make_plugin_manager, runtimes
-
-    engine = runtimes(make_plugin_manager())[request.param].create(runtime_url, ulimits=engine_ulimits)
-    servers, made = [], []
-    key = admin_key(database_url)
-
-    def start(**extra):
-        log = open(tmp_path / f"server-{len(servers)}.log", "w+")
-        env = dict(os.environ, SLIPWAY_RUNTIME_ULIMITS=engine_ulimits, SLIPWAY_DATABASE_URL=database_url,
-                   SLIPWAY_RUNTIME=request.param, SLIPWAY_RUNTIME_URL=runtime_url, SLIPWAY_HEALTH_INTERVAL="1",
-                   SLIPWAY_BILLING_INTERVAL="0", SLIPWAY_GIT_ALLOWED_SCHEMES="https,ssh,file",
-                   SLIPWAY_IMAGE_STATIC=BUSYBOX, SLIPWAY_WORK_DIR=str(tmp_path / "work"), **extra)
-        server, client = serve_panel(key, env, stderr=log)
-        servers.append((server, client, log))
-        customers = client.get("/api/customers").json()["data"]
-        customer = customers[0] if customers else client.post("/api/customers", json={"name": "Acme"}).json()
-        return client, customer, made
-
-    start.engine = engine
-    start.logs = lambda: "".join(log.seek(0) or log.read() for _, _, log in servers)
-    yield start
-    images = set()
-    for server, client, log in servers:
-        for service_id in made:
-            detail = client.get(f"/api/services/{service_id}")
-            if detail.status_code == 200:
-                images.update(word for word in detail.json()["compose"].split() if word.startswith("localhost/slw-"))
-        client.close()
-        server.terminate()
-        server.wait(timeout=20)
-        log.close()
-    for service_id in made:
-        engine.remove_service(service_id)
-    for image in images:
-        engine.remove_image(image)
-    assert not os.listdir(tmp_path / "work"), "job work directories are removed"
-
-
-def _create(client, customer, made, name, **body):
-    created = client.post("/api/services", json={"name": f"{name}-{os.getpid()}-{time.monotonic_ns() % 100000}",
-                                                 "customer_id": customer["id"], **body})
-    assert created.status_code == 201, created.text
-    made.append(created.json()["id"])
-    return created.json()["id"]
-
-
-def _events(client, service_id) -> list[dict]:
-    return client.get(f"/api/services/{service_id}/events", params={"per_page": 100}).json()["data"]
 
 
 def test_a_git_repository_deploys_and_redeploys_its_latest_commit(start_panel, tmp_path):

@@ -58,7 +58,7 @@ def test_a_pip_installed_third_party_plugin_is_loaded(tmp_path):
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
                     "--target", str(target), str(FIXTURE)], check=True, capture_output=True, text=True)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(target), str(ROOT)]))
-    out = subprocess.run([sys.executable, "-m", "app.cli", "plugins"], env=env, capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-m", "app.cli.main", "plugins"], env=env, capture_output=True, text=True,
                          check=True).stdout
     document = json.loads(out)
     hello = next(p for p in document["plugins"] if p["name"] == "hello")

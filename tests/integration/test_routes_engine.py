@@ -9,9 +9,8 @@ import time
 import pytest
 import yaml
 
-from tests.e2e.test_cli_and_server import slipway
-from tests.integration.test_runtime_conformance import engine_ulimits  # noqa: F401 (a fixture)
-from tests.integration.test_services_engine import IMAGE, _get, _until, admin_key, serve_panel
+from tests.support.processes import slipway
+from tests.support.panel_server import IMAGE, _get, _until, admin_key, serve_panel
 
 pytestmark = pytest.mark.runtime
 

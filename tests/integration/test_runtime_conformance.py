@@ -7,11 +7,8 @@ Every test works in its own service id and removes the service afterwards.
 """
 from __future__ import annotations
 
-import os
 import secrets
 import socket
-import time
-import urllib.request
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -20,96 +17,14 @@ from ports.runtime import (
     COMPONENT_LABEL,
     SERVICE_LABEL,
     ContainerRuntime,
-    ContainerSpec,
-    ContainerState,
     EngineError,
     Healthcheck,
     PortSpec,
     Usage,
 )
+from tests.support.engine import BUSYBOX, Service, _factories, _tree, http_get, wait_for
 
 pytestmark = pytest.mark.runtime
-
-BUSYBOX = "localhost/busybox:latest"
-DEADLINE_S = 30.0
-
-
-def _factories():
-    from app.pluginmanager import make_plugin_manager, runtimes
-
-    return runtimes(make_plugin_manager())
-
-
-def wait_for(check, what: str, timeout: float = DEADLINE_S, interval: float = 0.2):
-    """Poll ``check()`` until it returns something truthy; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(interval)
-    pytest.fail(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
-
-
-@pytest.fixture(scope="session")
-def engine_ulimits(runtime_url):
-    """Ulimits for every test container: ``SLIPWAY_RUNTIME_ULIMITS`` when set, else the
-    engine's own limits read from a probe container. Pinning them keeps exec (and so
-    healthchecks) working on hosts where the OCI runtime may not raise rlimits, where
-    Podman's default nofile/nproc of 1048576 breaks every exec; elsewhere it changes
-    nothing a container would not inherit anyway."""
-    configured = os.environ.get("SLIPWAY_RUNTIME_ULIMITS")
-    if configured is not None:
-        return configured
-    probe = _factories()["podman"].create(runtime_url, ulimits="")
-    service_id = "svc_test" + secrets.token_hex(4)
-    try:
-        container = probe.run(ContainerSpec(
-            name=f"{service_id}-probe", image=BUSYBOX, labels={SERVICE_LABEL: service_id},
-            command=("sh", "-c", 'echo "nofile=$(ulimit -Sn):$(ulimit -Hn) nproc=$(ulimit -Su):$(ulimit -Hu)"')))
-        wait_for(lambda: probe.inspect(container).status == "exited", "the ulimit probe to finish")
-        text = " ".join(line.message for line in probe.logs(container, tail=None))
-    finally:
-        probe.remove_service(service_id)
-    return text.replace("unlimited", "-1")
-
-
-@pytest.fixture(params=["podman", "docker"])
-def runtime(request, runtime_url, engine_ulimits, monkeypatch) -> ContainerRuntime:
-    monkeypatch.setenv("SLIPWAY_RUNTIME_HELPER_IMAGE", BUSYBOX)  # volume export/import helpers
-    return _factories()[request.param].create(runtime_url, ulimits=engine_ulimits)
-
-
-class Service:
-    """A throw-away service id and specs of busybox containers labelled with it."""
-
-    def __init__(self, runtime: ContainerRuntime):
-        self.runtime = runtime
-        self.id = "svc_test" + secrets.token_hex(4)
-        self.labels = {SERVICE_LABEL: self.id}
-
-    def name(self, component: str) -> str:
-        return f"{self.id}-{component}"
-
-    def spec(self, component: str, *command: str, **fields) -> ContainerSpec:
-        fields.setdefault("image", BUSYBOX)
-        return ContainerSpec(name=self.name(component), labels={**self.labels, COMPONENT_LABEL: component},
-                             command=tuple(command) or None, **fields)
-
-    def run(self, component: str, *command: str, **fields) -> str:
-        return self.runtime.run(self.spec(component, *command, **fields))
-
-    def wait_exited(self, container_id: str) -> ContainerState:
-        def exited():
-            state = self.runtime.inspect(container_id)
-            return state if state and state.status == "exited" else None
-
-        try:
-            return wait_for(exited, f"{container_id[:12]} to exit")
-        except pytest.fail.Exception as failure:
-            tail = [line.message for line in self.runtime.logs(container_id, tail=5)]
-            raise AssertionError(f"{failure}; its last output: {tail}") from None
 
 
 @pytest.fixture
@@ -123,17 +38,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-def http_get(port: int) -> str:
-    def fetch():
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2) as response:
-                return response.read().decode()
-        except OSError:
-            return None
-
-    return wait_for(fetch, f"http://127.0.0.1:{port}/ to answer")
 
 
 # --- basics ---------------------------------------------------------------------------
@@ -215,7 +119,7 @@ def test_published_ports_answer_on_loopback(runtime, service):
                       ports=(PortSpec(8080, host_port=fixed), PortSpec(8081)))
     state = runtime.inspect(web)
     assert state.ports[8080] == fixed
-    assert isinstance(state.ports[8081], int) and state.ports[8081] not in (0, fixed)
+    assert isinstance(state.ports[8081], int) and 20000 <= state.ports[8081] <= 29999  # SLIPWAY_HOST_PORTS
     assert http_get(fixed).strip() == "published"
     assert http_get(state.ports[8081]).strip() == "published"
 
@@ -318,8 +222,9 @@ def test_limits_storage_and_running_containers_by_service(runtime, service):
         name=f"{service.id}-limited", image=BUSYBOX, labels=service.labels, cpus=0.5, memory_mb=64,
         command=("sh", "-c", "head -c 300000 /dev/zero > /data/blob; exec sleep 600"), volumes=((volume, "/data"),)))
     free = service.run("free", "sleep", "600")
-    assert runtime.inspect(limited).cpu_limit == 50.0 and runtime.inspect(free).cpu_limit == 0.0
-    assert runtime.usage(limited).memory_limit_mb == 64.0
+    # a container whose spec sets no limits gets SLIPWAY_DEFAULT_CPUS (1) / SLIPWAY_DEFAULT_MEMORY_MB (512)
+    assert runtime.inspect(limited).cpu_limit == 50.0 and runtime.inspect(free).cpu_limit == 100.0
+    assert runtime.usage(limited).memory_limit_mb == 64.0 and runtime.usage(free).memory_limit_mb == 512.0
     wait_for(lambda: runtime.storage_bytes(service.id) >= 300000, "the volume to hold the blob")
     assert runtime.storage_bytes("svc_no_such_service") == 0
     running = runtime.running_by_service()
@@ -398,23 +303,6 @@ def test_remove_service_leaves_nothing_and_is_idempotent(runtime, service):
 
 
 # --- volume content -------------------------------------------------------------------
-
-
-def _tree(archive: bytes) -> dict:
-    """{path: (kind, mode, content)} of a tar archive, "./" prefixes dropped."""
-    import io
-    import tarfile
-
-    tree = {}
-    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-        for member in tar.getmembers():
-            name = member.name.removeprefix("./").strip("/")
-            if not name or name == ".":
-                continue
-            content = tar.extractfile(member).read() if member.isfile() else member.linkname
-            tree[name] = ("file" if member.isfile() else "dir" if member.isdir() else "link",
-                          member.mode & 0o7777, content)
-    return tree
 
 
 def _helpers(runtime) -> list:

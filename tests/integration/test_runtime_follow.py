@@ -11,7 +11,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from ports.runtime import SERVICE_LABEL, ContainerSpec, EngineError
-from tests.integration.test_runtime_conformance import BUSYBOX, engine_ulimits, runtime, wait_for  # noqa: F401
+from tests.support.engine import BUSYBOX, wait_for
 
 pytestmark = pytest.mark.runtime
 

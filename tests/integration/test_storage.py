@@ -3,8 +3,8 @@ import pytest
 
 from app.storage.migrations import LATEST
 from app.storage.store import SchemaOutOfDate, Store
-from core import partners, tokens
-from tests.conftest import POSTGRES
+from core.partner import partners, tokens
+from tests.support.database import POSTGRES
 
 
 def test_migrations_are_versioned_and_idempotent(database_url):
@@ -32,7 +32,7 @@ def test_sqlite_runs_in_wal_with_foreign_keys_and_a_busy_timeout(store):
 def test_foreign_keys_are_enforced(store, clock):
     import peewee
 
-    from core.identity import Token
+    from core.partner.identity import Token
 
     bogus = Token(id="2b3c4d5e-0000-4000-8000-000000000000", partner_id="9b3c4d5e-0000-4000-8000-000000000000",
                   label="x", token_prefix="abcdefgh", token_hash="0" * 64, scope="read", created_by=None,
@@ -44,7 +44,7 @@ def test_foreign_keys_are_enforced(store, clock):
 
 
 def test_a_unit_of_work_without_commit_rolls_back(store, clock):
-    from core.identity import Partner
+    from core.partner.identity import Partner
 
     partner = Partner(id="3b3c4d5e-0000-4000-8000-000000000000", name="x", type="reseller", parent_id=None,
                       created_at=clock.now())

@@ -1,0 +1,297 @@
+"""What the operator's commands do; ``app.cli.main`` parses arguments and prints the result."""
+from __future__ import annotations
+
+import contextlib
+import json
+
+from app.partner.identity import partner_json, token_json
+from app.pluginmanager import (analyzers, billing_models, deploy_methods, describe_plugins, license_services,
+                               make_plugin_manager, runtimes)
+from app.storage.store import Store
+from app.http.timefmt import rfc3339
+from core.partner import contracts, editions, licenses, partners, statements, tokens
+from core.partner.billing import Period
+from core.errors import Invalid
+
+
+def _store(config) -> Store:
+    store = Store(config.database_url, threads=1)
+    store.require_current_schema()
+    return store
+
+
+def init(config, args) -> dict:
+    store = Store(config.database_url, threads=1)
+    pm = make_plugin_manager(config.plugins, config.load_entrypoints)
+    try:
+        applied = store.migrate([factory.migrate for factory in license_services(pm).values()])
+        return {"database": _redact(config.database_url), "schemaVersion": store.version(), "applied": applied}
+    finally:
+        store.close()
+
+
+def plugins(config, args) -> dict:
+    pm = make_plugin_manager(config.plugins, config.load_entrypoints)
+    return {
+        "plugins": describe_plugins(pm),
+        "deployMethods": sorted(deploy_methods(pm)),
+        "billingModels": sorted(billing_models(pm)),
+        "licenseServices": sorted(license_services(pm)),
+        "runtimes": sorted(runtimes(pm)),
+        "analyzers": sorted(analyzers(pm)),
+    }
+
+
+def partner_create(config, args) -> dict:
+    store = _store(config)
+    try:
+        partner = partners.create_partner(store.uow(), config.clock, name=args.name, type=args.type,
+                                          parent_id=args.parent)
+        return partner_json(partner)
+    finally:
+        store.close()
+
+
+def contract_create(config, args) -> dict:
+    known = set(billing_models(make_plugin_manager(config.plugins, config.load_entrypoints)))
+    store = _store(config)
+    try:
+        contract = contracts.create_contract(store.uow(), config.clock, partner_id=args.partner, model=args.model,
+                                             currency=args.currency, unit_price_cents=args.unit_price_cents,
+                                             known_models=known)
+        return {"id": contract.id, "partnerId": contract.partner_id, "model": contract.model,
+                "currency": contract.currency, "unitPriceCents": contract.unit_price_cents,
+                "createdAt": rfc3339(contract.created_at)}
+    finally:
+        store.close()
+
+
+def token_create(config, args) -> dict:
+    store = _store(config)
+    try:
+        partners.get_partner(store.uow(), args.partner)
+        token, secret = tokens.create_token(store.uow(), config.clock, partner_id=args.partner, label=args.label,
+                                            scope=args.scope, created_by=None)
+        return token_json(token, secret)
+    finally:
+        store.close()
+
+
+def serve(config, host: str, port: int, workers: int = 1):
+    """uvicorn with Slipway's logging (app.http.observability) and, with several workers, a
+    fresh prometheus-client multiprocess directory for this server start, removed on exit."""
+    import os
+    import shutil
+    import tempfile
+
+    import uvicorn
+
+    from app.factory import create_app
+    from app.http.observability import log_config
+
+    multiproc = None
+    if workers > 1:
+        # before anything imports prometheus_client: the workers inherit the environment
+        multiproc = tempfile.mkdtemp(prefix="slipway-metrics-")
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = multiproc
+    else:
+        os.environ.pop("PROMETHEUS_MULTIPROC_DIR", None)  # one process: its own registry
+    try:
+        app = create_app(config)  # refuses a bad configuration before any worker starts
+        print(json.dumps({"serving": f"http://{host}:{port}", "database": _redact(config.database_url),
+                          "workers": workers}), flush=True)
+        # uvicorn would otherwise rewrite the client address from X-Forwarded-For sent from
+        # 127.0.0.1 (its default): the address is the app's to decide, from SLIPWAY_TRUSTED_PROXIES.
+        # Its access log is off: ours (app.http.observability) has the request id and operation.
+        options = dict(host=host, port=port, log_level="info", access_log=False, proxy_headers=False,
+                       forwarded_allow_ips="", log_config=log_config(config.log_format))
+        if workers > 1:
+            app.slipway["store"].close()  # each worker composes its own app from the environment
+            uvicorn.run("app.asgi:app", workers=workers, **options)
+        else:
+            uvicorn.run(app, **options)
+    finally:
+        if multiproc is not None:
+            shutil.rmtree(multiproc, ignore_errors=True)
+    return 0, None
+
+
+def _redact(url: str) -> str:
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if parts.password:
+        netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+        return urlunsplit(parts._replace(netloc=netloc))
+    return url
+
+
+
+
+def edition_list(config, args) -> dict:
+    with _opened(config) as store:
+        return {"editions": editions.list_editions(store.uow())}
+
+
+def edition_set(config, args) -> dict:
+    with _opened(config) as store:
+        return {"editions": editions.set_edition(store.uow(), config.clock, args.name, args.policy)}
+
+
+def license_set_state(config, args) -> dict:
+    from app.partner.licensing import license_json
+
+    with _opened(config) as store:
+        if not partners.is_uuid(args.license):
+            from core.errors import Invalid
+
+            raise Invalid("license must be a license id (UUID)", fields={"license": "not a UUID"})
+        return license_json(licenses.set_state(store.uow(), config.clock, args.license, args.state))
+
+
+def transfer_sync_failures(config, args) -> dict:
+    from app.partner.licensing import transfer_json
+
+    with _opened(config) as store, store.uow(write=False) as uow:
+        return {"transfers": [dict(transfer_json(t), syncError=t.sync_error) for t in uow.transfers.sync_failures()]}
+
+
+@contextlib.contextmanager
+def _opened(config):
+    store = _store(config)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def _period(text: str | None) -> Period | None:
+    if text is None:
+        return None
+    try:
+        return Period.parse(text)
+    except ValueError:
+        raise Invalid(f"period must be YYYY-MM, got {text!r}", fields={"period": "must be YYYY-MM"}) from None
+
+
+def _models(config) -> dict:
+    return billing_models(make_plugin_manager(config.plugins, config.load_entrypoints))
+
+
+def billing_recompute(config, args) -> dict:
+    with _opened(config) as store:
+        done = statements.recompute(store.uow(), config.clock, _models(config), partner_id=args.partner,
+                                    period=_period(args.period))
+    return {**done, "computedAt": rfc3339(done.get("computedAt"))}
+
+
+def statement_finalize(config, args) -> dict:
+    from app.partner.billing import statement_json
+
+    period = _period(args.period)
+    with _opened(config) as store:
+        return statement_json(statements.finalize(store.uow(), config.clock, args.partner, period, args.by))
+
+
+def statement_correct(config, args) -> dict:
+    from app.partner.billing import statement_json
+
+    with _opened(config) as store:
+        return statement_json(statements.correct(store.uow(), config.clock, _models(config), args.statement,
+                                                 args.by))
+
+
+def apikey_create(config, args) -> dict:
+    from app.panel.accounts import api_key_json, create_key
+
+    body = {"name": args.name, "role": args.role, "rateLimitRpm": args.rate_limit_rpm,
+            "expiresAt": args.expires_at, "deniedPermissions": args.deny, "customerId": args.customer}
+    with _opened(config) as store:
+        key, full = create_key(store, config.clock, body)
+    return api_key_json(key, full)
+
+
+def _route_json(route) -> dict:
+    from app.http.timefmt import rfc3339
+
+    return {"hostname": route.hostname, "service_id": route.service_id, "target": route.target,
+            "updated_at": rfc3339(route.updated_at)}
+
+
+def route_list(config, args) -> dict:
+    from core.panel.routes import list_routes
+
+    with _opened(config) as store:
+        return {"routes": [_route_json(r) for r in list_routes(store.uow())]}
+
+
+def route_write(config, args) -> dict:
+    from app.workers.route_file import RouteFile
+    from core.panel.routes import list_routes
+
+    if not config.routes_file:
+        raise Invalid("SLIPWAY_ROUTES_FILE is not set")
+    with _opened(config) as store:
+        route_file = RouteFile(store, config.routes_file)
+        route_file.sync()
+        return {"file": str(route_file.path), "routes": [_route_json(r) for r in list_routes(store.uow())]}
+
+
+def _user_json(user) -> dict:
+    return {"email": user.email, "role": user.role, "customerId": user.customer_id,
+            "createdAt": rfc3339(user.created_at), "updatedAt": rfc3339(user.updated_at)}
+
+
+def user_set(config, args) -> dict:
+    from core.panel import sessions
+
+    with _opened(config) as store:
+        return _user_json(sessions.set_user(store.uow(), config.clock, email=args.email, role=args.role,
+                                                  customer_id=args.customer_id))
+
+
+def user_list(config, args) -> dict:
+    from core.panel import sessions
+
+    with _opened(config) as store:
+        return {"users": [_user_json(u) for u in sessions.list_users(store.uow(write=False))]}
+
+
+# --- listing and revoking (secrets are never printed: they are not stored) ------------------
+
+def token_list(config, args) -> dict:
+    with _opened(config) as store:
+        return {"tokens": [token_json(t) for t in tokens.list_partner_tokens(store.uow(write=False), args.partner)]}
+
+
+def token_revoke(config, args) -> dict:
+    with _opened(config) as store:
+        return token_json(tokens.revoke_any_token(store.uow(), config.clock, args.token))
+
+
+def apikey_list(config, args) -> dict:
+    """The active keys, as ``GET /api/v1/api-keys`` lists them."""
+    from app.panel.accounts import api_key_json
+    from core.panel import access as panel_access
+
+    with _opened(config) as store:
+        return {"apiKeys": [dict(api_key_json(k), revokedAt=rfc3339(k.revoked_at))
+                            for k in panel_access.list_api_keys(store.uow(write=False))]}
+
+
+def apikey_revoke(config, args) -> dict:
+    from app.panel.accounts import api_key_json
+    from core.panel import access as panel_access
+
+    with _opened(config) as store:
+        panel_access.revoke_api_key(store.uow(), config.clock, args.id)
+        with store.uow(write=False) as uow:
+            key = uow.api_keys.get(args.id)
+        return dict(api_key_json(key), revokedAt=rfc3339(key.revoked_at))
+
+
+def user_remove(config, args) -> dict:
+    from core.panel import sessions as panel_sessions
+
+    with _opened(config) as store:
+        return dict(_user_json(panel_sessions.remove_user(store.uow(), args.email)), removed=True)

@@ -1,0 +1,99 @@
+"""``python -m app.cli.demo``: get a database ready for ``make run`` and print how to use it.
+
+Makes sure a demo partner and a demo panel customer exist, mints a fresh partner write
+token and a fresh admin API key (secrets are shown only once, so each run makes new ones
+and revokes the previous run's demo key), checks that a template is ready to deploy, and
+prints the web frontend's URL (from ``HOST`` and ``PORT``, as ``make run`` serves).
+What it made is remembered in ``.slipway-demo.json`` (per database), so running it again
+reuses the partner and the customer.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from app.config import Config
+from app.partner.identity import token_json
+from app.pluginmanager import make_plugin_manager, templates
+from app.storage.store import Store
+from core.errors import NotFound
+from core.panel import access, customers
+from core.partner import partners, tokens
+
+STATE = Path(".slipway-demo.json")
+DEMO_TEMPLATE = "static-site"
+
+
+def frontend_url(host: str | None, port: str | None) -> str:
+    """The URL a browser on this machine opens: a wildcard address is reached on loopback."""
+    host = (host or "127.0.0.1").strip()
+    if host in ("", "0.0.0.0", "::", "[::]"):
+        host = "127.0.0.1"
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    return f"http://{host}:{(port or '8000').strip()}/"
+
+
+def _remembered(config) -> dict:
+    try:
+        state = json.loads(STATE.read_text()) if STATE.exists() else {}
+    except ValueError:
+        state = {}
+    return state if isinstance(state, dict) and state.get("database") == config.database_url else {}
+
+
+def main() -> int:
+    config = Config.from_env()
+    store = Store(config.database_url, threads=1)
+    try:
+        store.require_current_schema()
+        state = _remembered(config)
+        partner = None
+        try:
+            partner = partners.get_partner(store.uow(), state.get("partnerId") or "")
+        except NotFound:
+            partner = None
+        if partner is None:
+            partner = partners.create_partner(store.uow(), config.clock, name="Demo partner")
+        token, secret = tokens.create_token(store.uow(), config.clock, partner_id=partner.id, label="make run",
+                                            scope="write", created_by=None)
+        customer = None
+        try:
+            customer = customers.get_customer(store.uow(), state.get("customerId") or "")
+        except NotFound:
+            customer = customers.create_customer(store.uow(), config.clock, name="Demo customer",
+                                                 email="demo@example.com")
+        if state.get("keyId"):  # the previous run's key: its secret was shown once, and is gone
+            try:
+                access.revoke_api_key(store.uow(), config.clock, state["keyId"])
+            except NotFound:
+                pass
+        key, full_key = access.create_api_key(store.uow(), config.clock, name="make run (demo admin)",
+                                              role="admin", rate_limit_rpm=1000)
+        STATE.write_text(json.dumps({"database": config.database_url, "partnerId": partner.id,
+                                     "customerId": customer.id, "keyId": key.id}))
+    finally:
+        store.close()
+    catalog = templates(make_plugin_manager(config.plugins, config.load_entrypoints))
+    template = catalog.get(DEMO_TEMPLATE) or next(iter(catalog.values()), None)
+    url = frontend_url(os.environ.get("HOST"), os.environ.get("PORT"))
+    print(json.dumps({
+        "frontend": url,
+        "apiKey": {"id": key.id, "name": key.name, "role": key.role, "key": full_key},
+        "customer": {"id": customer.id, "name": customer.name},
+        "template": None if template is None else {"id": template["id"], "name": template.get("name")},
+        "partner": {"id": partner.id, "name": partner.name},
+        "token": token_json(token, secret),
+    }, indent=2))
+    ready = f"template {template['id']} for customer {customer.name}" if template else "no template is loaded"
+    print(f"\nWeb frontend: open {url} and sign in with the API key {full_key}\n"
+          f"Ready to deploy: {ready} (Create in the frontend, or POST /api/services)\n"
+          f"Panel API: curl -H 'Authorization: Bearer {full_key}' {url}api/services\n"
+          f"Partner API: curl -H 'Authorization: Bearer {secret}' {url}v1/me\n", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

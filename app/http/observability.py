@@ -1,0 +1,312 @@
+"""Operations: request ids, the access log, secret-free JSON logs and Prometheus metrics.
+
+``Observer`` wraps the ASGI app (``SlipwayApp.__call__``): every HTTP response and every
+WebSocket handshake answer carries ``X-Request-Id`` (the client's value when it is 1-128
+visible ASCII characters, else a generated one), and every request ends with one access
+line (``request_id``, method, API, operation id, status, duration in ms) on the
+``slipway.access`` logger. Log lines written while a request runs carry its request id.
+
+``JsonFormatter`` (``SLIPWAY_LOG_FORMAT=json``, the default) writes one JSON object per
+line, ``TextFormatter`` one readable line; both pass every string through ``redact``, so
+tokens, keys, cookies, passwords and credentials in URLs never reach a log.
+
+Metrics (prometheus-client) are created once per process (``metrics()``). When
+``PROMETHEUS_MULTIPROC_DIR`` is set (``slipway serve --workers N`` sets it to a fresh
+directory) each worker writes its samples there and ``/metrics`` adds them up, so the
+numbers are the server's whichever worker answers.
+"""
+from __future__ import annotations
+
+import contextvars
+import json
+import logging
+import os
+import re
+import time
+import uuid
+from datetime import datetime, timezone
+
+REQUEST_ID_HEADER = b"x-request-id"
+UNKNOWN_OPERATION = "unknown"  # routes and methods no contract has: one fixed label, never the raw path
+MAX_REQUEST_ID = 128
+_request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("slipway_request_id", default=None)
+access_log = logging.getLogger("slipway.access")
+
+# --- secrets out of every log line ---------------------------------------------------------
+
+_SECRET_PATTERNS = [
+    # credentials in URLs: scheme://user:password@host (git remotes, database URLs)
+    (re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/@\s\"']*@"), r"\1***@"),
+    # Authorization headers and bearer values
+    (re.compile(r"(?i)\b(bearer|basic|token)\s+[A-Za-z0-9._~+/=\-]+"), r"\1 ***"),
+    # Slipway's own secrets: panel keys, partner tokens, webhook secrets
+    (re.compile(r"\bslw_[A-Za-z0-9_\-]+"), "slw_***"),
+    (re.compile(r"\bpcp_[A-Za-z0-9_\-]+"), "pcp_***"),
+    (re.compile(r"\bwhsec_[A-Za-z0-9_\-]+"), "whsec_***"),
+    # name=value and "name": "value" pairs whose name says secret (query strings, cookies, bodies)
+    (re.compile(r"(?i)\b((?:[a-z_\-]*(?:password|passwd|secret|token|key|session|cookie|"
+                r"authorization|credential)[a-z_\-]*))=([^&\s;,\"']+)"), r"\1=***"),
+    # header and YAML lines: "X-Api-Key: abc", "password: hunter2" (quoted values: below)
+    (re.compile(r"(?im)\b((?:[a-z_\-]*(?:password|passwd|secret|token|api[_\-]?key|cookie|"
+                r"authorization|credential)[a-z_\-]*)):[ \t]*(?![ \t\"'])([^\s,;]+)"), r"\1: ***"),
+    (re.compile(r"(?i)(\"(?:[a-z_\-]*(?:password|passwd|secret|token|api[_\-]?key|session|cookie|"
+                r"authorization|credential|key)[a-z_\-]*)\"\s*:\s*)\"(?:[^\"\\]|\\.)*\""), r'\1"***"'),
+    (re.compile(r"(?i)('(?:[a-z_\-]*(?:password|passwd|secret|token|api[_\-]?key|session|cookie|"
+                r"authorization|credential|key)[a-z_\-]*)'\s*:\s*)'[^']*'"), r"\1'***'"),
+]
+
+
+def redact(text: str) -> str:
+    """``text`` with anything that looks like a credential replaced by ``***``."""
+    for pattern, replacement in _SECRET_PATTERNS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def current_request_id() -> str | None:
+    return _request_id.get()
+
+
+class _Base(logging.Formatter):
+    def fields(self, record: logging.LogRecord) -> dict:
+        out = {"ts": datetime.fromtimestamp(record.created, timezone.utc).isoformat(timespec="milliseconds"),
+               "level": record.levelname.lower(), "logger": record.name, "message": redact(record.getMessage())}
+        request_id = getattr(record, "request_id", None) or _request_id.get()
+        if request_id:
+            out["request_id"] = request_id
+        for name, value in (getattr(record, "fields", None) or {}).items():
+            out[name] = redact(value) if isinstance(value, str) else value
+        if record.exc_info:
+            out["exception"] = redact(self.formatException(record.exc_info))
+        return out
+
+
+class JsonFormatter(_Base):
+    """One JSON object per line."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return json.dumps(self.fields(record), ensure_ascii=True, default=str)
+
+
+class TextFormatter(_Base):
+    """One line for a terminal: time, level, logger, message, then the fields."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        f = self.fields(record)
+        head = f"{f.pop('ts')} {f.pop('level').upper():7} {f.pop('logger')}: {f.pop('message')}"
+        exception = f.pop("exception", None)
+        tail = " ".join(f"{k}={json.dumps(v, ensure_ascii=True, default=str)}" for k, v in f.items())
+        return head + (" " + tail if tail else "") + ("\n" + exception if exception else "")
+
+
+def log_config(fmt: str = "json", level: str = "INFO") -> dict:
+    """``logging.config.dictConfig`` for ``slipway serve`` (uvicorn applies it in every
+    worker): everything to stderr through one formatter; uvicorn's access log off, ours
+    replaces it."""
+    formatter = "app.http.observability.JsonFormatter" if fmt == "json" else "app.http.observability.TextFormatter"
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"slipway": {"()": formatter}},
+        "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "slipway",
+                                "stream": "ext://sys.stderr"}},
+        "root": {"handlers": ["stderr"], "level": level},
+        "loggers": {
+            "uvicorn": {"handlers": [], "level": level, "propagate": True},
+            "uvicorn.error": {"handlers": [], "level": level, "propagate": True},
+            "uvicorn.access": {"handlers": [], "level": "WARNING", "propagate": False},
+        },
+    }
+
+
+# --- metrics -------------------------------------------------------------------------------
+
+class Metrics:
+    """The server's Prometheus metrics (one set per process, see ``metrics()``)."""
+
+    def __init__(self):
+        from prometheus_client import Counter, Gauge, Histogram
+
+        self.requests = Counter("slipway_http_requests", "HTTP requests (and WebSocket handshakes) answered",
+                                ["api", "operation", "status"])
+        self.latency = Histogram("slipway_http_request_duration_seconds", "Time to answer a request",
+                                 ["api", "operation"])
+        self.rate_limited = Counter("slipway_rate_limited", "Requests refused by a rate limit (429)", ["api"])
+        self.deploy_jobs = Counter("slipway_deploy_jobs", "Deploy jobs finished, by outcome", ["outcome"])
+        self.deploy_duration = Histogram("slipway_deploy_job_duration_seconds", "Time a deploy job ran",
+                                         ["outcome"], buckets=(1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800))
+        self.billing_duration = Histogram("slipway_billing_recompute_duration_seconds",
+                                          "Time a billing recompute took", buckets=(0.1, 0.5, 1, 5, 15, 60, 300))
+        self.websockets = Gauge("slipway_open_websockets", "WebSockets open now", ["api"],
+                                multiprocess_mode="livesum")
+
+
+_metrics: Metrics | None = None
+
+
+def metrics() -> Metrics:
+    global _metrics
+    if _metrics is None:
+        _metrics = Metrics()
+    return _metrics
+
+
+def render_metrics() -> tuple[bytes, str]:
+    """The exposition text and its content type: this process's metrics, or with
+    ``PROMETHEUS_MULTIPROC_DIR`` every worker's, summed (dead workers' gauges dropped)."""
+    from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
+
+    metrics()
+    directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if not directory:
+        return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
+    from prometheus_client import multiprocess
+
+    mark_dead_workers(directory)
+    registry = CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry, path=directory)
+    return generate_latest(registry), CONTENT_TYPE_LATEST
+
+
+_PID_FILE = re.compile(r"_(\d+)\.db$")
+
+
+def mark_dead_workers(directory: str) -> list[int]:
+    """Drop the live gauges of workers that are gone (killed and replaced by uvicorn);
+    their counters and histograms stay, so totals never go back."""
+    from prometheus_client import multiprocess
+
+    dead = set()
+    for name in os.listdir(directory):
+        match = _PID_FILE.search(name)
+        if match and name.startswith("gauge_live"):
+            pid = int(match.group(1))
+            if pid != os.getpid() and not _alive(pid):
+                dead.add(pid)
+    for pid in dead:
+        multiprocess.mark_process_dead(pid, path=directory)
+    return sorted(dead)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def worker_exiting() -> None:
+    """Called at a worker's shutdown: its live gauges leave the sum."""
+    directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if directory and os.path.isdir(directory):
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(os.getpid(), path=directory)
+
+
+# --- the ASGI wrapper ----------------------------------------------------------------------
+
+def valid_request_id(value: bytes | None) -> str | None:
+    """The client's ``X-Request-Id`` when it is 1-128 visible ASCII characters, else None."""
+    if not value or len(value) > MAX_REQUEST_ID or any(b < 0x21 or b > 0x7E for b in value):
+        return None
+    return value.decode("ascii")
+
+
+def api_label(path: str) -> str | None:
+    """``partner`` for /v1, ``panel`` for /api, None for the rest (probes, metrics)."""
+    if path == "/v1" or path.startswith("/v1/"):
+        return "partner"
+    if path == "/api" or path.startswith("/api/"):
+        return "panel"
+    return None
+
+
+class Observer:
+    """Request ids, access lines and request metrics around an ASGI app.
+
+    ``find(path)`` answers the route template of ``path`` (or None) and ``operations``
+    maps ``(template, METHOD)`` to the contract's operation id, so a label is always an
+    operation id or ``unknown``."""
+
+    def __init__(self, find, operations: dict):
+        self.find = find
+        self.operations = operations
+
+    def operation(self, path: str, method: str) -> str:
+        try:
+            found = self.find(path)
+        except Exception:  # noqa: BLE001 (a label must never fail a request)
+            found = None
+        if not found:
+            return UNKNOWN_OPERATION
+        return self.operations.get((found, method), UNKNOWN_OPERATION)
+
+    async def __call__(self, scope, receive, send, app):
+        kind = scope.get("type")
+        if kind not in ("http", "websocket"):
+            return await app(scope, receive, send)
+        # any iterable of 2-item iterables (falcon.testing passes iterators): read once, pass a list on
+        headers = [tuple(pair) for pair in scope.get("headers") or ()]
+        scope = {**scope, "headers": headers}
+        incoming = next((v for k, v in headers if k.lower() == REQUEST_ID_HEADER), None)
+        request_id = valid_request_id(incoming) or uuid.uuid4().hex
+        header = (REQUEST_ID_HEADER, request_id.encode("ascii"))
+        path = scope.get("path") or "/"
+        method = "GET" if kind == "websocket" else (scope.get("method") or "GET").upper()
+        api = api_label(path)
+        state = {"status": None, "accepted": False, "done": False}
+        started = time.perf_counter()
+        operation = self.operation(path, method)
+
+        def finish() -> None:
+            """Count and log the request once: before its last message goes out (so a
+            client that has the whole answer also finds it in /metrics and the log), or
+            when an accepted WebSocket ends."""
+            if state["done"]:
+                return
+            state["done"] = True
+            elapsed = time.perf_counter() - started
+            status = state["status"] or (1000 if kind == "websocket" else 500)
+            if api:
+                m = metrics()
+                m.requests.labels(api, operation, str(status)).inc()
+                m.latency.labels(api, operation).observe(elapsed)
+                if status == 429:
+                    m.rate_limited.labels(api).inc()
+            if access_log.isEnabledFor(logging.INFO):
+                access_log.info("%s %s %s", method, operation, status, extra={"fields": {
+                    "kind": "access", "method": method, "api": api or "none", "operation": operation,
+                    "path": path[:512], "status": status, "duration_ms": round(elapsed * 1000, 3)}})
+
+        async def observed_send(message):
+            kind_ = message.get("type")
+            if kind_ in ("http.response.start", "websocket.http.response.start"):
+                state["status"] = message.get("status")
+                headers = [(k, v) for k, v in message.get("headers") or () if k.lower() != REQUEST_ID_HEADER]
+                message = {**message, "headers": headers + [header]}
+            elif kind_ in ("http.response.body", "websocket.http.response.body") and not message.get("more_body"):
+                finish()
+            elif kind_ == "websocket.accept":
+                state["status"], state["accepted"] = 101, True
+                headers = [(k, v) for k, v in message.get("headers") or () if k.lower() != REQUEST_ID_HEADER]
+                message = {**message, "headers": headers + [header]}
+                if api:
+                    metrics().websockets.labels(api).inc()
+            elif kind_ == "websocket.close" and not state["accepted"]:
+                if state["status"] is None:
+                    state["status"] = 403  # closed before accepting: the server refuses the handshake with 403
+                finish()
+            await send(message)
+
+        token = _request_id.set(request_id)
+        try:
+            await app(scope, receive, observed_send)
+        finally:
+            if state["accepted"] and api:
+                metrics().websockets.labels(api).dec()
+            finish()
+            _request_id.reset(token)

@@ -1,0 +1,201 @@
+"""The OpenAPI contracts as the source of truth: operations, request validators and the
+response validators the tests use.
+
+Routes are registered from ``Contract.operations``; body and parameter schemas are
+compiled once into jsonschema validators (the OpenAPI dialect of each contract).
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from importlib import resources
+
+import yaml
+from openapi_schema_validator import (OAS30Validator, OAS31Validator, oas30_format_checker,
+                                      oas31_format_checker)
+
+METHODS = ("get", "post", "put", "patch", "delete")
+
+
+@dataclass
+class Param:
+    name: str
+    location: str  # "path" or "query"
+    required: bool
+    kind: str  # the schema's type: integer, number, boolean, string
+    validate: object  # callable(value) -> list of messages
+    fallback: object = None  # x-slipway-fallback: value used when the given one is invalid
+    has_fallback: bool = False
+    default: object = None
+
+
+@dataclass
+class Operation:
+    api: str
+    method: str
+    path: str  # as in the contract, relative to the server url
+    route: str  # full path, e.g. /v1/tokens/{tokenId}
+    operation_id: str
+    secured: bool
+    scope: str  # "read" for GET, "write" otherwise
+    params: list[Param] = field(default_factory=list)
+    body_validate: object = None
+    body_required: bool = False
+    permissions: tuple = ()  # x-slipway-permission (panel): one name or a list, all required
+    rate_tier: str | None = None  # x-slipway-rate-tier (panel: "deploy")
+    websocket: bool = False  # x-slipway-websocket: the GET also answers a WebSocket upgrade
+
+
+class Contract:
+    def __init__(self, api: str, document: dict):
+        self.api = api
+        self.document = document
+        self.version = document["openapi"]
+        self.oas31 = self.version.startswith("3.1")
+        self.base = document.get("servers", [{"url": "/"}])[0]["url"].rstrip("/")
+        self._validator_cls = OAS31Validator if self.oas31 else OAS30Validator
+        self._format_checker = oas31_format_checker if self.oas31 else oas30_format_checker
+        self.operations = list(self._operations())
+        self.text = yaml.safe_dump(document, sort_keys=False, allow_unicode=True)
+
+    @classmethod
+    def load(cls, api: str, *, deploy_methods=None) -> "Contract":
+        name = {"partner": "partner.yaml", "panel": "panel.yaml"}[api]
+        document = yaml.safe_load(resources.files("app.http.contracts").joinpath(name).read_text("utf-8"))
+        schemas = document.get("components", {}).get("schemas", {})
+        if deploy_methods is not None and "DeployMethod" in schemas:
+            schemas["DeployMethod"]["enum"] = sorted(deploy_methods)
+            methods = deploy_methods if isinstance(deploy_methods, dict) else {}
+            if "ServiceCreate" in schemas and methods:
+                # each plugin's required fields, keyed on deploy_method
+                schemas["ServiceCreate"]["allOf"] = [
+                    {"if": {"properties": {"deploy_method": {"const": name}}, "required": ["deploy_method"]},
+                     "then": copy.deepcopy(method.request_schema)}
+                    for name, method in sorted(methods.items())]
+        return cls(api, document)
+
+    # --- validators -----------------------------------------------------------------
+
+    def validator(self, schema: dict):
+        """A jsonschema validator for ``schema``; ``#/components/...`` refs resolve."""
+        root = dict(schema)
+        root["components"] = self.document.get("components", {})
+        return self._validator_cls(root, format_checker=self._format_checker)
+
+    def _messages(self, schema: dict):
+        validator = self.validator(schema)
+
+        def validate(instance):
+            return [(_where(e), _explain(e)) for e in validator.iter_errors(instance)]
+
+        return validate
+
+    def _operations(self):
+        global_security = bool(self.document.get("security"))
+        for path, item in self.document.get("paths", {}).items():
+            shared_params = item.get("parameters", [])
+            for method in METHODS:
+                op = item.get(method)
+                if op is None:
+                    continue
+                secured = bool(op["security"]) if "security" in op else global_security
+                operation = Operation(api=self.api, method=method.upper(), path=path,
+                                      route=(self.base + path) or "/", operation_id=op["operationId"],
+                                      secured=secured, scope="read" if method == "get" else "write",
+                                      permissions=_names(op.get("x-slipway-permission")),
+                                      rate_tier=op.get("x-slipway-rate-tier"),
+                                      websocket=bool(op.get("x-slipway-websocket")) and method == "get")
+                for p in _merge_params(shared_params, op.get("parameters", [])):
+                    p = self._deref(p)
+                    schema = p.get("schema", {})
+                    operation.params.append(Param(
+                        name=p["name"], location=p["in"], required=p.get("required", False),
+                        kind=_type_of(schema), validate=self._messages(schema),
+                        fallback=p.get("x-slipway-fallback"), has_fallback="x-slipway-fallback" in p,
+                        default=schema.get("default")))
+                body = op.get("requestBody")
+                if body:
+                    schema = body["content"]["application/json"]["schema"]
+                    operation.body_validate = self._messages(schema)
+                    operation.body_required = body.get("required", False)
+                yield operation
+
+    def _deref(self, node: dict) -> dict:
+        while "$ref" in node:
+            target = self.document
+            for part in node["$ref"].lstrip("#/").split("/"):
+                target = target[part]
+            node = target
+        return node
+
+    # --- responses (used by the tests to hold the code to the contract) -------------------
+
+    def find_operation(self, method: str, route: str) -> Operation:
+        for op in self.operations:
+            if op.method == method.upper() and op.route == route:
+                return op
+        raise KeyError(f"{method} {route} is not in the {self.api} contract")
+
+    def response_schema(self, method: str, route: str, status: int) -> dict | None:
+        op = self.find_operation(method, route)
+        responses = self.document["paths"][op.path][method.lower()]["responses"]
+        response = responses.get(str(status)) or responses.get("default")
+        if response is None:
+            raise KeyError(f"{method} {route} does not document status {status}")
+        response = self._deref(response)
+        content = response.get("content")
+        if not content:
+            return None
+        media = content.get("application/json") or next(iter(content.values()))
+        return copy.deepcopy(media.get("schema"))
+
+    def response_media_types(self, method: str, route: str, status: int) -> list[str]:
+        op = self.find_operation(method, route)
+        response = self._deref(self.document["paths"][op.path][method.lower()]["responses"][str(status)])
+        return list(response.get("content", {}))
+
+    def error_schema(self) -> dict:
+        return {"$ref": "#/components/schemas/Error"}
+
+
+def _merge_params(shared, own):
+    names = {(p.get("name"), p.get("in")) for p in own if "name" in p}
+    return [p for p in shared if (p.get("name"), p.get("in")) not in names] + list(own)
+
+
+def _type_of(schema: dict) -> str:
+    kind = schema.get("type", "string")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "string")
+    return kind
+
+
+def _where(error) -> str:
+    if error.validator == "required":
+        missing = [name for name in error.validator_value if name not in (error.instance or {})]
+        prefix = ".".join(str(p) for p in error.absolute_path)
+        return ".".join(filter(None, [prefix, missing[0] if missing else ""]))
+    return ".".join(str(p) for p in error.absolute_path)
+
+
+def _explain(error) -> str:
+    if error.validator == "required":
+        return "is required"
+    if error.validator == "enum":
+        return "must be one of " + ", ".join(map(str, error.validator_value))
+    if error.validator == "type":
+        kind = error.validator_value
+        return f"must be of type {kind if isinstance(kind, str) else ' or '.join(kind)}"
+    if error.validator == "format":
+        return f"must be a valid {error.validator_value}"
+    if error.validator == "pattern" and error.validator_value == "\\S":
+        return "must not be empty or only whitespace"
+    if error.validator in ("minLength",) and error.validator_value == 1:
+        return "must not be empty"
+    return error.message
+
+
+def _names(value) -> tuple:
+    if value is None:
+        return ()
+    return (value,) if isinstance(value, str) else tuple(value)

@@ -1,0 +1,120 @@
+"""Handlers of the panel API's contract, API keys, customers and templates."""
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+import yaml
+
+from app.http.pipeline import Reply
+from app.http.timefmt import parse_rfc3339, rfc3339
+from core.panel import access, customers as panel_customers
+from core.errors import Invalid
+
+
+def api_key_json(key, full_key: str | None = None) -> dict:
+    out = {"id": key.id, "name": key.name, "role": key.role, "keyPrefix": key.key_prefix,
+           "rateLimitRpm": key.rate_limit_rpm, "expiresAt": rfc3339(key.expires_at),
+           "deniedPermissions": list(key.denied_permissions), "customerId": key.customer_id,
+           "createdAt": rfc3339(key.created_at)}
+    if full_key is not None:
+        out["key"] = full_key
+    return out
+
+
+def customer_json(c) -> dict:
+    # limits as stored: null is the operator's default (SLIPWAY_CUSTOMER_MAX_*)
+    return {"id": c.id, "name": c.name, "email": c.email, "created_at": rfc3339(c.created_at),
+            "limits": {"services": c.limits.services, "memory_mb": c.limits.memory_mb, "cpus": c.limits.cpus}}
+
+
+def template_json(t) -> dict:
+    return {"id": t["id"], "name": t["name"], "category": t.get("category", ""),
+            "description": t.get("description", ""), "compose": t.get("compose", ""),
+            "variables": [{"name": v["name"], "default": v.get("default"), "required": bool(v.get("required")),
+                           "description": v.get("description", "")} for v in t.get("variables", [])]}
+
+
+def _listing(items, total, params) -> dict:
+    return {"data": items, "total": total, "page": params["page"], "per_page": params["per_page"]}
+
+
+def parse_expiry(value: str | None) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        return parse_rfc3339(value)
+    except ValueError as exc:
+        raise Invalid("invalid API key", fields={"expiresAt": f"must be an RFC 3339 timestamp: {exc}"}) from None
+
+
+def create_key(store, clock, body: dict, creator=None):
+    """``creator``: the calling key or session, which bounds the new key (None: the operator)."""
+    return access.create_api_key(
+        store.uow(), clock, name=body["name"], role=body["role"], rate_limit_rpm=body["rateLimitRpm"],
+        expires_at=parse_expiry(body.get("expiresAt")), denied_permissions=body.get("deniedPermissions", []),
+        customer_id=body.get("customerId"), creator=creator)
+
+
+def panel_handlers(store, clock, contract, catalog: dict) -> dict:
+    run = store.run
+
+    async def get_contract(call):
+        return Reply(200, contract.text, content_type="application/yaml")
+
+    contract_json = json.dumps(yaml.safe_load(contract.text), ensure_ascii=False).encode("utf-8")
+
+    async def get_contract_json(call):  # the same served document, for clients that read JSON
+        return Reply(200, contract_json, content_type="application/json")
+
+    async def create_api_key(call):
+        key, full = await run(create_key, store, clock, call.body, call.caller)
+        return Reply(201, api_key_json(key, full))
+
+    async def list_api_keys(call):
+        keys = await run(access.list_api_keys, store.uow(write=False))
+        page, per_page = call.params["page"], call.params["per_page"]
+        chunk = keys[(page - 1) * per_page:page * per_page]
+        return Reply(200, _listing([api_key_json(k) for k in chunk], len(keys), call.params))
+
+    async def revoke_api_key(call):
+        await run(access.revoke_api_key, store.uow(), clock, call.params["id"])
+        return Reply(204)
+
+    async def list_customers(call):
+        p = call.params
+        found, total = await run(panel_customers.list_customers, store.uow(write=False), page=p["page"],
+                                 per_page=p["per_page"], sort=p.get("sort", "created_at"), order=p["order"],
+                                 search=p.get("search"))
+        return Reply(200, _listing([customer_json(c) for c in found], total, p))
+
+    async def create_customer(call):
+        created = await run(panel_customers.create_customer, store.uow(), clock, name=call.body["name"],
+                            email=call.body.get("email", ""), limits=call.body.get("limits"))
+        return Reply(201, customer_json(created))
+
+    async def get_customer(call):
+        return Reply(200, customer_json(await run(panel_customers.get_customer, store.uow(write=False),
+                                                  call.params["id"])))
+
+    async def update_customer(call):
+        return Reply(200, customer_json(await run(panel_customers.update_customer, store.uow(), call.params["id"],
+                                                  call.body)))
+
+    async def delete_customer(call):
+        await run(panel_customers.delete_customer, store.uow(), call.params["id"])
+        return Reply(204)
+
+    async def list_templates(call):
+        p = call.params
+        chosen = [t for t in sorted(catalog.values(), key=lambda t: t["id"])
+                  if p.get("category") in (None, t.get("category"))]
+        page, per_page = p["page"], p["per_page"]
+        return Reply(200, _listing([template_json(t) for t in chosen[(page - 1) * per_page:page * per_page]],
+                                   len(chosen), p))
+
+    return {"getPanelContract": get_contract, "getPanelContractJson": get_contract_json, "createApiKey": create_api_key, "listApiKeys": list_api_keys,
+            "revokeApiKey": revoke_api_key, "listPanelCustomers": list_customers,
+            "createPanelCustomer": create_customer, "getPanelCustomer": get_customer,
+            "updatePanelCustomer": update_customer, "deletePanelCustomer": delete_customer,
+            "listTemplates": list_templates}

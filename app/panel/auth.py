@@ -1,0 +1,155 @@
+"""Handlers of the browser login of the panel API: ``/api/auth/*``.
+
+``POST /api/auth/key`` signs a browser in with an API key: the ``slipway_session``
+cookie of a session that acts as the key (``core.panel.sessions.open_key_session``).
+
+``GET /api/auth/login`` -> the identity provider -> ``GET /api/auth/callback`` -> the
+``slipway_session`` cookie, which the gate (``app.panel.gate``) accepts on every ``/api``
+request; ``POST /api/auth/logout`` ends it; ``GET /api/auth/session`` describes it.
+The protocol is ``app.panel.oidc`` (Authlib); users and sessions are ``core.panel.sessions``.
+"""
+from __future__ import annotations
+
+import hmac
+import math
+from datetime import datetime, timezone
+
+from app.http.errors import ApiError
+from app.http.pipeline import Reply
+from app.panel.oidc import LoginRefused, OidcClient, ProviderUnavailable
+from app.panel.gate import SESSION_COOKIE, session_cookie
+from app.http.timefmt import rfc3339
+from core.panel import sessions as panel_sessions
+from core.errors import Invalid
+
+LOGIN_COOKIE = "slipway_login"
+CALLBACK_PATH = "/api/auth/callback"
+DEFAULT_NEXT = "/api/docs"
+NOT_CONFIGURED = ("browser login is not configured on this panel (SLIPWAY_OIDC_ISSUER is not set); "
+                  "use an API key")
+NO_SESSION = ("no browser session: this request carries no live slipway_session cookie (an API key is not a "
+              "session); sign in with POST /api/auth/key or log in at /api/auth/login")
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def make_oidc_client(config) -> OidcClient | None:
+    if not config.oidc_issuer:
+        return None
+    return OidcClient(issuer=config.oidc_issuer, client_id=config.oidc_client_id,
+                      client_secret=config.oidc_client_secret, redirect_uri=config.public_url + CALLBACK_PATH)
+
+
+def session_json(principal) -> dict:
+    session = principal.session
+    if isinstance(principal, panel_sessions.KeySessionPrincipal):
+        key = principal.key
+        who = {"email": None, "key": {"id": key.id, "name": key.name}, "role": key.role,
+               "customer_id": principal.customer_id}
+    else:
+        user = principal.user
+        who = {"email": user.email, "key": None, "role": user.role, "customer_id": user.customer_id}
+    return {**who, "permissions": sorted(principal.permissions), "created_at": rfc3339(session.created_at),
+            "expires_at": rfc3339(session.expires_at)}
+
+
+def _same(a: str, b: str) -> bool:
+    return hmac.compare_digest(a.encode("utf-8"), b.encode("utf-8"))
+
+
+def auth_handlers(store, config, gate, oidc: OidcClient | None = None) -> dict:
+    """The ``/api/auth/*`` operations; ``oidc`` defaults to one made from ``config``."""
+    clock, run = config.clock, store.run
+    oidc = oidc if oidc is not None else make_oidc_client(config)
+    secure = bool(config.public_url and config.public_url.lower().startswith("https://"))
+
+    def configured():
+        if oidc is None:
+            raise ApiError(404, NOT_CONFIGURED)
+
+    def cookie(name, value, *, path, max_age=None, clear=False):
+        return {"name": name, "value": "" if clear else value, "path": path, "max_age": max_age,
+                "expires": _EPOCH if clear else None, "secure": secure, "http_only": True, "same_site": "Lax"}
+
+    async def begin_login(call):
+        configured()
+        raw = call.params.get("next")
+        next_path = DEFAULT_NEXT if raw is None else panel_sessions.safe_next(raw)
+        if next_path is None:
+            raise ApiError(400, "invalid parameters",
+                           fields={"next": "must be a path on this panel: /..., not //host, printable ASCII"})
+        await _provider(oidc.metadata())  # an unreachable provider stores nothing
+        state, nonce, verifier = await run(panel_sessions.begin_login, store.uow(), clock, next_path=next_path)
+        url = await _provider(oidc.authorization_url(state=state, nonce=nonce, code_verifier=verifier))
+        return Reply(302, headers={"Location": url, "Cache-Control": "no-store"},
+                     cookies=[cookie(LOGIN_COOKIE, state, path=CALLBACK_PATH,
+                                     max_age=int(panel_sessions.LOGIN_TTL.total_seconds()))])
+
+    async def finish_login(call):
+        configured()
+        p, req = call.params, call.req
+        state = p.get("state") or ""
+        bound = req.get_cookie_values(LOGIN_COOKIE) or []
+        if not state or not any(_same(value, state) for value in bound):
+            raise ApiError(400, "the login state is missing or is not this browser's: start again at "
+                                "/api/auth/login")
+        try:
+            pending = await run(panel_sessions.finish_login, store.uow(), clock, state)
+        except Invalid as exc:
+            raise ApiError(400, exc.message) from exc
+        if p.get("error"):
+            described = f" ({p['error_description']})" if p.get("error_description") else ""
+            raise ApiError(401, f"the identity provider refused the login: {p['error']}{described}")
+        if not p.get("code"):
+            raise ApiError(400, "invalid parameters", fields={"code": "is required"})
+        token = await _provider(oidc.exchange(code=p["code"], code_verifier=pending.code_verifier))
+        claims = await _provider(oidc.id_token_claims(token, nonce=pending.nonce,
+                                                      now=int(clock.now().timestamp())))
+        email = claims.get("email")
+        if not isinstance(email, str) or not email or claims.get("email_verified") not in (True, "true"):
+            raise ApiError(403, "the identity provider did not vouch for a verified email address "
+                                "(claims email and email_verified)")
+        _, _, secret = await run(panel_sessions.open_session, store.uow(), clock, email=email,
+                                 ttl_seconds=config.session_ttl)
+        return Reply(302, headers={"Location": pending.next_path, "Cache-Control": "no-store"},
+                     cookies=[cookie(SESSION_COOKIE, secret, path="/api", max_age=config.session_ttl),
+                              cookie(LOGIN_COOKIE, "", path=CALLBACK_PATH, clear=True)])
+
+    async def key_login(call):
+        gate.same_site(call.req)  # no login CSRF: a cross-site page cannot sign a browser in
+        old = session_cookie(call.req)
+        session, _, secret = await run(panel_sessions.open_key_session, store.uow(), clock,
+                                       raw_key=call.body["key"], ttl_seconds=config.session_ttl)
+        if old:  # the browser's previous session, if any, ends: one browser, one session
+            await run(panel_sessions.revoke_session, store.uow(), clock, old)
+        max_age = max(1, math.ceil((session.expires_at - clock.now()).total_seconds()))
+        return Reply(204, headers={"Cache-Control": "no-store"},
+                     cookies=[cookie(SESSION_COOKIE, secret, path="/api", max_age=max_age)])
+
+    async def logout(call):
+        secret = session_cookie(call.req)
+        if secret:
+            principal = await gate.session_of(call.req)
+            if principal is not None:
+                gate.check_origin(call.req, principal)
+                await run(panel_sessions.revoke_session, store.uow(), clock, secret)
+        return Reply(204, cookies=[cookie(SESSION_COOKIE, "", path="/api", clear=True)])
+
+    async def get_session(call):
+        principal = call.caller if isinstance(call.caller, panel_sessions.SessionPrincipal) \
+            else await gate.session_of(call.req)
+        if principal is None:
+            raise ApiError(401, NO_SESSION)
+        return Reply(200, session_json(principal))
+
+    return {"beginLogin": begin_login, "finishLogin": finish_login, "logout": logout, "getSession": get_session,
+            "signInWithKey": key_login}
+
+
+async def _provider(awaitable):
+    """The identity provider's failures as panel errors: 401 refused, 503 unreachable."""
+    try:
+        return await awaitable
+    except LoginRefused as exc:
+        raise ApiError(401, exc.message) from exc
+    except ProviderUnavailable as exc:
+        raise ApiError(503, exc.message) from exc

@@ -1,0 +1,182 @@
+"""The panel API's gate: who is calling (API key or browser session), rate tiers, CSRF,
+permission.
+
+Authentication (``PanelGate.authenticate``): an ``Authorization: Bearer`` key decides
+when the request has one (a key takes precedence over a cookie); otherwise the
+``slipway_session`` cookie of a browser login, when login is configured
+(``SLIPWAY_OIDC_ISSUER``). Operations the contract marks ``security: []`` (the login
+flow) need neither.
+
+Tiers (docs/decisions.md): requests that do not authenticate, and the ``security: []``
+operations, draw on ``SLIPWAY_RATE_ANON_RPM`` (60/min) per source address; authenticated
+ones on the key's ``rateLimitRpm`` (120/min by default), or ``SLIPWAY_RATE_AUTH_RPM``
+(120/min) per session; the deploy operations (``x-slipway-rate-tier: deploy`` in the
+contract) also on ``SLIPWAY_RATE_DEPLOY_RPM`` (10/min) per key or session.
+Every response carries ``X-RateLimit-Limit``, ``-Remaining`` and ``-Reset`` (Unix seconds
+when that bucket is full again) of the tightest bucket the request touched.
+
+Sessions: a login session (OIDC) counts only when login is configured; a key session
+(``POST /api/auth/key``) always, and acts as its key (role, customer, denied
+permissions, the key's rate bucket and limit).
+
+CSRF: a state-changing request (anything but GET, HEAD, OPTIONS) authenticated by the
+session cookie, and ``POST /api/auth/key``, must carry ``Origin`` equal to the origin of
+``SLIPWAY_PUBLIC_URL`` (without it: of the request's ``Host``), or,
+without an ``Origin`` header, a non-empty ``X-Requested-With`` header; otherwise 403.
+A cross-site page can do neither (a custom header needs a CORS preflight, which the
+panel never grants). Requests authenticated by a key are not affected.
+"""
+from __future__ import annotations
+
+import math
+from urllib.parse import urlsplit
+
+from app.http.clientaddr import client_address
+from app.http.errors import ApiError
+from app.partner.gate import bearer
+from core.panel import access, sessions
+from core.errors import Forbidden, Unauthorized
+from core.ratelimit import BucketTable
+
+UNAUTHENTICATED_RPM = 60
+AUTHENTICATED_RPM = 120
+DEPLOY_RPM = 10
+SESSION_COOKIE = "slipway_session"
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+NO_CREDENTIALS = ("missing credentials: send an API key as Authorization: Bearer slw_<key_id>_<secret>"
+                  " or log in at /api/auth/login for a session cookie")
+CROSS_SITE = ("cross-site request refused: a state-changing request authenticated by the session cookie must "
+              "carry an Origin header equal to the panel's public URL, or X-Requested-With")
+
+
+def origin_of(url: str | None) -> str | None:
+    """``scheme://host[:port]`` in lower case, without the scheme's default port."""
+    if not url:
+        return None
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return None
+    port = parts.port if parts.port not in (None, {"http": 80, "https": 443}[parts.scheme]) else None
+    host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
+    return f"{parts.scheme}://{host}" + (f":{port}" if port else "")
+
+
+def session_cookie(req) -> str | None:
+    values = req.get_cookie_values(SESSION_COOKIE) or []
+    return values[0] if values else None
+
+
+class PanelGate:
+    def __init__(self, store, config):
+        self.store = store
+        self.clock = config.clock
+        self.trusted = config.trusted_proxies
+        # login sessions count only with OIDC login on; key sessions always
+        self.sessions = bool(getattr(config, "oidc_issuer", None))
+        self.origin = origin_of(getattr(config, "public_url", None))
+        anon = getattr(config, "rate_anon_rpm", UNAUTHENTICATED_RPM)
+        self.auth_rpm = getattr(config, "rate_auth_rpm", AUTHENTICATED_RPM)
+        deploy = getattr(config, "rate_deploy_rpm", DEPLOY_RPM)
+        self.by_address = BucketTable(anon / 60, anon)
+        self.by_key = BucketTable(self.auth_rpm / 60, self.auth_rpm)
+        self.deploys = BucketTable(deploy / 60, deploy)
+
+    #: ``security: []`` operations come through ``admit`` too (per-address tier)
+    guards_open_operations = True
+    guards_unknown_routes = "/api"  # routes and methods under it not in the contract: 401 before 404/405
+
+    def _headers(self, req, decisions) -> None:
+        tightest = min(decisions, key=lambda d: (d.allowed, d.remaining))
+        reset = math.ceil(self.clock.now().timestamp() + tightest.full_after)
+        req.context.rate_headers = {"X-RateLimit-Limit": str(tightest.limit),
+                                    "X-RateLimit-Remaining": str(tightest.remaining),
+                                    "X-RateLimit-Reset": str(reset)}
+        refused = next((d for d in decisions if not d.allowed), None)
+        if refused is not None:
+            raise ApiError(429, "rate limit exceeded", headers={"Retry-After": str(refused.retry_after)})
+
+    def _source(self, req) -> str:
+        return client_address(req.remote_addr, req.get_header("X-Forwarded-For"), self.trusted)
+
+    async def authenticate(self, req):
+        """The caller of ``req``: a ``Principal`` (API key) or a ``SessionPrincipal`` (cookie).
+
+        Needs no operation (the WebSocket upgrade uses it too); raises ``ApiError(401)`` and
+        touches no rate bucket."""
+        key = bearer(req)
+        if key is None and req.is_websocket:  # docs/decisions.md: an upgrade may carry the key as ?api_key=
+            key = req.get_param("api_key") or None
+        cookie = session_cookie(req)
+        try:
+            if key is not None or cookie is None:
+                if key is None and not req.get_header("Authorization"):
+                    raise Unauthorized(NO_CREDENTIALS)
+                return await self.store.run(access.authenticate_key, self.store.uow(transaction=False),
+                                            self.clock, key)
+            return await self.store.run(sessions.authenticate_session, self.store.uow(transaction=False),
+                                        self.clock, cookie, users=self.sessions)
+        except Unauthorized as exc:
+            raise ApiError(401, exc.message) from exc
+
+    async def session_of(self, req):
+        """The session of the request's cookie (ignoring any key), or None."""
+        cookie = session_cookie(req)
+        if cookie is None:
+            return None
+        try:
+            return await self.store.run(sessions.authenticate_session, self.store.uow(transaction=False),
+                                        self.clock, cookie, users=self.sessions)
+        except Unauthorized:
+            return None
+
+    def check_origin(self, req, principal, *, always: bool = False) -> None:
+        """The CSRF rule (module docstring) for a request ``principal`` authenticated; with
+        ``always`` it applies whatever the method (a WebSocket upgrade is a GET)."""
+        if not isinstance(principal, sessions.SessionPrincipal):
+            return
+        if not always and req.method.upper() in SAFE_METHODS:
+            return
+        self.same_site(req)
+
+    def same_site(self, req) -> None:
+        """403 unless ``req`` carries ``Origin`` equal to the panel's origin, or, without
+        ``Origin``, a non-empty ``X-Requested-With``. The panel's origin is that of
+        ``SLIPWAY_PUBLIC_URL``; without it, the request's own (its ``Host`` header, in the
+        scheme of its ``Origin``): a cross-site page's ``Origin`` names its own site."""
+        origin = req.get_header("Origin")
+        if origin is not None:
+            mine = self.origin
+            if mine is None:
+                scheme = urlsplit(origin.strip()).scheme
+                host = req.get_header("Host")
+                mine = origin_of(f"{scheme}://{host}") if host and scheme in ("http", "https") else None
+            if mine is None or origin_of(origin) != mine:
+                raise ApiError(403, CROSS_SITE)
+        elif not (req.get_header("X-Requested-With") or "").strip():
+            raise ApiError(403, CROSS_SITE)
+
+    async def admit(self, req, op):
+        now = self.clock.monotonic()
+        if not op.secured:  # the login flow: no credentials needed, per-address tier
+            self._headers(req, [self.by_address.take(self._source(req), now)])
+            return None
+        try:
+            principal = await self.authenticate(req)
+        except ApiError:
+            self._headers(req, [self.by_address.take(self._source(req), now)])
+            raise
+        bucket, rpm = principal.bucket_id, principal.rate_limit_rpm  # a key's id and rpm, or the session's
+        if isinstance(principal, sessions.SessionPrincipal) and principal.key is None:  # login sessions: the operator's tier
+            rpm = self.auth_rpm
+        decisions = [self.by_key.take(bucket, now, rate=rpm / 60, burst=rpm)]
+        if op.rate_tier == "deploy":
+            decisions.append(self.deploys.take(bucket, now))
+        self._headers(req, decisions)
+        self.check_origin(req, principal)
+        try:
+            for permission in op.permissions:
+                principal.require(permission)
+        except Forbidden as exc:
+            raise ApiError(403, exc.message) from exc
+        return principal
+

@@ -1,0 +1,141 @@
+"""Handlers of the panel API's services: create, list, detail, lifecycle, events, logs."""
+from __future__ import annotations
+
+
+from app.http.pipeline import Reply, time_param
+from app.panel.usage import Resources
+from ports.runtime import EngineError
+from app.http.timefmt import rfc3339
+from core.panel import services
+from core.panel.customers import DEFAULT_QUOTA, Quota
+from core.redaction import redact_url
+
+
+def service_item(s, resources: dict) -> dict:
+    return {"id": s.id, "name": s.name, "status": s.status, "url": s.url, "customer_id": s.customer_id,
+            "template": s.template_id, "deploy_method": s.deploy_method, "created_at": rfc3339(s.created_at),
+            "updated_at": rfc3339(s.updated_at), "resources": resources}
+
+
+def service_detail(s, resources: dict, customer_name: str) -> dict:
+    out = service_item(s, resources)
+    out.update({"customer_name": customer_name, "compose": s.compose, "variables": s.variables or {},
+                "custom_domains": [], "deployed_at": rfc3339(s.deployed_at),
+                "health": {"status": s.health_status, "last_check": rfc3339(s.health_checked_at),
+                           "consecutive_failures": s.health_failures},
+                # the source of git and ai deploys; credentials in a URL are never shown
+                "git_url": redact_url(s.git_url), "git_branch": s.git_branch, "ai_url": redact_url(s.ai_url),
+                "commit": s.commit})
+    return out
+
+
+def event_json(e) -> dict:
+    return {"type": e.type, "status": e.status, "message": e.message, "timestamp": rfc3339(e.timestamp)}
+
+
+def tenant(caller):
+    """Whose share of the request engine threads a call draws on (``EngineCalls.run_for``):
+    a customer key's or customer user's customer, otherwise the key or session itself."""
+    return ("customer", caller.customer_id) if caller.customer_id is not None else ("key", caller.bucket_id)
+
+
+def services_handlers(store, clock, runtime, methods: dict, catalog: dict, engine, wake=lambda: None,
+                      deleted=lambda service_id: None, quota: Quota = DEFAULT_QUOTA,
+                      base_domain: str | None = None, parse=None) -> dict:
+    """``engine`` runs calls that reach the container engine (``app.engine_calls``);
+    ``deleted(service_id)`` runs after a service is deleted (its backup archives go);
+    ``quota`` holds the operator's customer limits; ``base_domain`` and ``parse`` (the
+    compose parser) let start and restart write the route record again for the host
+    port the engine published."""
+    run = store.run
+    resources = Resources(runtime)
+
+    async def list_services(call):
+        p = call.params
+        found, total = await run(services.list_services, store.uow(write=False), call.caller, page=p["page"],
+                                 per_page=p["per_page"], status=p.get("status"), customer_id=p.get("customer_id"),
+                                 sort=p.get("sort"), order=p["order"], search=p.get("search"))
+
+        ids = [s.id for s in found]
+        try:
+            by_id = await engine.run_for(tenant(call.caller), resources.for_page, ids) if ids else {}
+        except EngineError:  # a hung engine: the list still answers, from the database
+            by_id = {sid: resources.unknown() for sid in ids}
+        return Reply(200, {"data": [service_item(s, by_id[s.id]) for s in found], "total": total,
+                           "page": p["page"], "per_page": p["per_page"]})
+
+    async def create_service(call):
+        service, job = await run(services.create_service, store.uow(), clock, call.caller, call.body, methods,
+                                 catalog, quota)
+        wake()
+        return Reply(201, {"id": service.id, "name": service.name, "status": service.status, "url": service.url,
+                           "deploy_job_id": job.id})
+
+    async def get_service(call):
+        def read():
+            service = services.get_service(store.uow(write=False), call.caller, call.params["id"])
+            with store.uow(write=False) as uow:
+                return service, uow.services.customer_names([service.customer_id]).get(service.customer_id, "")
+
+        service, customer_name = await run(read)
+        try:
+            used = await engine.run_for(tenant(call.caller), resources.for_detail, service.id)
+        except EngineError:  # a hung engine: the detail still answers, from the database
+            used = resources.unknown(detail=True)
+        return Reply(200, service_detail(service, used, customer_name))
+
+    def operation(name):
+        async def handler(call):
+            service, message = await engine.run_for(tenant(call.caller), services.operate, store.uow(), clock,
+                                                    runtime, call.caller, call.params["id"], name,
+                                                    base_domain=base_domain, parse=parse)
+            return Reply(200, {"id": service.id, "status": service.status, "message": message})
+
+        return handler
+
+    async def redeploy(call):
+        service, job = await run(services.redeploy, store.uow(), clock, call.caller, call.params["id"], quota)
+        wake()
+        return Reply(200, {"id": service.id, "status": service.status, "deploy_job_id": job.id})
+
+    async def delete_service(call):
+        def delete():
+            service = services.delete_service(store.uow(), runtime, call.caller, call.params["id"])
+            method = methods.get(service.deploy_method)
+            for image in method.built_images(service) if method is not None else ():  # git and ai builds
+                try:
+                    runtime.remove_image(image)
+                except Exception:  # best effort: the service is gone either way
+                    pass
+            deleted(service.id)  # in the same call: done even if the request gave up waiting
+
+        await engine.run_for(tenant(call.caller), delete)
+        return Reply(204)
+
+    async def list_events(call):
+        p = call.params
+        found, total = await run(services.list_events, store.uow(write=False), call.caller, p["id"],
+                                 page=p["page"], per_page=p["per_page"])
+        return Reply(200, {"data": [event_json(e) for e in found], "total": total, "page": p["page"],
+                           "per_page": p["per_page"]})
+
+    async def get_logs(call):
+        since = time_param(call, "since")
+        tail = call.params["tail"]
+
+        def read():
+            service = services.get_service(store.uow(write=False), call.caller, call.params["id"])
+            lines = []
+            for state in runtime.containers(service.id):
+                lines.extend(runtime.logs(state.id, tail=tail, since=since))
+            lines.sort(key=lambda line: line.timestamp)
+            return lines[-tail:]
+
+        lines = await engine.run_for(tenant(call.caller), read)
+        return Reply(200, {"logs": [{"timestamp": rfc3339(line.timestamp), "stream": line.stream,
+                                     "message": line.message} for line in lines]})
+
+    return {"listServices": list_services, "createService": create_service, "getService": get_service,
+            "startService": operation("start"), "stopService": operation("stop"),
+            "restartService": operation("restart"), "redeployService": redeploy, "deleteService": delete_service,
+            "listServiceEvents": list_events, "getServiceLogs": get_logs}

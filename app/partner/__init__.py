@@ -1,0 +1,1 @@
+"""The partner licensing API (``/v1``): its gate and handlers."""

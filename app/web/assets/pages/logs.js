@@ -1,0 +1,94 @@
+// Live logs: the last lines (GET .../logs?tail=200), then each new line as the
+// real-time channel's service.logs message for this service. Follow (keep scrolled to the
+// end), pause (hold new lines), search (filter shown lines), stdout/stderr colouring.
+import { useEffect, useLayoutEffect, useRef, useState } from "../vendor/hooks.mjs";
+import { api, on } from "../api.js";
+import { fmtTime, html } from "../ui.js";
+
+const MAX_LINES = 2000;
+let nextId = 1;
+
+function line(l) {
+  return { id: nextId++, timestamp: l.timestamp, stream: l.stream === "stderr" ? "stderr" : "stdout", message: String(l.message ?? "") };
+}
+
+export function Logs({ id }) {
+  const [lines, setLines] = useState([]);
+  const [paused, setPaused] = useState(false);
+  const [held, setHeld] = useState(0);
+  const [follow, setFollow] = useState(true);
+  const [filter, setFilter] = useState("");
+  const [note, setNote] = useState("");
+  const box = useRef(null);
+  const pending = useRef([]);  // lines waiting for the next frame (or for resume)
+  const pausedRef = useRef(false);
+  const history = useRef(null); // null until the tail arrived
+  const frame = useRef(0);
+
+  function flush() {
+    frame.current = 0;
+    if (pausedRef.current || history.current === null) { setHeld(pending.current.length); return; }
+    const add = pending.current;
+    pending.current = [];
+    if (add.length) setLines((old) => { const all = old.concat(add); return all.length > MAX_LINES ? all.slice(-MAX_LINES) : all; });
+  }
+  function schedule() { if (!frame.current) frame.current = requestAnimationFrame(flush); }
+
+  useEffect(() => {
+    let live = true;
+    setLines([]); pending.current = []; history.current = null; setNote("");
+    let seen = null; // the tail's lines: a follow that starts later may send them again
+    const off = on("service.logs", (d) => {
+      if (d.service_id !== id) return;
+      if (seen && seen.has(`${d.timestamp}|${d.stream === "stderr" ? "stderr" : "stdout"}|${String(d.message ?? "")}`)) return;
+      pending.current.push(line(d));
+      schedule();
+    });
+    api(`/api/services/${encodeURIComponent(id)}/logs`, { query: { tail: 200 } }).then((r) => {
+      if (!live) return;
+      const tail = (r.logs || []).map(line);
+      seen = new Set(tail.map((l) => `${l.timestamp}|${l.stream}|${l.message}`));
+      pending.current = pending.current.filter((l) => !seen.has(`${l.timestamp}|${l.stream}|${l.message}`));
+      history.current = tail;
+      setLines(tail);
+      schedule();
+    }).catch((e) => {
+      if (!live) return;
+      history.current = [];
+      setNote(e.message);
+      schedule();
+    });
+    return () => { live = false; off(); if (frame.current) cancelAnimationFrame(frame.current); frame.current = 0; };
+  }, [id]);
+
+  useLayoutEffect(() => {
+    if (follow && !paused && box.current) box.current.scrollTop = box.current.scrollHeight;
+  }, [lines, follow, paused, filter]);
+
+  function togglePause() {
+    pausedRef.current = !paused;
+    setPaused(!paused);
+    if (paused) { setHeld(0); schedule(); }
+  }
+
+  const needle = filter.trim().toLowerCase();
+  const shown = needle ? lines.filter((l) => l.message.toLowerCase().includes(needle)) : lines;
+
+  return html`<section class="card logs-card" aria-labelledby="logs-title">
+    <div class="card-head">
+      <h2 id="logs-title">Logs</h2>
+      <div class="log-tools">
+        <label class="inline" for="f-logs-search">Search</label>
+        <input id="f-logs-search" type="search" data-testid="logs-search" placeholder="Filter lines…" value=${filter}
+          onInput=${(e) => setFilter(e.currentTarget.value)} />
+        <label class="inline check"><input type="checkbox" checked=${follow} onChange=${(e) => setFollow(e.currentTarget.checked)} /> Follow</label>
+        <button type="button" data-testid="logs-pause" aria-pressed=${paused} onClick=${togglePause}>
+          ${paused ? `Resume${held ? ` (${held} new)` : ""}` : "Pause"}</button>
+      </div>
+    </div>
+    <div class="logs" data-testid="logs" ref=${box} role="log" aria-live="off" tabindex="0" aria-label="Log lines">
+      ${shown.length === 0 ? html`<p class="muted">${note || (needle ? "No line matches." : "No log lines yet.")}</p>` : null}
+      ${shown.map((l) => html`<div key=${l.id} class=${"log-line " + l.stream} data-testid="log-line"><time>${fmtTime(l.timestamp)}</time> <span>${l.message}</span></div>`)}
+    </div>
+  </section>`;
+}

@@ -1,0 +1,27 @@
+"""The backup worker inside the server: runs queued backup and restore jobs one at a
+time on the engine-call threads, off the event loop. On start-up it settles the jobs a
+stopped process left running (``core.panel.backups.recover_interrupted``, under the worker
+leases of ``core.panel.leases``): backups become
+``failed``, restores run again. Runs where the deploy worker runs
+(``SLIPWAY_DEPLOY_WORKER``)."""
+from __future__ import annotations
+
+from app.workers.loop import JobWorker
+from core.panel import backups
+
+
+class BackupWorker(JobWorker):
+    name = "backup"
+
+    def __init__(self, store, clock, runtime, engine, archives, lease=None):
+        self.store, self.clock, self.runtime, self.engine, self.archives = store, clock, runtime, engine, archives
+        self.lease = lease  # app.workers.loop.WorkerLease; None: jobs are claimed without an owner
+
+    def recover(self) -> list:
+        return backups.recover_interrupted(self.store.uow(), self.clock, self.archives)
+
+    def claim(self, owner):
+        return backups.claim_next(self.store.uow(), self.clock, owner)
+
+    def work(self, claimed) -> None:
+        backups.run(self.store.uow(), self.clock, self.runtime, self.archives, claimed)

@@ -1,0 +1,177 @@
+"""Panel API keys, roles and permissions: who may do what on the services API."""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import secrets
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from core.errors import Forbidden, Invalid, NotFound, Unauthorized
+
+KEY_PREFIX = "slw"
+PERMISSIONS = (
+    "services:read", "services:create", "services:operate", "services:deploy", "services:delete",
+    "services:logs", "customers:read", "customers:write", "templates:read", "api_keys:manage",
+    "backups:read", "backups:write",
+)
+ROLES = {
+    "admin": frozenset(PERMISSIONS),
+    # every services:* permission, for its own customer's services only
+    "customer": frozenset(p for p in PERMISSIONS if p.startswith("services:")) | {"templates:read"},
+    "viewer": frozenset({"services:read", "services:logs", "templates:read", "customers:read"}),
+}
+UNAUTHORIZED_MESSAGE = "missing, malformed, unknown, expired or revoked API key"
+_KEY = re.compile(r"slw_([0-9a-f]{16})_([A-Za-z0-9_-]{32,128})")
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    id: str  # the key id: the middle part of slw_<key_id>_<secret>
+    name: str
+    role: str
+    secret_hash: str
+    rate_limit_rpm: int
+    created_at: datetime
+    expires_at: datetime | None = None
+    denied_permissions: tuple = ()
+    customer_id: str | None = None
+    revoked_at: datetime | None = None
+
+    @property
+    def key_prefix(self) -> str:
+        return f"{KEY_PREFIX}_{self.id}"
+
+
+@dataclass(frozen=True)
+class Principal:
+    """An authenticated panel caller: its key and what it may do."""
+
+    key: ApiKey
+    permissions: frozenset = field(default_factory=frozenset)
+
+    @property
+    def customer_id(self) -> str | None:
+        """Set for role ``customer``: it sees only this customer's services."""
+        return self.key.customer_id if self.key.role == "customer" else None
+
+    @property
+    def bucket_id(self) -> str:
+        """Whose rate-limit bucket its requests draw on."""
+        return self.key.id
+
+    @property
+    def rate_limit_rpm(self) -> int:
+        return self.key.rate_limit_rpm
+
+    def require(self, permission: str) -> None:
+        if permission not in self.permissions:
+            raise Forbidden(f"this API key lacks the {permission} permission")
+
+
+def _hash(secret: str) -> str:
+    return hashlib.sha256(secret.encode("utf-8")).hexdigest()
+
+
+def permissions_of(key: ApiKey) -> frozenset:
+    return ROLES[key.role] - frozenset(key.denied_permissions)
+
+
+def _beyond(creator: Principal, *, role: str, rate_limit_rpm: int, expires_at: datetime | None,
+            denied_permissions, customer_id: str | None) -> list[str]:
+    """What a new key would hold beyond its creator (docs/decisions.md "Tenant safety"): its
+    effective permissions must be a subset of the creator's; a key's ``expiresAt`` and
+    ``rateLimitRpm`` bound the new key's; a creator bound to a customer mints keys of that
+    customer only. A browser session is bounded by its user's role (and customer) only."""
+    excess = []
+    extra = sorted((ROLES[role] - frozenset(denied_permissions)) - creator.permissions,
+                   key=PERMISSIONS.index)
+    if extra:
+        excess.append("permissions " + ", ".join(extra) + " (the creator lacks them)")
+    if creator.customer_id is not None and (role != "customer" or customer_id != creator.customer_id):
+        excess.append(f"customer: a key of customer {creator.customer_id} creates only role customer keys of "
+                      f"that customer")
+    key = creator.key
+    if key is not None:
+        if key.expires_at is not None and (expires_at is None or expires_at > key.expires_at):
+            wanted = "never" if expires_at is None else expires_at.isoformat()
+            excess.append(f"expiresAt {wanted} is later than the creating key's {key.expires_at.isoformat()}")
+        if rate_limit_rpm > key.rate_limit_rpm:
+            excess.append(f"rateLimitRpm {rate_limit_rpm} is above the creating key's {key.rate_limit_rpm}")
+    return excess
+
+
+def create_api_key(uow, clock, *, name: str, role: str, rate_limit_rpm: int, expires_at: datetime | None = None,
+                   denied_permissions=(), customer_id: str | None = None,
+                   creator: Principal | None = None) -> tuple[ApiKey, str]:
+    """Mint a key; returns it and the full ``slw_<key_id>_<secret>``, shown only now.
+
+    ``creator`` is the caller (a key or a session); None is the operator (CLI), unbounded.
+    A key beyond its creator (``_beyond``) is ``Forbidden`` naming what exceeds, and
+    nothing is created."""
+    problems = {}
+    if not (name or "").strip():
+        problems["name"] = "must not be empty"
+    if role not in ROLES:
+        problems["role"] = "must be one of " + ", ".join(ROLES)
+    if not isinstance(rate_limit_rpm, int) or isinstance(rate_limit_rpm, bool) or not 1 <= rate_limit_rpm <= 100_000:
+        problems["rateLimitRpm"] = "must be an integer from 1 to 100000"
+    unknown = [p for p in denied_permissions if p not in PERMISSIONS]
+    if unknown:
+        problems["deniedPermissions"] = "unknown permission(s): " + ", ".join(unknown)
+    if role == "customer" and not customer_id:
+        problems["customerId"] = "is required for role customer"
+    if role != "customer" and customer_id is not None:  # an empty id is given too, not absent
+        problems["customerId"] = "is only for role customer"
+    now = clock.now()
+    if expires_at is not None and expires_at <= now:
+        problems["expiresAt"] = "must be in the future"
+    if problems:
+        raise Invalid("invalid API key", fields=problems)
+    if creator is not None:
+        excess = _beyond(creator, role=role, rate_limit_rpm=rate_limit_rpm, expires_at=expires_at,
+                         denied_permissions=denied_permissions, customer_id=customer_id)
+        if excess:
+            raise Forbidden("a key cannot be created with more than its creator holds: " + "; ".join(excess))
+    key_id, secret = secrets.token_hex(8), secrets.token_urlsafe(32)
+    key = ApiKey(id=key_id, name=name.strip(), role=role, secret_hash=_hash(secret), rate_limit_rpm=rate_limit_rpm,
+                 created_at=now, expires_at=expires_at, denied_permissions=tuple(sorted(set(denied_permissions))),
+                 customer_id=customer_id)
+    with uow:
+        if customer_id and uow.panel_customers.get(customer_id) is None:
+            raise Invalid("invalid API key", fields={"customerId": "no such customer"})
+        uow.api_keys.add(key)
+        uow.commit()
+    return key, f"{KEY_PREFIX}_{key_id}_{secret}"
+
+
+def authenticate_key(uow, clock, raw: str | None) -> Principal:
+    """Look the key up by its id and compare the secret's hash in constant time."""
+    match = _KEY.fullmatch(raw or "")
+    if match is None:
+        raise Unauthorized(UNAUTHORIZED_MESSAGE)
+    key_id, secret = match.groups()
+    with uow:
+        key = uow.api_keys.get(key_id)
+    expected = key.secret_hash if key is not None else _hash("")
+    matches = hmac.compare_digest(expected, _hash(secret))
+    if key is None or not matches or key.revoked_at is not None:
+        raise Unauthorized(UNAUTHORIZED_MESSAGE)
+    if key.expires_at is not None and key.expires_at <= clock.now():
+        raise Unauthorized(UNAUTHORIZED_MESSAGE)
+    return Principal(key=key, permissions=permissions_of(key))
+
+
+def list_api_keys(uow) -> list[ApiKey]:
+    with uow:
+        return uow.api_keys.all()
+
+
+def revoke_api_key(uow, clock, key_id: str) -> None:
+    with uow:
+        key = uow.api_keys.get(key_id)
+        if key is None or key.revoked_at is not None:
+            raise NotFound(f"API key {key_id} not found")
+        uow.api_keys.revoke(key_id, clock.now())
+        uow.commit()

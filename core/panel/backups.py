@@ -1,0 +1,306 @@
+"""Service backups: an archive of a service's volumes, made and restored by background
+jobs through the runtime port (``export_volume`` / ``import_volume``).
+
+The backup row is the job: ``pending`` (queued) → ``running`` → ``completed`` or
+``failed``. A restore is a job on the same row (``restore_status``). One backup or restore
+runs per service at a time; none starts while the service is ``deploying``.
+
+Decisions:
+
+- A backup reads the volumes while the service runs (no downtime); a restore stops the
+  service's running containers, replaces each volume's content, and starts again those
+  that were running.
+- On start-up, a backup left ``running`` by a stopped process is ``failed`` (its partial
+  archive removed); a restore left ``running`` is queued again and runs from the start
+  (it is idempotent: the volumes are emptied and filled again, then the containers that
+  ran before the first attempt are started).
+
+Where archives live is the ``archives`` collaborator's business (``app.storage.backup_archives``):
+``write(service_id, backup_id, manifest, volumes, on_volume) -> (size, sha256)``,
+``verify(service_id, backup_id, sha256) -> manifest``,
+``volume_chunks(service_id, backup_id, member)``, ``remove(service_id, backup_id)``,
+``remove_service(service_id)``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from core.panel import leases
+from core.panel.deploys import resource_names
+from core.errors import Conflict, NotFound
+from core.panel.events import Event
+from core.panel.services import new_id, visible
+
+BUSY = ("pending", "running")
+INTERRUPTED = "interrupted by a restart of Slipway"
+
+
+@dataclass(frozen=True)
+class Backup:
+    id: str
+    service_id: str
+    status: str
+    created_at: datetime
+    updated_at: datetime
+    progress: int = 0
+    size_bytes: int = 0
+    sha256: str | None = None
+    volumes: tuple = ()
+    error: str | None = None
+    completed_at: datetime | None = None
+    restore_status: str | None = None  # None: never restored
+    restore_progress: int = 0
+    restore_requested_at: datetime | None = None
+    restore_completed_at: datetime | None = None
+    restore_error: str | None = None
+    restore_containers: tuple | None = None  # recorded once per restore, before it stops anything
+
+
+def progress_event(service, backup: Backup, operation: str = "backup") -> Event:
+    """``backup.progress`` ``{service_id, backup_id, progress, status, operation}``: for a
+    restore (``operation`` ``restore``) progress and status are the restore's."""
+    if operation == "restore":
+        progress, status = backup.restore_progress, backup.restore_status
+    else:
+        progress, status = backup.progress, backup.status
+    return Event("backup.progress", {"service_id": backup.service_id, "backup_id": backup.id, "progress": progress,
+                                     "status": status, "operation": operation},
+                 backup.service_id, getattr(service, "customer_id", None))
+
+
+def _service_idle(uow, service) -> None:
+    if service.status == "deploying":
+        raise Conflict("the service is deploying")
+    running = uow.backups.busy_for_service(service.id)
+    if running is not None:
+        raise Conflict(f"backup {running.id} of this service is still being made or restored")
+
+
+# --- requests ----------------------------------------------------------------------------
+
+
+def create_backup(uow, clock, principal, service_id: str, parse) -> Backup:
+    """Queue a backup of the service's volumes (``parse(compose, variables)`` gives the
+    plan that names them)."""
+    principal.require("backups:write")
+    with uow:
+        service = visible(principal, uow.services.get(service_id, for_update=True), service_id)
+        _service_idle(uow, service)
+        try:
+            volumes = tuple(parse(service.compose, service.variables or {}).volumes)
+        except Exception:  # no compose yet (a git or ai service before its first deploy)
+            volumes = ()
+        if not volumes:
+            raise Conflict("the service has no volumes to back up")
+        now = clock.now()
+        backup = Backup(id=new_id("bkp"), service_id=service.id, status="pending", created_at=now, updated_at=now,
+                        volumes=volumes)
+        uow.backups.add(backup)
+        uow.emit(progress_event(service, backup))
+        uow.commit()
+    return backup
+
+
+def restore_backup(uow, clock, principal, service_id: str, backup_id: str) -> Backup:
+    """Queue a restore of a ``completed`` backup."""
+    principal.require("backups:write")
+    with uow:
+        service = visible(principal, uow.services.get(service_id, for_update=True), service_id)
+        backup = _backup_of(uow, service, backup_id)
+        if backup.status != "completed":
+            raise Conflict(f"backup {backup.id} is {backup.status}: only a completed backup can be restored")
+        _service_idle(uow, service)
+        now = clock.now()
+        backup = replace(backup, restore_status="pending", restore_progress=0, restore_requested_at=now,
+                         restore_completed_at=None, restore_error=None, restore_containers=None, updated_at=now)
+        uow.backups.update(backup)
+        uow.emit(progress_event(service, backup, "restore"))
+        uow.commit()
+    return backup
+
+
+def _backup_of(uow, service, backup_id: str) -> Backup:
+    backup = uow.backups.get(backup_id)
+    if backup is None or backup.service_id != service.id:
+        raise NotFound(f"backup {backup_id} not found")
+    return backup
+
+
+def get_backup(uow, principal, service_id: str, backup_id: str) -> Backup:
+    principal.require("backups:read")
+    with uow:
+        return _backup_of(uow, visible(principal, uow.services.get(service_id), service_id), backup_id)
+
+
+def list_backups(uow, principal, service_id: str, *, page: int, per_page: int, status: str | None = None):
+    """Newest first; ``(backups, total)``."""
+    principal.require("backups:read")
+    with uow:
+        visible(principal, uow.services.get(service_id), service_id)
+        return uow.backups.page(service_id, page=page, per_page=per_page, status=status)
+
+
+def delete_backup(uow, archives, principal, service_id: str, backup_id: str) -> None:
+    """Forget the backup and remove its archive; 409 while it or a restore from it runs."""
+    principal.require("backups:write")
+    with uow:
+        service = visible(principal, uow.services.get(service_id), service_id)
+        backup = _backup_of(uow, service, backup_id)
+        if backup.status in BUSY:
+            raise Conflict(f"backup {backup.id} is {backup.status}: wait until it ends")
+        if backup.restore_status in BUSY:
+            raise Conflict(f"backup {backup.id} is being restored")
+        uow.backups.delete(backup.id)
+        uow.commit()
+    archives.remove(service.id, backup.id)
+
+
+def forget_service(archives, service_id: str) -> None:
+    """After a service is deleted: its backup rows went with it (the database cascades),
+    its archives go now."""
+    archives.remove_service(service_id)
+
+
+# --- jobs (worker threads) --------------------------------------------------------------------
+
+
+def claim_next(uow, clock, owner: str | None = None):
+    """The oldest queued job as ``(kind, backup)`` with kind ``backup`` or ``restore``,
+    now marked running (SKIP LOCKED on PostgreSQL); None when nothing is queued."""
+    with uow:
+        claimed = uow.backups.claim_queued(clock.now(), owner)
+        if claimed is not None:
+            kind, backup = claimed
+            service = uow.services.get(backup.service_id)
+            uow.emit(progress_event(service, backup, kind))
+        uow.commit()
+    return claimed
+
+
+def recover_interrupted(uow, clock, archives) -> list[str]:
+    """Backups a stopped process left ``running`` (its worker lease is stale or gone,
+    ``core.panel.leases``) become ``failed`` (their partial archives are removed); restores it
+    left ``running`` are queued again; live workers' jobs stay. Returns the ids touched."""
+    now = clock.now()
+    failed = []
+    with uow:
+        live = uow.leases.live(leases.stale_before(clock))
+        for backup in uow.backups.orphaned(live):
+            backup = replace(backup, status="failed", error=INTERRUPTED, updated_at=now)
+            uow.backups.update(backup)
+            uow.emit(progress_event(uow.services.get(backup.service_id), backup))
+            failed.append(backup)
+        requeued = uow.backups.orphaned(live, restore=True)
+        for backup in requeued:
+            backup = replace(backup, restore_status="pending", restore_progress=0, updated_at=now)
+            uow.backups.update(backup)
+            uow.emit(progress_event(uow.services.get(backup.service_id), backup, "restore"))
+        uow.commit()
+    for backup in failed:
+        archives.remove(backup.service_id, backup.id)
+    return [b.id for b in failed] + [b.id for b in requeued]
+
+
+def run(uow, clock, runtime, archives, claimed) -> None:
+    kind, backup = claimed
+    if kind == "restore":
+        run_restore(uow, clock, runtime, archives, backup)
+    else:
+        run_backup(uow, clock, runtime, archives, backup)
+
+
+def _save(uow, service, backup: Backup, operation: str) -> bool:
+    """Store the job's new state and announce it; False when the backup is gone (its
+    service was deleted meanwhile)."""
+    with uow:
+        if uow.backups.get(backup.id) is None:
+            return False
+        uow.backups.update(backup)
+        uow.emit(progress_event(service, backup, operation))
+        uow.commit()
+    return True
+
+
+def run_backup(uow, clock, runtime, archives, backup: Backup) -> Backup:
+    """Export every volume into one archive. Never raises: a failure ends the backup
+    ``failed`` with the reason, and leaves no archive behind."""
+    with uow.reading():
+        service = uow.services.get(backup.service_id)
+    total = len(backup.volumes)
+
+    def volume_done(index: int) -> None:
+        nonlocal backup
+        backup = replace(backup, progress=min(99, int(100 * (index + 1) / (total + 1))), updated_at=clock.now())
+        _save(uow, service, backup, "backup")
+
+    try:
+        if service is None:
+            raise RuntimeError("the service was deleted")
+        sources = [(name, runtime.export_volume(resource_names(service, volume=name))) for name in backup.volumes]
+        manifest = {"service_id": service.id, "service_name": service.name, "backup_id": backup.id,
+                    "created_at": backup.created_at.isoformat()}
+        size, digest = archives.write(service.id, backup.id, manifest, sources, volume_done)
+    except Exception as exc:  # the reason goes to the backup
+        archives.remove(backup.service_id, backup.id)
+        now = clock.now()
+        backup = replace(backup, status="failed", error=_reason(exc), updated_at=now)
+        _save(uow, service, backup, "backup")
+        return backup
+    now = clock.now()
+    backup = replace(backup, status="completed", progress=100, size_bytes=size, sha256=digest, completed_at=now,
+                     updated_at=now, error=None)
+    if not _save(uow, service, backup, "backup"):
+        archives.remove(backup.service_id, backup.id)
+    return backup
+
+
+def run_restore(uow, clock, runtime, archives, backup: Backup) -> Backup:
+    """Stop the service's running containers, replace each volume's content with the
+    archive's, start again the containers that were running. Never raises: a failure
+    ends the restore ``failed`` (the containers that ran are started again anyway)."""
+    with uow.reading():
+        service = uow.services.get(backup.service_id)
+    restart = backup.restore_containers
+    try:
+        if service is None:
+            raise RuntimeError("the service was deleted")
+        manifest = archives.verify(service.id, backup.id, backup.sha256)  # before anything is touched
+        states = runtime.containers(service.id)
+        if restart is None:  # a re-run after a restart keeps the first attempt's list
+            restart = tuple(s.name for s in states if s.running)
+            backup = replace(backup, restore_containers=restart, restore_progress=5, updated_at=clock.now())
+            if not _save(uow, service, backup, "restore"):
+                raise RuntimeError("the backup was deleted")
+        for state in reversed(states):
+            if state.running:
+                runtime.stop(state.id)
+        volumes = manifest["volumes"]
+        for index, volume in enumerate(volumes):
+            runtime.import_volume(resource_names(service, volume=volume["name"]),
+                                  archives.volume_chunks(service.id, backup.id, volume["member"]))
+            backup = replace(backup, restore_progress=min(99, 10 + int(85 * (index + 1) / len(volumes))),
+                             updated_at=clock.now())
+            _save(uow, service, backup, "restore")
+        for name in restart:
+            runtime.start(name)
+    except Exception as exc:
+        for name in restart or ():
+            try:
+                runtime.start(name)
+            except Exception:  # best effort: the reason that matters is the first one
+                pass
+        now = clock.now()
+        backup = replace(backup, restore_status="failed", restore_error=_reason(exc), restore_completed_at=now,
+                         updated_at=now)
+        _save(uow, service, backup, "restore")
+        return backup
+    now = clock.now()
+    backup = replace(backup, restore_status="completed", restore_progress=100, restore_error=None,
+                     restore_completed_at=now, updated_at=now)
+    _save(uow, service, backup, "restore")
+    return backup
+
+
+def _reason(exc: Exception) -> str:
+    return str(exc)[-2000:] or type(exc).__name__

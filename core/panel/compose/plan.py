@@ -1,0 +1,35 @@
+"""A deploy plan: the compose text a service runs and the components parsed from it, in
+start order. Deploy methods (``ports.deploy``) answer with one; the deploy use cases
+carry it out."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from core.panel.containers import Healthcheck
+
+
+@dataclass(frozen=True)
+class Component:
+    """One compose service: one container."""
+
+    name: str
+    image: str
+    command: tuple | None = None
+    environment: dict = field(default_factory=dict)
+    ports: tuple = ()  # ports.runtime.PortSpec
+    volumes: tuple = ()  # (volume name, mount path)
+    depends_on: tuple = ()
+    healthcheck: Healthcheck | None = None
+    cpus: float | None = None  # compose ``cpus``
+    memory_mb: int | None = None  # compose ``mem_limit``
+
+
+@dataclass(frozen=True)
+class DeployPlan:
+    compose: str  # the compose text, as kept on the service
+    components: tuple  # Component, in start order (dependencies first)
+    volumes: tuple = ()  # named volumes the components mount
+    variables: dict = field(default_factory=dict)
+    template_id: str | None = None
+    #: where the source comes from, kept on the service: ``git_url``, ``git_branch``, ``ai_url``
+    source: dict = field(default_factory=dict)

@@ -1,0 +1,49 @@
+"""What a deploy asks of a container engine, as plain values: container specs, ports,
+healthchecks, and the labels that tie what the engine holds to a service. The runtime
+port (``ports.runtime``) takes these; they live in core so the deploy use cases can build
+them without depending on the port."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+SERVICE_LABEL = "slipway.service"
+COMPONENT_LABEL = "slipway.component"
+BUILT_IMAGES = "localhost/slw-"  # the images deploy methods build are named under this
+
+
+def built_image_prefix(service_id: str) -> str:
+    """What the names of the images built for ``service_id`` start with: a service runs
+    only its own builds (another's may hold that tenant's code and secrets)."""
+    return f"{BUILT_IMAGES}{service_id.lower()}-"
+
+
+@dataclass(frozen=True)
+class Healthcheck:
+    test: tuple  # e.g. ("CMD", "wget", "-q", "-O", "-", "http://127.0.0.1:8080/") or ("CMD-SHELL", "...")
+    interval_s: float = 30.0
+    timeout_s: float = 30.0
+    retries: int = 3
+    start_period_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class PortSpec:
+    container_port: int
+    host_port: int | None = None  # None: the runtime picks a free one (SLIPWAY_HOST_PORTS)
+    protocol: str = "tcp"
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    name: str  # the engine's container name
+    image: str
+    labels: dict
+    command: tuple | None = None
+    environment: dict = field(default_factory=dict)
+    ports: tuple = ()  # PortSpec
+    volumes: tuple = ()  # (volume name, mount path)
+    network: str | None = None
+    aliases: tuple = ()  # names other containers of the network reach it by
+    healthcheck: Healthcheck | None = None
+    cpus: float | None = None  # CPU limit in cores (compose ``cpus``); None: the runtime's SLIPWAY_DEFAULT_CPUS
+    memory_mb: int | None = None  # memory limit (``mem_limit``); None: the runtime's SLIPWAY_DEFAULT_MEMORY_MB

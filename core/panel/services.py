@@ -1,0 +1,306 @@
+"""Panel services: create (a deploy job), lifecycle, events; the rules of the status
+machine. The container work itself runs in ``core.panel.deploys`` (jobs) and through the
+runtime port."""
+from __future__ import annotations
+
+import re
+import secrets
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from core.panel import routes
+from core.errors import Conflict, Forbidden, Invalid, NotFound
+from core.panel.events import service_status
+from core.panel.customers import DEFAULT_QUOTA, Footprint, Quota, reserve
+
+STATUSES = ("running", "stopped", "deploying", "failed")
+_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+
+
+@dataclass(frozen=True)
+class Service:
+    id: str
+    name: str
+    customer_id: str
+    deploy_method: str
+    status: str
+    created_at: datetime
+    updated_at: datetime
+    template_id: str | None = None
+    compose: str = ""
+    variables: dict | None = None
+    url: str = ""
+    deployed_at: datetime | None = None
+    health_status: str = "unknown"
+    health_checked_at: datetime | None = None
+    health_failures: int = 0
+    git_url: str | None = None  # git deploys: the repository (credentials included; redact when shown)
+    git_branch: str | None = None  # None: the remote's default branch
+    ai_url: str | None = None  # ai deploys: the repository analysed
+    commit: str | None = None  # git and ai deploys: the commit last deployed
+    #: what the service counts against its customer's limits (``core.panel.customers``):
+    #: its components' container memory (MB) and CPU (thousandths) limits summed, set by
+    #: create and redeploy
+    memory_mb: int = 0
+    millicpus: int = 0
+
+
+@dataclass(frozen=True)
+class DeployJob:
+    id: str
+    service_id: str
+    kind: str  # deploy or redeploy
+    state: str  # queued, running, succeeded, failed
+    created_at: datetime
+    updated_at: datetime
+    step: str = ""
+    error: str | None = None
+    attempts: int = 0  # times a worker claimed it; a job interrupted too often is given up
+
+
+@dataclass(frozen=True)
+class ServiceEvent:
+    id: int | None
+    service_id: str
+    type: str  # deploy, redeploy, start, stop, restart, health
+    status: str  # started, success, failed, healthy, unhealthy
+    message: str
+    timestamp: datetime
+
+
+# health is checked on running services only: one that leaves ``running`` is not healthy
+# any more, nor unhealthy, until it runs again and is checked
+NOT_CHECKED = {"health_status": "unknown", "health_failures": 0}
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{secrets.token_hex(8)}"
+
+
+def visible(principal, service: Service | None, service_id: str) -> Service:
+    """404 for a missing service and for one a customer key may not see."""
+    if service is None or (principal.customer_id is not None and service.customer_id != principal.customer_id):
+        raise NotFound(f"service {service_id} not found")
+    return service
+
+
+def record(uow, clock, service_id: str, type: str, status: str, message: str) -> ServiceEvent:
+    return uow.service_events.add(ServiceEvent(None, service_id, type, status, message, clock.now()))
+
+
+def create_service(uow, clock, principal, request: dict, methods: dict, catalog: dict,
+                   quota: Quota = DEFAULT_QUOTA):
+    """Validate, plan, store the service as ``deploying`` and queue its deploy job. 409
+    when the service would take its customer past one of its limits (``quota``): the
+    check and the insert are one transaction, under the customer's row lock."""
+    principal.require("services:deploy")
+    problems = {}
+    name = request.get("name", "")
+    if not _NAME.match(name):
+        problems["name"] = "1-63 lower-case letters, digits and '-', starting and ending with a letter or digit"
+    method = methods.get(request.get("deploy_method"))
+    if method is None:
+        problems["deploy_method"] = "must be one of " + ", ".join(sorted(methods))
+    if problems:
+        raise Invalid("invalid service", fields=problems)
+    if principal.customer_id is not None and request["customer_id"] != principal.customer_id:
+        raise Forbidden("a customer key creates services for its own customer only")
+    plan = method.plan(request, catalog)
+    # git and ai plans know no components before the build: one default component
+    footprint = quota.footprint(plan.components)
+    now = clock.now()
+    service = Service(id=new_id("svc"), name=name, customer_id=request["customer_id"],
+                      deploy_method=method.name, status="deploying", created_at=now, updated_at=now,
+                      template_id=plan.template_id, compose=plan.compose, variables=plan.variables,
+                      git_url=plan.source.get("git_url"), git_branch=plan.source.get("git_branch"),
+                      ai_url=plan.source.get("ai_url"), memory_mb=footprint.memory_mb,
+                      millicpus=footprint.millicpus)
+    with uow:
+        customer = uow.panel_customers.get(service.customer_id, for_update=True)
+        if customer is None:
+            raise Invalid("invalid service", fields={"customer_id": "no such customer"})
+        if uow.services.by_name(name) is not None:
+            raise Conflict(f"a service named {name!r} already exists")
+        reserve(uow, quota, customer, footprint, new_service=True)
+        uow.services.add(service)
+        job = _queue(uow, clock, service, "deploy")
+        uow.commit()
+    return service, job
+
+
+def _queue(uow, clock, service: Service, kind: str) -> DeployJob:
+    """In the caller's transaction: a queued ``kind`` job for ``service`` (now
+    ``deploying``), announced and in its timeline."""
+    now = clock.now()
+    job = DeployJob(id=new_id("job"), service_id=service.id, kind=kind, state="queued", created_at=now,
+                    updated_at=now)
+    uow.emit(service_status(service))
+    uow.deploy_jobs.add(job)
+    record(uow, clock, service.id, kind, "started", f"{kind} job {job.id} queued")
+    return job
+
+
+def get_service(uow, principal, service_id: str) -> Service:
+    with uow:
+        return visible(principal, uow.services.get(service_id), service_id)
+
+
+def list_services(uow, principal, *, page: int, per_page: int, status=None, customer_id=None, sort=None,
+                  order="asc", search=None):
+    if principal.customer_id is not None:
+        if customer_id not in (None, principal.customer_id):
+            return [], 0
+        customer_id = principal.customer_id
+    with uow:
+        return uow.services.page(page=page, per_page=per_page, status=status, customer_id=customer_id,
+                                 sort=sort or "created_at", order=order, search=search)
+
+
+def redeploy(uow, clock, principal, service_id: str, quota: Quota = DEFAULT_QUOTA) -> tuple[Service, DeployJob]:
+    """Queue a redeploy. The service counts what its kept compose says now (for git and
+    ai services, the compose their last build ran); 409 when that grows a total past
+    the customer's limit."""
+    principal.require("services:deploy")
+    with uow.reading():
+        found = visible(principal, uow.services.get(service_id), service_id)
+    footprint = quota.footprint_of_compose(found.compose, found.variables)
+    with uow:
+        # the customer's row first, then the service's: the order create takes too
+        customer = uow.panel_customers.get(found.customer_id, for_update=True)
+        service = visible(principal, uow.services.get(service_id, for_update=True), service_id)
+        if service.status == "deploying":
+            raise Conflict("the service is deploying")
+        if service.compose != found.compose:  # a deploy ended meanwhile with another compose
+            footprint = quota.footprint_of_compose(service.compose, service.variables)
+        if footprint is None:  # nothing to read (yet): what was counted stays
+            footprint = Footprint(service.memory_mb, service.millicpus)
+        if customer is not None:
+            reserve(uow, quota, customer, footprint, new_service=False,
+                    replacing=Footprint(service.memory_mb, service.millicpus))
+        service = replace(service, status="deploying", updated_at=clock.now(), memory_mb=footprint.memory_mb,
+                          millicpus=footprint.millicpus)
+        uow.services.update(service)
+        job = _queue(uow, clock, service, "redeploy")
+        uow.commit()
+    return service, job
+
+
+OPERATIONS = {
+    # operation: (status after, event type, message)
+    "start": ("running", "start", "service started"),
+    "stop": ("stopped", "stop", "service stopped"),
+    "restart": ("running", "restart", "service restarted"),
+}
+
+
+#: at most this many containers of one service are stopped at once
+STOP_FAN_OUT = 8
+
+
+def _each_container(runtime, operation: str, containers) -> None:
+    """start and restart one after the other, dependencies first. stop all at once: a
+    container that ignores SIGTERM makes a stop wait the whole stop timeout, so a service
+    of many takes one timeout, not one per component (docs/decisions.md: one customer's slow
+    engine operations never hold up others)."""
+    if operation != "stop" or len(containers) < 2:
+        for c in (reversed(containers) if operation == "stop" else containers):
+            getattr(runtime, operation)(c.id)
+        return
+    with ThreadPoolExecutor(max_workers=min(len(containers), STOP_FAN_OUT),
+                            thread_name_prefix="slipway-stop") as pool:
+        futures = [pool.submit(runtime.stop, c.id) for c in reversed(containers)]
+    failed = [f.exception() for f in futures if f.exception() is not None]
+    if failed:
+        raise failed[0]
+
+
+def operate(uow, clock, runtime, principal, service_id: str, operation: str, *, base_domain: str | None = None,
+            parse=None) -> tuple[Service, str]:
+    """start, stop or restart every container of the service. The engine is called
+    between short transactions, never while one holds the database.
+
+    The route record follows the containers (``core.panel.routes``): stop and restart remove it
+    before they touch a container (the host port is given up, and another tenant's
+    container may get it); start and restart write it again from the host port the
+    engine published now (the plan's first published port, with ``parse`` the compose
+    parser and ``base_domain``), and a service without a base domain gets that upstream
+    as its ``url``."""
+    status_after, event_type, message = OPERATIONS[operation]
+    with uow.reading():
+        service = visible(principal, uow.services.get(service_id), service_id)
+    if service.status == "deploying":
+        raise Conflict("the service is deploying")
+    if operation == "stop" and service.status == "stopped":
+        return service, "service already stopped"
+    containers = runtime.containers(service.id)
+    if not containers:
+        raise Conflict("the service has no containers: redeploy it")
+    if operation in ("stop", "restart"):
+        with uow:
+            uow.routes.delete_for(service.id)
+            uow.commit()
+    try:
+        _each_container(runtime, operation, containers)
+    except Exception as exc:
+        with uow:
+            record(uow, clock, service.id, event_type, "failed", f"{operation} failed: {exc}")
+            uow.commit()
+        raise
+    target = None  # the upstream now published; None: not looked at (stop)
+    if status_after == "running":
+        target = _published(runtime, service, parse)
+    with uow:
+        current = uow.services.get(service_id, for_update=True)
+        if current is None:
+            raise NotFound(f"service {service_id} not found")
+        if current.status == "deploying":
+            raise Conflict("the service started deploying meanwhile")
+        now = clock.now()
+        changes = {} if status_after == "running" else NOT_CHECKED
+        if target is not None:
+            routes.follow(uow, current, target, base_domain, now)
+            if not base_domain and target:
+                changes = {**changes, "url": target}
+        else:
+            uow.routes.delete_for(current.id)
+        service = replace(current, status=status_after, updated_at=now, **changes)
+        uow.services.update(service)
+        if current.status != status_after:
+            uow.emit(service_status(service))
+        record(uow, clock, service.id, event_type, "success", message)
+        uow.commit()
+    return service, message
+
+
+def _published(runtime, service: Service, parse) -> str:
+    """The service's upstream as the engine publishes it now, "" when unknown."""
+    if parse is None:
+        return ""
+    try:
+        plan = parse(service.compose, service.variables or {})
+        return routes.upstream(plan, runtime.containers(service.id))
+    except Exception:  # noqa: BLE001 (no upstream known: the record goes rather than point astray)
+        return ""
+
+
+def delete_service(uow, runtime, principal, service_id: str) -> Service:
+    """Remove containers, volumes, network and the route record; irreversible. Returns
+    the service as it was (the caller may remove the images its deploys built)."""
+    with uow.reading():
+        service = visible(principal, uow.services.get(service_id), service_id)
+    # also while deploying (the spec allows delete from any state): the job notices the
+    # service is gone when it ends and removes whatever it made after this
+    runtime.remove_service(service.id)
+    with uow:
+        uow.routes.delete_for(service.id)
+        uow.services.delete(service.id)
+        uow.emit(service_status(service, "deleted"))
+        uow.commit()
+    return service
+
+
+def list_events(uow, principal, service_id: str, *, page: int, per_page: int):
+    with uow:
+        visible(principal, uow.services.get(service_id), service_id)
+        return uow.service_events.page(service_id, page=page, per_page=per_page)

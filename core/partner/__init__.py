@@ -1,0 +1,2 @@
+"""The partner licensing domain: partners, tokens, customers, contracts, editions,
+licenses, the ledger, transfers, billing and statements."""

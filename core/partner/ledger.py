@@ -1,0 +1,84 @@
+"""The activity ledger: append-only events of every license change, and how they are read."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from core.errors import Invalid
+from core.partner.scope import Page, subtree, visible
+
+EVENTS = (
+    "license.issued", "license.suspended", "license.resumed", "license.terminated",
+    "license.edition_changed", "license.transferred_out", "license.transferred_in", "license.state_changed",
+)
+EXPORT_ROW_LIMIT = 5000
+
+
+@dataclass(frozen=True)
+class LedgerEvent:
+    id: int | None
+    event: str
+    at: datetime
+    actor: str | None
+    partner_id: str
+    customer_id: str | None
+    license_id: str
+    data: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ActivityFilter:
+    event: str | None = None
+    actor: str | None = None
+    actor_given: bool = False  # an empty ``actor=`` selects unattributed events
+    since: datetime | None = None  # inclusive
+    until: datetime | None = None  # exclusive
+
+
+def make_filter(*, event=None, actor=None, since=None, until=None) -> ActivityFilter:
+    if event is not None and event not in EVENTS:
+        raise Invalid("invalid event filter", fields={"event": "must be one of " + ", ".join(EVENTS)})
+    return ActivityFilter(event=event, actor=actor or None, actor_given=actor is not None, since=since,
+                          until=until)
+
+
+def record(uow, clock, *, event: str, license, actor: str | None, data: dict | None = None,
+           partner_id: str | None = None, customer_id: str | None = None) -> LedgerEvent:
+    """Append one event in the caller's transaction."""
+    assert event in EVENTS, event
+    return uow.ledger.append(LedgerEvent(
+        id=None, event=event, at=clock.now(), actor=actor,
+        partner_id=partner_id or license.partner_id,
+        customer_id=customer_id if customer_id is not None else license.customer_id,
+        license_id=license.id, data=data or {}))
+
+
+def customer_activity(uow, caller, customer_id: str, filters: ActivityFilter, page: Page) -> list[LedgerEvent]:
+    with uow:
+        visible(uow.customers.get(customer_id), subtree(uow, caller), "customer", customer_id)
+        return uow.ledger.for_customer(customer_id, filters, page)
+
+
+def customer_activity_summary(uow, caller, customer_id: str, filters: ActivityFilter) -> dict:
+    with uow:
+        visible(uow.customers.get(customer_id), subtree(uow, caller), "customer", customer_id)
+        by_event, first_at, last_at = uow.ledger.summary_for_customer(customer_id, filters)
+    return {"customer_id": customer_id, "total": sum(by_event.values()), "by_event": by_event,
+            "first_at": first_at, "last_at": last_at}
+
+
+def check_customer_visible(uow, caller, customer_id: str) -> None:
+    with uow:
+        visible(uow.customers.get(customer_id), subtree(uow, caller), "customer", customer_id)
+
+
+def export_batches(uow, customer_id: str, filters: ActivityFilter, after_id: int | None, size: int):
+    """One batch of the export, newest first, continuing below ``after_id``."""
+    with uow:
+        return uow.ledger.for_customer_before(customer_id, filters, after_id, size)
+
+
+def export_count(uow, customer_id: str, filters: ActivityFilter) -> int:
+    with uow:
+        by_event, _, _ = uow.ledger.summary_for_customer(customer_id, filters)
+    return sum(by_event.values())

@@ -1,0 +1,49 @@
+"""What the deploy methods and analyzers that start from a repository share: the source
+rules, clones and builds (:mod:`plugins.source_common.source`), the host checks
+(:mod:`plugins.source_common.hosts`), the analyzers' base images
+(:mod:`plugins.source_common.images`), and the helpers below. Not a plugin itself."""
+from __future__ import annotations
+
+from core.errors import Invalid
+from plugins.source_common import source
+
+
+def invalid_reason(exc: Invalid) -> str:
+    fields = getattr(exc, "fields", None) or {}
+    return "; ".join(str(v) for v in fields.values()) or str(exc)
+
+
+def run_source(text: str, root: str, runtime, *, service, revision: str, progress,
+               settings: source.Settings | None = None, workdir: str | None = None, cancel=None) -> str:
+    """``build_compose`` with a compose problem turned into a readable job failure."""
+    settings = settings or source.Settings()
+    try:
+        return source.build_compose(text, root, runtime, service_id=service.id, revision=revision,
+                                    progress=progress, workdir=workdir, timeout=settings.build_timeout,
+                                    cancel=cancel, host_ports=settings.host_ports)
+    except Invalid as exc:
+        raise source.SourceError(f"invalid compose definition: {invalid_reason(exc)}") from None
+
+
+def clone(url: str, branch, tree: str, settings: source.Settings, *, cancel=None) -> tuple[str, str]:
+    """``source.clone`` with the methods' settings."""
+    return source.clone(url, branch, tree, allowed=settings.allowed, timeout=settings.timeout,
+                        allow_private=settings.allow_private, max_bytes=settings.max_bytes, cancel=cancel)
+
+
+def stale(service, compose: str) -> tuple:
+    """Images the service's previous deploy built that ``compose`` does not use."""
+    return tuple(sorted(set(source.built_images(service.id, service.compose))
+                        - set(source.built_images(service.id, compose))))
+
+
+def repository_compose(root: str) -> tuple[str, str] | None:
+    """(compose text, what it is) for a tree that says itself how it runs: a compose
+    file, else a Containerfile or Dockerfile at the top; None otherwise."""
+    name = source.found(root, source.COMPOSE_FILES)
+    if name is not None:
+        return source.read_text(root, name, limit=1_000_000), name
+    name = source.found(root, source.BUILD_FILES)
+    if name is not None:
+        return f"services:\n  app:\n    build:\n      context: .\n      dockerfile: {name}\n", name
+    return None

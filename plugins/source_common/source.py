@@ -1,0 +1,491 @@
+"""Repositories for the ``git`` and ``ai`` deploy methods: URL rules, credential
+redaction, shallow clones with the ``git`` CLI, and building the images a compose
+definition's ``build`` entries describe.
+
+The ``git`` command line is used through ``subprocess`` (never a shell): it is the
+reference implementation of every transport (https, ssh, file, ...), does shallow
+clones, and a timeout bounds it. ``GIT_TERMINAL_PROMPT=0`` and ssh ``BatchMode`` make a
+missing credential a failure instead of a prompt, and ``protocol.allow=never`` plus the
+allowed schemes keep git itself from reaching anything else (``ext::`` helpers, file
+URLs in submodules or redirects). git gets an environment of its own (an empty HOME of
+the job, no global or system config, no agent, ssh without config or keys), is pinned to
+the host address checked just before (:mod:`plugins.source_common.hosts`), and is watched
+while it runs: cancelled, past its time or over the size limit, its process group is
+killed.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from urllib.parse import urlsplit, urlunsplit
+
+from core.panel.containers import built_image_prefix
+from core.errors import Invalid
+from core.redaction import redact, redact_url, url_secrets  # noqa: F401 (used here and by the methods)
+from core.panel.compose import DEFAULT_HOST_PORTS, dump_compose, host_port_range, interpolate, load_compose, parse_compose
+from plugins.source_common import hosts
+from ports.runtime import Cancelled, EngineError
+from ports.settings import seconds
+
+DEFAULT_SCHEMES = ("https", "ssh")
+DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"  # where git is looked for when PATH is unset
+KNOWN_SCHEMES = ("https", "ssh", "http", "git", "file")
+DEFAULT_TIMEOUT = 300.0
+DEFAULT_BUILD_TIMEOUT = 900.0
+DEFAULT_MAX_MB = 500
+MB = 1024 * 1024
+WATCH_S = 0.5
+OUTPUT_BYTES = 1024 * 1024
+TAIL_LINES = 15
+COMPOSE_FILES = ("compose.yaml", "compose.yml", "docker-compose.yaml", "docker-compose.yml")
+BUILD_FILES = ("Containerfile", "Dockerfile")
+
+_URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+_SCP = re.compile(r"^(?:[A-Za-z0-9._~-]+@)?[A-Za-z0-9.-]+:(?!//)")
+_BRANCH = re.compile(r"^(?!-)(?!.*\.\.)(?!.*//)(?!.*@\{)(?!.*\.lock(?:/|$))[A-Za-z0-9._/+-]+(?<![./])$")
+
+
+class SourceError(Exception):
+    """Fetching or building the source failed; the message is for the timeline (redacted)."""
+
+
+# --- settings ---------------------------------------------------------------------------
+
+
+def allowed_schemes(settings: Mapping[str, str]) -> tuple:
+    """``SLIPWAY_GIT_ALLOWED_SCHEMES``, checked (a ``ValueError`` names the variable)."""
+    raw = settings.get("SLIPWAY_GIT_ALLOWED_SCHEMES")
+    if raw is None or not raw.strip():
+        return DEFAULT_SCHEMES
+    schemes = tuple(dict.fromkeys(p.strip().lower() for p in raw.split(",") if p.strip()))
+    unknown = [s for s in schemes if s not in KNOWN_SCHEMES]
+    if unknown:
+        raise ValueError(f"SLIPWAY_GIT_ALLOWED_SCHEMES: unknown scheme {unknown[0]!r} "
+                         f"(known: {', '.join(KNOWN_SCHEMES)})")
+    return schemes
+
+
+def git_timeout(settings: Mapping[str, str]) -> float:
+    return seconds(settings, "SLIPWAY_GIT_TIMEOUT", DEFAULT_TIMEOUT)
+
+
+def max_mb(settings: Mapping[str, str]) -> int:
+    raw = (settings.get("SLIPWAY_SOURCE_MAX_MB") or "").strip()
+    if not raw:
+        return DEFAULT_MAX_MB
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"SLIPWAY_SOURCE_MAX_MB must be a whole number of megabytes (at least 1), got {raw!r}")
+    return int(raw)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How the ``git`` and ``ai`` methods fetch and build sources."""
+
+    allowed: tuple = DEFAULT_SCHEMES  # SLIPWAY_GIT_ALLOWED_SCHEMES
+    timeout: float = DEFAULT_TIMEOUT  # SLIPWAY_GIT_TIMEOUT, seconds per clone
+    allow_private: bool = False  # SLIPWAY_GIT_ALLOW_PRIVATE
+    max_bytes: int = DEFAULT_MAX_MB * MB  # SLIPWAY_SOURCE_MAX_MB
+    build_timeout: float = DEFAULT_BUILD_TIMEOUT  # SLIPWAY_BUILD_TIMEOUT, seconds per image build
+    host_ports: tuple = DEFAULT_HOST_PORTS  # SLIPWAY_HOST_PORTS, where compose host ports must lie
+
+
+def require_git() -> None:
+    """The ``git`` command is a system requirement of the git and ai methods: found on the
+    PATH clones run with, or a ``ValueError`` saying so (start-up stops with it)."""
+    if shutil.which("git", path=os.environ.get("PATH") or DEFAULT_PATH) is None:
+        raise ValueError("the git and ai deploy methods need the git command, and it is not on PATH: "
+                         "install git (Debian: apt-get install git)")
+
+
+def source_settings(settings: Mapping[str, str]) -> Settings:
+    """All of them, checked (a ``ValueError`` names the variable), and git installed."""
+    require_git()
+    return Settings(allowed=allowed_schemes(settings), timeout=git_timeout(settings),
+                    allow_private=hosts.allow_private(settings), max_bytes=max_mb(settings) * MB,
+                    build_timeout=seconds(settings, "SLIPWAY_BUILD_TIMEOUT", DEFAULT_BUILD_TIMEOUT),
+                    host_ports=host_port_range(settings))
+
+
+# --- URLs -------------------------------------------------------------------------------
+
+
+def scheme_of(url: str) -> str | None:
+    """``https``, ``ssh`` (also ``user@host:path``), ``file``, ...; None when the text
+    is not a repository URL git would read as remote (a bare path, ``transport::``)."""
+    match = _URL.match(url)
+    if match:
+        return match.group(1).lower()
+    if "::" in url.split("/", 1)[0]:
+        return None  # git's <transport>::<address> remote helpers
+    if _SCP.match(url):
+        return "ssh"
+    return None
+
+
+def check_url(url: str, field: str, allowed) -> None:
+    """422 on ``field`` unless ``url`` is a repository URL of an allowed scheme. The
+    message never repeats the URL (it may hold credentials)."""
+    if not url or any(ch.isspace() or ord(ch) < 32 for ch in url) or url.startswith("-"):
+        raise Invalid("invalid repository URL", fields={field: "must be a repository URL without spaces"})
+    scheme = scheme_of(url)
+    if scheme is None:
+        raise Invalid("invalid repository URL", fields={
+            field: "must be scheme://host/path or user@host:path; allowed schemes: " + ", ".join(allowed)})
+    if scheme not in allowed:
+        raise Invalid("repository URL scheme not allowed", fields={
+            field: f"scheme {scheme!r} is not allowed; allowed: " + ", ".join(allowed)})
+
+
+def check_source(url: str, field: str, settings: Settings) -> None:
+    """:func:`check_url`, then the host: 422 on ``field`` when it is or resolves to an
+    address that is not public (or is a ``file://`` path), unless ``allow_private``."""
+    check_url(url, field, settings.allowed)
+    if settings.allow_private:
+        return
+    try:
+        hosts.check(url, scheme_of(url))
+    except hosts.HostRefused as exc:
+        raise Invalid("repository host not allowed", fields={field: str(exc)}) from None
+
+
+def check_branch(branch, field: str = "git_branch") -> None:
+    if branch is None:
+        return
+    if not isinstance(branch, str) or len(branch) > 255 or not _BRANCH.match(branch):
+        raise Invalid("invalid branch", fields={field: "not a valid branch name"})
+
+
+# --- cloning ----------------------------------------------------------------------------
+
+
+def _git_env(workdir: str, ssh_options: tuple = ()) -> dict:
+    """The whole environment git runs with: nothing of the server user's (no HOME, no
+    SSH agent, no XDG config, no proxies, no ``GIT_*``), HOME an empty directory of the
+    job, no system or global git config, ssh with no config file, keys or agent and a
+    known-hosts file of the job's own."""
+    home = os.path.join(workdir, "git-home")
+    os.makedirs(home, exist_ok=True)
+    ssh = ["ssh", "-F", "/dev/null", "-o", "IdentitiesOnly=yes", "-o", "IdentityFile=none",
+           "-o", "IdentityAgent=none", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=accept-new",
+           "-o", "UserKnownHostsFile=" + os.path.join(workdir, "known_hosts"), *ssh_options]
+    return {"PATH": os.environ.get("PATH") or DEFAULT_PATH, "HOME": home, "LC_ALL": "C",
+            "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "true", "SSH_ASKPASS": "true",
+            "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null",
+            "GIT_SSH_COMMAND": " ".join(shlex.quote(word) for word in ssh), "GIT_SSH_VARIANT": "ssh"}
+
+
+def tree_bytes(path: str) -> int:
+    """The sizes of the files under ``path`` (links not followed)."""
+    total = 0
+    stack = [path]
+    while stack:
+        try:
+            entries = os.scandir(stack.pop())
+        except OSError:
+            continue
+        with entries:
+            for entry in entries:
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+                    else:
+                        total += entry.stat(follow_symlinks=False).st_size
+                except OSError:
+                    continue
+    return total
+
+
+def _kill(process: subprocess.Popen) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)  # git and its helpers (remote-https, ssh)
+    except OSError:
+        process.kill()
+    process.wait()
+
+
+def _run_git(args: list, *, cwd: str | None, timeout: float, url: str, what: str, env: dict,
+             watch: str | None = None, max_bytes: int | None = None, cancel=None) -> str:
+    """Run git; while it runs, every 0.5 s: ``cancel`` set -> killed, ``Cancelled``;
+    past ``timeout`` or ``watch`` (a directory) over ``max_bytes`` -> killed, failure."""
+    secrets = url_secrets(url)
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        try:
+            process = subprocess.Popen(["git", *args], cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                       stderr=err, start_new_session=True)
+        except FileNotFoundError:
+            raise SourceError(f"{what} failed: the git command is not installed") from None
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                process.wait(WATCH_S)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            if cancel is not None and cancel.is_set():
+                _kill(process)
+                raise Cancelled(redact(f"cancelled: {what}", secrets))
+            if time.monotonic() > deadline:
+                _kill(process)
+                raise SourceError(f"{what} timed out after {timeout:g} s")
+            if watch is not None and max_bytes is not None and tree_bytes(watch) > max_bytes:
+                _kill(process)
+                raise SourceError(too_large(what, max_bytes))
+        out.seek(0)
+        err.seek(0)
+        stdout = out.read(OUTPUT_BYTES).decode("utf-8", "replace")
+        stderr = err.read(OUTPUT_BYTES).decode("utf-8", "replace")
+    if process.returncode != 0:
+        lines = [line for line in (stderr + "\n" + stdout).splitlines() if line.strip()]
+        tail = "\n".join(lines[-TAIL_LINES:]) or f"exit status {process.returncode}"
+        raise SourceError(redact(f"{what} failed:\n{tail}", secrets))
+    return stdout
+
+
+def too_large(what: str, max_bytes: int) -> str:
+    return f"{what} failed: the repository is larger than {max_bytes / MB:g} MB (SLIPWAY_SOURCE_MAX_MB)"
+
+
+def _connection(url: str, scheme: str, allow_private: bool) -> tuple[str, list, tuple]:
+    """(URL to clone, git ``-c`` options, ssh options) connecting only to the address
+    checked now (see :mod:`plugins.source_common.hosts`): https/http through curl's resolve
+    list (``http.curloptResolve``, git >= 2.37) and no redirects (they would reach a host
+    looked up afresh); ssh with ``HostName`` set to the address and ``HostKeyAlias`` to
+    the name (host keys stay keyed by name); ``git://`` with the address in the URL."""
+    if allow_private:
+        return url, [], ()
+    try:
+        host, address = hosts.pinned(url, scheme)
+    except hosts.HostRefused as exc:
+        raise SourceError(f"cloning {redact_url(url)} refused: {exc}") from None
+    _, port = hosts.url_host(url, scheme)
+    literal = f"[{address}]" if ":" in address else address
+    if scheme in ("https", "http"):
+        return url, ["-c", f"http.curloptResolve={host}:{port}:{literal}", "-c", "http.followRedirects=false"], ()
+    if scheme == "ssh":
+        return url, [], ("-o", f"HostName={address}", "-o", f"HostKeyAlias={host}")
+    parts = urlsplit(url)  # git://host[:port]/path
+    netloc = literal + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc)), [], ()
+
+
+def clone(url: str, branch: str | None, dest: str, *, allowed, timeout: float = DEFAULT_TIMEOUT,
+          allow_private: bool = False, max_bytes: int = DEFAULT_MAX_MB * MB, cancel=None,
+          workdir: str | None = None) -> tuple[str, str]:
+    """Shallow-clone ``url`` (``branch``, or the remote's HEAD) into ``dest``; returns
+    (commit, branch name). A server without shallow support (git's dumb HTTP) gets a
+    full clone. The host is checked again (and pinned) unless ``allow_private``; a clone
+    over ``max_bytes`` fails; ``cancel`` stops it. git's HOME, known hosts and output go
+    to ``workdir`` (default: the parent of ``dest``), never into the tree. The ``.git``
+    directory is removed afterwards: the tree is a build context, and the clone's config
+    holds the URL with its credentials."""
+    workdir = workdir or os.path.dirname(os.path.abspath(dest))
+    scheme = scheme_of(url)
+    if scheme is None or scheme not in allowed:
+        raise SourceError(f"cloning {redact_url(url)} refused: scheme not allowed")
+    if scheme == "file" and not allow_private:
+        raise SourceError(f"cloning {redact_url(url)} refused: file:// URLs read the server's own files")
+    target, options, ssh_options = _connection(url, scheme, allow_private)
+    env = _git_env(workdir, ssh_options)
+    config = ["-c", "protocol.allow=never", "-c", "credential.helper=", "-c", "core.hooksPath=/dev/null", *options]
+    for allowed_scheme in allowed:
+        config += ["-c", f"protocol.{allowed_scheme}.allow=always"]
+    what = f"cloning {redact_url(url)}" + (f" (branch {branch})" if branch else "")
+
+    def attempt(shallow: bool) -> None:
+        args = [*config, "clone", "--quiet", *(["--depth", "1"] if shallow else []), "--no-tags", "--single-branch"]
+        if branch:
+            args += ["--branch", branch]
+        args += ["--", target, dest]
+        _run_git(args, cwd=None, timeout=timeout, url=url, what=what, env=env, watch=dest, max_bytes=max_bytes,
+                 cancel=cancel)
+
+    try:
+        attempt(shallow=True)
+    except SourceError as exc:
+        if "does not support shallow" not in str(exc):
+            raise
+        shutil.rmtree(dest, ignore_errors=True)
+        attempt(shallow=False)  # git's dumb HTTP transport cannot fetch shallowly
+    if tree_bytes(dest) > max_bytes:
+        raise SourceError(too_large(what, max_bytes))
+    commit = _run_git(["rev-parse", "HEAD"], cwd=dest, timeout=30, url=url, what="reading the commit",
+                      env=env).strip()
+    name = _run_git(["rev-parse", "--abbrev-ref", "HEAD"], cwd=dest, timeout=30, url=url,
+                    what="reading the branch", env=env).strip()
+    shutil.rmtree(os.path.join(dest, ".git"), ignore_errors=True)
+    return commit, name
+
+
+# --- files inside the tree --------------------------------------------------------------
+
+
+def inside(root: str, relative: str) -> str | None:
+    """The real path of ``relative`` under ``root``, or None when it leaves the tree
+    (``..``, an absolute path, a link pointing out)."""
+    if not isinstance(relative, str) or os.path.isabs(relative):
+        return None
+    base = os.path.realpath(root)
+    path = os.path.realpath(os.path.join(base, relative))
+    return path if path == base or path.startswith(base + os.sep) else None
+
+
+def read_text(root: str, relative: str, limit: int = 200_000) -> str | None:
+    """A file of the tree as text (None when missing, outside it, or not a regular file)."""
+    path = inside(root, relative)
+    if path is None or not os.path.isfile(path):
+        return None
+    with open(path, "rb") as handle:
+        return handle.read(limit).decode("utf-8", errors="replace")
+
+
+def escapes(root: str, relative: str) -> bool:
+    """True when ``relative`` exists under ``root`` (as a link, too) but its real path
+    is outside: a symbolic link leading out of the tree."""
+    if not isinstance(relative, str) or os.path.isabs(relative):
+        return False
+    base = os.path.abspath(root)
+    lexical = os.path.normpath(os.path.join(base, relative))
+    if lexical != base and not lexical.startswith(base + os.sep):
+        return False  # ``..`` leaves the tree by itself, no link involved: the callers' own message
+    return os.path.lexists(lexical) and inside(root, relative) is None
+
+
+def refuse_escape(root: str, relative: str, what: str) -> None:
+    if escapes(root, relative):
+        raise SourceError(f"{what} {relative!r} is a symbolic link leading outside the repository")
+
+
+def found(root: str, names) -> str | None:
+    """The first of ``names`` that is a file of the tree; a :class:`SourceError` naming
+    it when one is a link leading out of the tree (nothing is read through it)."""
+    for name in names:
+        refuse_escape(root, name, "the file")
+        path = inside(root, name)
+        if path is not None and os.path.isfile(path):
+            return name
+    return None
+
+
+# --- building ---------------------------------------------------------------------------
+
+
+def _load(text: str) -> dict:
+    """The compose document of a repository or an analyzer, read by the compose method's
+    reader (YAML 1.2, its size limits), not interpolated: the deploy interpolates the
+    compose text that runs."""
+    document = load_compose(text, interpolating=False)
+    if not isinstance(document, dict) or not isinstance(document.get("services"), dict) or not document["services"]:
+        raise Invalid("invalid compose definition", fields={"compose": "needs a non-empty services map"})
+    return document
+
+
+def _builds(document: dict, root: str) -> dict:
+    """{service name: (context dir, dockerfile path relative to it or None, inline text or None)}"""
+    builds = {}
+    for name, service in document["services"].items():
+        if not isinstance(service, dict) or "build" not in service:
+            continue
+        raw = service["build"]
+        if isinstance(raw, str):
+            raw = {"context": raw}
+        if not isinstance(raw, dict):
+            raise Invalid("invalid compose definition", fields={"compose": f"services.{name}.build: a path or a map"})
+        unknown = set(raw) - {"context", "dockerfile", "dockerfile_inline"}
+        if unknown:
+            raise Invalid("invalid compose definition",
+                          fields={"compose": f"unsupported key services.{name}.build.{sorted(unknown)[0]}"})
+        relative = interpolate(str(raw.get("context") or "."), {})
+        refuse_escape(root, relative, f"services.{name}.build.context")
+        context = inside(root, relative)
+        if context is None or not os.path.isdir(context):
+            raise Invalid("invalid compose definition",
+                          fields={"compose": f"services.{name}.build.context: not a directory of the repository"})
+        inline = raw.get("dockerfile_inline")
+        dockerfile = raw.get("dockerfile")
+        if inline is not None and dockerfile is not None:
+            raise Invalid("invalid compose definition", fields={
+                "compose": f"services.{name}.build: dockerfile and dockerfile_inline exclude each other"})
+        if dockerfile is not None:
+            dockerfile = interpolate(str(dockerfile), {})
+            refuse_escape(context, dockerfile, f"services.{name}.build.dockerfile")
+            path = inside(context, dockerfile)
+            if path is None or not os.path.isfile(path):
+                raise Invalid("invalid compose definition", fields={
+                    "compose": f"services.{name}.build.dockerfile: no file {dockerfile!r} in the build context"})
+        elif inline is None and found(context, BUILD_FILES) is None:
+            raise Invalid("invalid compose definition", fields={
+                "compose": f"services.{name}.build: no Containerfile or Dockerfile in the build context"})
+        builds[name] = (context, dockerfile, None if inline is None else interpolate(str(inline), {}))
+    return builds
+
+
+def check_compose(text: str, root: str, *, host_ports: tuple[int, int] = DEFAULT_HOST_PORTS) -> tuple[dict, dict]:
+    """Validate compose text whose services may ``build`` from the tree at ``root``,
+    without building anything: returns (document, builds) or raises ``Invalid``.
+    ``host_ports``: the range host ports must lie in (``SLIPWAY_HOST_PORTS``)."""
+    document = _load(text)
+    builds = _builds(document, root)
+    probe = {**document, "services": {
+        name: ({k: v for k, v in s.items() if k != "build"} | {"image": "localhost/slipway-probe:latest"})
+        if name in builds else s for name, s in document["services"].items()}}
+    parse_compose(dump_compose(probe), host_ports=host_ports)
+    return document, builds
+
+
+def image_tag(service_id: str, component: str, revision: str) -> str:
+    safe = re.sub(r"[^a-z0-9_.-]", "-", component.lower())
+    return f"{built_image_prefix(service_id)}{safe}:{revision[:12] or 'latest'}"
+
+
+def built_images(service_id: str, compose: str | None) -> list[str]:
+    """The images the deploys of ``service_id`` built that ``compose`` names."""
+    prefix = re.escape(built_image_prefix(service_id))
+    return sorted(set(re.findall(prefix + r"[a-z0-9_.-]+:[A-Za-z0-9_.-]+", compose or "")))
+
+
+def build_compose(text: str, root: str, runtime, *, service_id: str, revision: str, progress,
+                  workdir: str | None = None, timeout: float | None = DEFAULT_BUILD_TIMEOUT, cancel=None,
+                  host_ports: tuple[int, int] = DEFAULT_HOST_PORTS) -> str:
+    """Build the images of ``text``'s ``build`` entries from the tree at ``root`` and
+    answer the compose text that runs them (``build`` replaced by ``image``; a built
+    service without ``ports`` publishes the ports its image EXPOSEs). An inline
+    Containerfile is written into ``workdir`` (default: the parent of ``root``), never
+    into the tree. Each build may take ``timeout`` seconds; ``cancel`` stops it
+    (``ports.runtime.Cancelled``, passed on as it is)."""
+    document, builds = check_compose(text, root, host_ports=host_ports)
+    workdir = workdir or os.path.dirname(os.path.abspath(root))
+    services = dict(document["services"])
+    for index, (name, (context, dockerfile, inline)) in enumerate(builds.items()):
+        tag = image_tag(service_id, name, revision)
+        if inline is not None:  # the job's directory, outside the tree: no link of the repository is written through
+            safe = re.sub(r"[^A-Za-z0-9_.-]", "-", name)
+            dockerfile = os.path.join(workdir, f"inline-{index}-{safe}.Containerfile")
+            with open(dockerfile, "w", encoding="utf-8") as handle:
+                handle.write(inline if inline.endswith("\n") else inline + "\n")
+        progress(f"building {name} ({tag})")
+        try:
+            runtime.build_image(context, tag, dockerfile, timeout=timeout, cancel=cancel)
+        except Cancelled:
+            raise
+        except EngineError as exc:
+            raise SourceError(str(exc)) from exc
+        entry = {k: v for k, v in services[name].items() if k not in ("build", "image")}
+        entry = {"image": tag, **entry}
+        if "ports" not in entry:
+            exposed = runtime.image_ports(tag)
+            if exposed:
+                entry["ports"] = [str(p.container_port) + ("" if p.protocol == "tcp" else f"/{p.protocol}")
+                                  for p in exposed]
+        services[name] = entry
+    final = dump_compose({**document, "services": services})
+    parse_compose(final, host_ports=host_ports)
+    return final

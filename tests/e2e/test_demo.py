@@ -1,0 +1,52 @@
+"""``make run``'s demo step (``python -m app.cli.demo``), run twice in a fresh directory:
+the frontend's URL from HOST and PORT, a working admin API key (the previous run's is
+revoked), one demo customer and partner reused, and a template ready to deploy."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import httpx
+
+from app.cli.demo import frontend_url
+from tests.support.processes import slipway
+from tests.support.servers import Server
+
+
+def _demo(tmp_path, url, **env) -> tuple[dict, str]:
+    done = subprocess.run([sys.executable, "-m", "app.cli.demo"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=60, env=dict(os.environ, SLIPWAY_DATABASE_URL=url, PYTHONPATH=os.getcwd(), **env))
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout), done.stderr
+
+
+def test_the_demo_prints_a_url_and_a_key_and_can_run_twice(tmp_path):
+    url = f"sqlite:///{tmp_path}/demo.db"
+    slipway(url, "init")
+    first, hint = _demo(tmp_path, url, HOST="0.0.0.0", PORT="8123")
+    assert first["frontend"] == "http://127.0.0.1:8123/"
+    assert "http://127.0.0.1:8123/" in hint and first["apiKey"]["key"] in hint
+    second, _ = _demo(tmp_path, url, HOST="127.0.0.1", PORT="9000")
+    assert second["frontend"] == "http://127.0.0.1:9000/"
+    assert second["customer"] == first["customer"] and second["partner"] == first["partner"]
+    assert second["template"]["id"] == "static-site" and second["apiKey"]["role"] == "admin"
+    with Server(url) as server:
+        def get(path, key):
+            return httpx.get(server.base + path, headers={"Authorization": f"Bearer {key}"}, timeout=20)
+
+        customers = get("/api/customers", second["apiKey"]["key"]).json()["data"]
+        assert [c["id"] for c in customers] == [first["customer"]["id"]]
+        assert "static-site" in [t["id"] for t in get("/api/templates", second["apiKey"]["key"]).json()["data"]]
+        assert get("/api/services", first["apiKey"]["key"]).status_code == 401  # the earlier run's key is revoked
+        signed_in = httpx.post(server.base + "/api/auth/key", json={"key": second["apiKey"]["key"]},
+                               headers={"X-Requested-With": "slipway"}, timeout=20)
+        assert signed_in.status_code == 204
+
+
+def test_frontend_url():
+    assert frontend_url(None, None) == "http://127.0.0.1:8000/"
+    assert frontend_url("::", "8080") == "http://127.0.0.1:8080/"
+    assert frontend_url("::1", "8080") == "http://[::1]:8080/"
+    assert frontend_url("panel.local", "80") == "http://panel.local:80/"

@@ -1,0 +1,64 @@
+"""Fixtures of the integration tests (a real engine, a real panel server)."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from ports.runtime import ContainerRuntime
+from tests.support.engine import BUSYBOX, _factories
+from tests.support.panel_server import admin_key, serve_panel
+
+
+@pytest.fixture(params=["podman", "docker"])
+def start_panel(request, runtime_url, database_url, engine_ulimits, tmp_path):
+    """``start_panel(**env)``: a real server on this database with extra environment;
+    answers (client, customer, made) and removes services and built images afterwards."""
+    from app.pluginmanager import make_plugin_manager, runtimes
+
+    engine = runtimes(make_plugin_manager())[request.param].create(runtime_url, ulimits=engine_ulimits)
+    servers, made = [], []
+    key = admin_key(database_url)
+
+    def start(**extra):
+        log = open(tmp_path / f"server-{len(servers)}.log", "w+")
+        # the repositories of these tests are on this machine: file:// and loopback URLs
+        env = dict(os.environ, SLIPWAY_RUNTIME_ULIMITS=engine_ulimits, SLIPWAY_DATABASE_URL=database_url,
+                   SLIPWAY_RUNTIME=request.param, SLIPWAY_RUNTIME_URL=runtime_url, SLIPWAY_HEALTH_INTERVAL="1",
+                   SLIPWAY_BILLING_INTERVAL="0", SLIPWAY_GIT_ALLOWED_SCHEMES="https,ssh,file",
+                   SLIPWAY_GIT_ALLOW_PRIVATE="1", SLIPWAY_IMAGE_STATIC=BUSYBOX,
+                   SLIPWAY_WORK_DIR=str(tmp_path / "work"),
+                   # these tests deploy more services for one customer than its default CPUs allow
+                   SLIPWAY_CUSTOMER_MAX_CPUS="64", SLIPWAY_CUSTOMER_MAX_MEMORY_MB="65536")
+        env.update(extra)
+        server, client = serve_panel(key, env, stderr=log)
+        servers.append((server, client, log))
+        customers = client.get("/api/customers").json()["data"]
+        customer = customers[0] if customers else client.post("/api/customers", json={"name": "Acme"}).json()
+        return client, customer, made
+
+    start.engine = engine
+    start.logs = lambda: "".join(log.seek(0) or log.read() for _, _, log in servers)
+    yield start
+    images = set()
+    for server, client, log in servers:
+        for service_id in made:
+            detail = client.get(f"/api/services/{service_id}")
+            if detail.status_code == 200:
+                images.update(word for word in detail.json()["compose"].split() if word.startswith("localhost/slw-"))
+        client.close()
+        server.terminate()
+        server.wait(timeout=20)
+        log.close()
+    for service_id in made:
+        engine.remove_service(service_id)
+    for image in images:
+        engine.remove_image(image)
+    work = tmp_path / "work"
+    assert not work.exists() or not os.listdir(work), "job work directories are removed"
+
+
+@pytest.fixture(params=["podman", "docker"])
+def runtime(request, runtime_url, engine_ulimits, monkeypatch) -> ContainerRuntime:
+    monkeypatch.setenv("SLIPWAY_RUNTIME_HELPER_IMAGE", BUSYBOX)  # volume export/import helpers
+    return _factories()[request.param].create(runtime_url, ulimits=engine_ulimits)

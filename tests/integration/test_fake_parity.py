@@ -1,0 +1,174 @@
+"""The in-memory unit of work (``tests/support/fakes.py``) answers as the database does: the same
+scenarios run on both, with the same expectations. Where they differ, core's unit tests
+would pass against a fake that lies; this keeps the fake honest (SQLite here, PostgreSQL
+in CI's second run)."""
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+
+import peewee
+import pytest
+
+from core.panel import deploys, access, customers, routes, services
+from core.partner import ledger
+from core.partner.customers import Contact, Customer
+from core.partner.ledger import LedgerEvent
+from core.partner.licenses import License
+from core.panel.customers import Quota
+from core.partner.scope import Page
+from tests.support.fakes import FakeMethod, FakeUnitOfWork, IntegrityError, caller_of, parse, principal_of
+
+DUPLICATE = (IntegrityError, peewee.IntegrityError)
+
+
+@pytest.fixture(params=["fake", "database"])
+def uow(request):
+    if request.param == "fake":
+        return FakeUnitOfWork()
+    return request.getfixturevalue("store").uow()
+
+
+def _customer(partner_id, clock, n, **values):
+    return Customer(id=f"00000000-0000-4000-8000-{n:012d}", human_id=f"C-{n}", partner_id=partner_id,
+                    name=f"c{n}", created_at=clock.now(), **values)
+
+
+def test_rollback_and_commit(uow, clock):
+    root = caller_of(uow, clock, "Root")
+    with uow:
+        uow.customers.add(_customer(root.partner.id, clock, 1))  # no commit
+    with pytest.raises(RuntimeError):
+        with uow:
+            uow.customers.add(_customer(root.partner.id, clock, 2))
+            uow.commit()
+            raise RuntimeError("after the commit call, before the end of the block")
+    with uow:
+        uow.customers.add(_customer(root.partner.id, clock, 3))
+        uow.commit()
+    with uow:
+        assert [c.name for c in uow.customers.list({root.partner.id}, Page())] == ["c3"]
+
+
+def test_human_ids_and_their_rollback(uow, clock):
+    with uow:
+        first = uow.human_ids.next("T")
+    with uow:
+        assert uow.human_ids.next("T") == first == "T-1001"
+        assert uow.human_ids.next("T") == "T-1002"
+        uow.commit()
+
+
+def test_uniqueness(uow, clock):
+    root = caller_of(uow, clock, "Root")
+    with pytest.raises(DUPLICATE):
+        with uow:
+            uow.customers.add(_customer(root.partner.id, clock, 1))
+            uow.customers.add(replace(_customer(root.partner.id, clock, 2), human_id="C-1"))
+    now = clock.now()
+    first = Contact(id="10000000-0000-4000-8000-000000000001", human_id="P-1", customer_id=_customer(
+        root.partner.id, clock, 5).id, created_at=now, updated_at=now, first_name="A", is_primary=True)
+    with uow:
+        uow.customers.add(_customer(root.partner.id, clock, 5))
+        uow.contacts.add(first)
+        uow.commit()
+    with pytest.raises(DUPLICATE):  # one primary contact per customer
+        with uow:
+            uow.contacts.add(replace(first, id="10000000-0000-4000-8000-000000000002", human_id="P-2"))
+
+
+def test_orderings(uow, clock):
+    root = caller_of(uow, clock, "Root")
+    with uow:
+        for n in (3, 1, 2):  # created together: the id breaks the tie, descending
+            uow.customers.add(_customer(root.partner.id, clock, n, status="active" if n != 2 else "prospect"))
+        clock.advance(1)
+        uow.customers.add(_customer(root.partner.id, clock, 4))
+        uow.commit()
+    with uow:
+        assert [c.name for c in uow.customers.list({root.partner.id}, Page())] == ["c4", "c3", "c2", "c1"]
+        assert [c.name for c in uow.customers.list({root.partner.id}, Page(limit=2, offset=1),
+                                                   status="active")] == ["c3", "c1"]
+        uow.customers.delete(_customer(root.partner.id, clock, 3).id, clock.now())
+        uow.commit()
+    with uow:
+        assert [c.name for c in uow.customers.list({root.partner.id}, Page())] == ["c4", "c2", "c1"]
+        assert uow.customers.get(_customer(root.partner.id, clock, 3).id) is None
+
+
+def test_ledger_reads_reach_unattributed_events_through_licenses(uow, clock):
+    root = caller_of(uow, clock, "Root")
+    from core.partner import contracts
+
+    contract = contracts.create_contract(uow, clock, partner_id=root.partner.id, model="m", currency="EUR",
+                                         unit_price_cents=1, known_models={"m"})
+    customer = _customer(root.partner.id, clock, 1)
+    lic = License(id="20000000-0000-4000-8000-000000000001", human_id="L-1", partner_id=root.partner.id,
+                  customer_id=customer.id, contract_id=contract.id, license_service_license_id="s",
+                  key_masked="\u2026abcdef", edition="pro", state="active", issued_at=clock.now())
+    with uow:
+        uow.customers.add(customer)
+        uow.licenses.add(lic)
+        ledger.record(uow, clock, event="license.issued", license=lic, actor=root.partner.id,
+                      data={"contractId": contract.id, "keyMasked": lic.key_masked})
+        clock.advance(3600)
+        uow.ledger.append(LedgerEvent(id=None, event="license.suspended", at=clock.now(), actor=None,
+                                      partner_id=root.partner.id, customer_id=None, license_id=lic.id))
+        clock.advance(86400 * 2)
+        ledger.record(uow, clock, event="license.resumed", license=lic, actor=root.partner.id)
+        uow.commit()
+    with uow:
+        everything = uow.ledger.for_customer(customer.id, ledger.make_filter(), Page())
+        assert [e.event for e in everything] == ["license.resumed", "license.suspended", "license.issued"]
+        assert [e.event for e in uow.ledger.for_customer(customer.id, ledger.make_filter(actor=""), Page())] == \
+            ["license.suspended"]
+        assert [e.event for e in uow.ledger.for_customer_before(customer.id, ledger.make_filter(),
+                                                                everything[0].id, 1)] == ["license.suspended"]
+        by_event, first, last = uow.ledger.summary_for_customer(customer.id, ledger.make_filter())
+        assert by_event == {"license.issued": 1, "license.suspended": 1, "license.resumed": 1}
+        assert last - first == timedelta(days=2, hours=1)
+        ((history, contract_ids),) = uow.ledger.histories_for_partner(root.partner.id)
+        assert contract_ids == {contract.id} and history.key_masked == lic.key_masked
+        assert [(c.event, c.on, c.contract) for c in history.changes] == [
+            ("license.issued", everything[2].at.date(), contract.id),
+            ("license.suspended", everything[1].at.date(), None),
+            ("license.resumed", everything[0].at.date(), None)]
+
+
+def test_deploy_claims_routes_and_panel_deletes(uow, clock):
+    admin = principal_of(uow, clock)
+    a = customers.create_customer(uow, clock, name="A")
+    b = customers.create_customer(uow, clock, name="B")
+    jobs = []
+    for name, owner in (("a1", a), ("a2", a), ("b1", b)):
+        jobs.append(services.create_service(uow, clock, admin, {"name": name, "deploy_method": "compose",
+                                                                "customer_id": owner.id},
+                                            {"compose": FakeMethod()}, {}, Quota(read_compose=parse))[1])
+        clock.advance(1)
+    assert deploys.claim_next(uow, clock, owner="w", per_customer=1).id == jobs[0].id
+    assert deploys.claim_next(uow, clock, owner="w", per_customer=1).id == jobs[2].id
+    assert deploys.claim_next(uow, clock, owner="w", per_customer=1) is None
+    assert sorted(deploys.recover_interrupted(uow, clock)) == sorted([jobs[0].id, jobs[2].id])  # "w" holds no lease
+    with uow:
+        routes.follow(uow, services.Service(jobs[0].service_id, "a1", a.id, "compose", "running", clock.now(),
+                                            clock.now()), "http://127.0.0.1:1", "example.test", clock.now())
+        routes.follow(uow, services.Service(jobs[2].service_id, "a1", b.id, "compose", "running", clock.now(),
+                                            clock.now()), "http://127.0.0.1:2", "example.test", clock.now())
+        uow.commit()
+    assert [(r.hostname, r.service_id) for r in routes.list_routes(uow)] == [("a1.example.test", jobs[2].service_id)]
+    with uow:
+        assert uow.panel_customers.usage(a.id)[0] == 2 and uow.services.count_for_customer(b.id) == 1
+    key = principal_of(uow, clock, "customer", customer_id=b.id).key
+    access.revoke_api_key(uow, clock, key.id)
+    services.delete_service(uow, _NoEngine(), admin, jobs[2].service_id)
+    customers.delete_customer(uow, b.id)
+    with uow:
+        assert uow.panel_customers.get(b.id) is None and uow.api_keys.get(key.id) is None
+    with pytest.raises(DUPLICATE):  # a customer with services stays
+        with uow:
+            uow.panel_customers.delete(a.id)
+
+
+class _NoEngine:
+    def remove_service(self, service_id):
+        pass

@@ -1,0 +1,1 @@
+"""Helpers the tests share (fixtures live in the conftest.py files)."""

@@ -1,0 +1,1163 @@
+"""Fakes for unit tests of ``core`` and for driving time in API tests.
+
+``FakeUnitOfWork`` is an in-memory ``ports.storage.UnitOfWork`` with every repository
+core uses, faithful to what the use cases rely on:
+
+- transactions: ``with uow:`` works on a snapshot; what the block wrote reaches the
+  store (and other units of work on it) only when it called ``commit()`` and ended
+  without an exception; otherwise it is discarded. Outside a block each call stands
+  alone (autocommit). Blocks do not nest, as with the real one.
+- ``emit``: events reach ``uow.published`` only when their block commits.
+- orderings, filters and pages as the peewee repositories answer them;
+- uniqueness (primary keys, ``token_hash``, ``human_id``, service names, one primary
+  contact per customer, one route per service and hostname) fails with
+  ``IntegrityError``, as the database does; so do deletes a foreign key restricts;
+- row locks (``for_update=True``) are accepted and do nothing: there is one thread;
+- sequences (note, ledger and timeline ids) are not transactional, as in a database;
+  the human-id counters are (a rolled-back number comes back).
+
+Several units of work may share one ``FakeStore`` (``uow.fork()``) to show what one sees
+of another's uncommitted or committed writes.
+
+Below it: fakes of the other ports the use cases call (license service, billing model,
+deploy method and compose parser, container runtime, backup archives), and two builders
+of callers (``caller_of``, ``principal_of``).
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import itertools
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta, timezone
+
+from core.panel import access as panel_access
+from core.partner import partners, tokens
+from core.partner.billing import billable_days, quantity
+from core.panel.containers import SERVICE_LABEL, PortSpec
+from ports.billing import Line, LineDetail
+from ports.clock import Clock
+from ports.deploy import Component, DeployPlan
+from ports.licensing import IssuedKey, LicenseServiceError
+from ports.runtime import ContainerState
+
+
+class FakeClock(Clock):
+    """A clock that only moves when told to."""
+
+    def __init__(self, start: datetime | None = None):
+        self._now = start or datetime(2026, 11, 2, 9, 0, tzinfo=timezone.utc)
+        self._mono = 1000.0
+
+    def now(self) -> datetime:
+        return self._now
+
+    def monotonic(self) -> float:
+        return self._mono
+
+    def advance(self, seconds: float) -> None:
+        self._now += timedelta(seconds=seconds)
+        self._mono += seconds
+
+
+class IntegrityError(Exception):
+    """What the database raises for a duplicate key or a restricted delete."""
+
+
+
+def _sorted(rows, *keys, desc: bool = False):
+    """Rows ordered by the attribute names ``keys`` (None sorts first, as on SQLite)."""
+    def key(row):
+        return tuple((getattr(row, k) is not None, getattr(row, k)) for k in keys)
+    return sorted(rows, key=key, reverse=desc)
+
+
+def _paginate(rows, page: int, per_page: int):
+    start = max(0, (page - 1) * per_page)
+    return rows[start:start + per_page]
+
+
+def _contains(haystack: str, needle: str) -> bool:
+    return needle.lower() in (haystack or "").lower()
+
+
+class FakeStore:
+    """The committed state: ``{table: {key: row}}`` and the sequences."""
+
+    def __init__(self):
+        self.tables: dict[str, dict] = {}
+        self.sequences = itertools.count(1)
+        self.recompute_lock_held = False  # True: "another process" holds the recompute lock
+
+    def table(self, name: str) -> dict:
+        return self.tables.setdefault(name, {})
+
+
+class _Repo:
+    table = ""
+
+    def __init__(self, uow: "FakeUnitOfWork"):
+        self.uow = uow
+
+    @property
+    def rows(self) -> dict:
+        return self.uow._rows(self.table)
+
+    def _insert(self, key, row, *, unique=(), table=None):
+        table = table or self.table
+        rows = self.uow._rows(table)
+        if key in rows:
+            raise IntegrityError(f"duplicate key {key!r} in {table}")
+        for name in unique:
+            value = getattr(row, name)
+            if any(getattr(other, name) == value for other in rows.values()):
+                raise IntegrityError(f"duplicate {name} {value!r} in {table}")
+        self.uow._put(table, key, row)
+
+    def _put(self, key, row, table=None):
+        self.uow._put(table or self.table, key, row)
+
+    def _delete(self, key, table=None):
+        self.uow._delete(table or self.table, key)
+
+
+# --- partner API -----------------------------------------------------------------------------
+
+
+class InMemoryPartners(_Repo):
+    table = "partners"
+
+    def add(self, partner):
+        if partner.parent_id is not None and partner.parent_id not in self.rows:
+            raise IntegrityError("parent partner does not exist")
+        self._insert(partner.id, partner)
+
+    def get(self, partner_id):
+        return self.rows.get(partner_id)
+
+    def all_ids(self):
+        return sorted(self.rows)
+
+    def subtree_ids(self, partner_id):
+        rows = self.rows
+        if partner_id not in rows:
+            return set()
+        found, frontier = {partner_id}, [partner_id]
+        while frontier:
+            parent = frontier.pop()
+            for p in rows.values():
+                if p.parent_id == parent and p.id not in found:
+                    found.add(p.id)
+                    frontier.append(p.id)
+        return found
+
+
+class InMemoryTokens(_Repo):
+    table = "tokens"
+
+    def add(self, token):
+        if token.partner_id not in self.uow._rows("partners"):
+            raise IntegrityError("partner does not exist")
+        self._insert(token.id, token, unique=("token_hash",))
+
+    def get(self, token_id):
+        return self.rows.get(token_id)
+
+    def by_hash_with_partner(self, token_hash):
+        for token in self.rows.values():
+            if token.token_hash == token_hash:
+                return token, self.uow._rows("partners")[token.partner_id]
+        return None
+
+    def list_for_partner(self, partner_id):
+        return _sorted([t for t in self.rows.values() if t.partner_id == partner_id], "created_at", "id", desc=True)
+
+    def revoke(self, token_id, at):
+        token = self.rows.get(token_id)
+        if token is not None and token.revoked_at is None:
+            self._put(token_id, replace(token, revoked_at=at))
+
+    def touch(self, token_id, at, older_than):
+        token = self.rows.get(token_id)
+        if token is not None and (token.last_used_at is None or token.last_used_at <= older_than):
+            self._put(token_id, replace(token, last_used_at=at))
+
+
+class InMemoryContracts(_Repo):
+    table = "contracts"
+
+    def add(self, contract):
+        self._insert(contract.id, contract)
+
+    def get(self, contract_id):
+        return self.rows.get(contract_id)
+
+    def for_partner(self, partner_id):
+        return _sorted([c for c in self.rows.values() if c.partner_id == partner_id], "id")
+
+
+class InMemoryHumanIds(_Repo):
+    table = "human_ids"
+
+    def next(self, kind):
+        value = self.rows.get(kind, 1000) + 1  # the migration seeds C, L, T, P at 1000
+        self._put(kind, value)
+        return f"{kind}-{value}"
+
+
+class InMemoryCustomers(_Repo):
+    table = "customers"
+
+    def _live(self):
+        deleted = self.uow._rows("customers_deleted")
+        return [c for c in self.rows.values() if c.id not in deleted]
+
+    def add(self, customer):
+        self._insert(customer.id, customer, unique=("human_id",))
+
+    def get(self, customer_id, for_update=False):
+        if customer_id in self.uow._rows("customers_deleted"):
+            return None
+        return self.rows.get(customer_id)
+
+    def list(self, scope, page, *, status=None, external_ref=None):
+        rows = [c for c in self._live() if c.partner_id in scope
+                and (status is None or c.status == status)
+                and (external_ref is None or c.external_ref == external_ref)]
+        rows = _sorted(rows, "created_at", "id", desc=True)
+        return rows[page.offset:page.offset + page.limit]
+
+    def update(self, customer):
+        old = self.rows[customer.id]
+        self._put(customer.id, replace(customer, human_id=old.human_id, partner_id=old.partner_id,
+                                       created_at=old.created_at))
+
+    def delete(self, customer_id, at):
+        if customer_id in self.rows:
+            self._put(customer_id, at, table="customers_deleted")
+
+
+class InMemoryContacts(_Repo):
+    table = "contacts"
+
+    def _check_primary(self, contact):
+        if contact.is_primary and any(c.is_primary and c.customer_id == contact.customer_id and c.id != contact.id
+                                      for c in self.rows.values()):
+            raise IntegrityError("contact_one_primary: the customer has a primary contact")
+
+    def add(self, contact):
+        self._check_primary(contact)
+        self._insert(contact.id, contact, unique=("human_id",))
+
+    def get(self, contact_id):
+        return self.rows.get(contact_id)
+
+    def list_for_customer(self, customer_id):
+        rows = [c for c in self.rows.values() if c.customer_id == customer_id]
+        return sorted(rows, key=lambda c: (not c.is_primary, c.created_at, c.id))
+
+    def update(self, contact):
+        self._check_primary(contact)
+        old = self.rows[contact.id]
+        self._put(contact.id, replace(contact, human_id=old.human_id, customer_id=old.customer_id,
+                                      created_at=old.created_at))
+
+    def demote_primary(self, customer_id, at):
+        for c in list(self.rows.values()):
+            if c.customer_id == customer_id and c.is_primary:
+                self._put(c.id, replace(c, is_primary=False, updated_at=at))
+
+    def delete(self, contact_id):
+        self._delete(contact_id)
+
+
+class InMemoryNotes(_Repo):
+    table = "notes"
+
+    def append(self, note):
+        stored = replace(note, id=self.uow._next_id())
+        self._insert(stored.id, stored)
+        return stored
+
+    def recent(self, customer_id, count):
+        return _sorted([n for n in self.rows.values() if n.customer_id == customer_id], "id", desc=True)[:count]
+
+
+class InMemoryEditions(_Repo):
+    table = "editions"
+
+    def policy_for(self, edition):
+        return self.rows.get(edition)
+
+    def all(self):
+        return dict(sorted(self.rows.items()))
+
+    def set(self, edition, policy, at):
+        self._put(edition, policy)
+
+
+LIVE_STATES = ("active", "trial", "suspended")
+
+
+class InMemoryLicenses(_Repo):
+    table = "licenses"
+
+    def add(self, lic):
+        self._insert(lic.id, lic, unique=("human_id",))
+
+    def get(self, license_id, for_update=False):
+        return self.rows.get(license_id)
+
+    def list(self, scope, page, *, customer_id=None, state=None, edition=None):
+        rows = [lic for lic in self.rows.values() if lic.partner_id in scope
+                and (customer_id is None or lic.customer_id == customer_id)
+                and (state is None or lic.state == state) and (edition is None or lic.edition == edition)]
+        rows = _sorted(rows, "issued_at", "id", desc=True)
+        return rows[page.offset:page.offset + page.limit]
+
+    def update(self, lic):
+        old = self.rows[lic.id]
+        self._put(lic.id, replace(lic, human_id=old.human_id, issued_at=old.issued_at))
+
+    def count_live_for_customer(self, customer_id):
+        return sum(1 for lic in self.rows.values() if lic.customer_id == customer_id and lic.state in LIVE_STATES)
+
+
+class InMemoryTransfers(_Repo):
+    table = "transfers"
+
+    def add(self, transfer):
+        self._insert(transfer.id, transfer, unique=("human_id",))
+
+    def list(self, scope, page, *, license_id=None):
+        rows = [t for t in self.rows.values() if (t.from_partner_id in scope or t.to_partner_id in scope)
+                and (license_id is None or t.license_id == license_id)]
+        rows = _sorted(rows, "created_at", "id", desc=True)
+        return rows[page.offset:page.offset + page.limit]
+
+    def set_sync_error(self, transfer_id, message):
+        if transfer_id in self.rows:
+            self._put(transfer_id, replace(self.rows[transfer_id], sync_error=message))
+
+    def sync_failures(self):
+        return _sorted([t for t in self.rows.values() if t.sync_error is not None], "created_at")
+
+
+_BILLING_EVENTS = ("license.issued", "license.suspended", "license.resumed", "license.terminated",
+                   "license.state_changed", "license.transferred_in")
+
+
+class InMemoryLedger(_Repo):
+    table = "ledger"
+
+    def append(self, event):
+        stored = replace(event, id=self.uow._next_id(), data=dict(event.data))
+        self._insert(stored.id, stored)
+        return replace(stored, data=dict(stored.data))
+
+    def _matching(self, customer_id, filters, before_id=None):
+        theirs = {lic.id for lic in self.uow._rows("licenses").values() if lic.customer_id == customer_id}
+        out = []
+        for e in self.rows.values():
+            if not (e.customer_id == customer_id or (e.customer_id is None and e.license_id in theirs)):
+                continue
+            if filters.event is not None and e.event != filters.event:
+                continue
+            if filters.actor_given and e.actor != filters.actor:
+                continue
+            if filters.since is not None and e.at < filters.since:
+                continue
+            if filters.until is not None and e.at >= filters.until:
+                continue
+            if before_id is not None and e.id >= before_id:
+                continue
+            out.append(replace(e, data=dict(e.data)))
+        return _sorted(out, "id", desc=True)
+
+    def for_customer(self, customer_id, filters, page):
+        return self._matching(customer_id, filters)[page.offset:page.offset + page.limit]
+
+    def for_customer_before(self, customer_id, filters, before_id, size):
+        return self._matching(customer_id, filters, before_id)[:size]
+
+    def histories_for_partner(self, partner_id):
+        from core.partner.billing import LicenseHistory, change_from_event
+
+        events = _sorted(self.rows.values(), "id")
+        owned = {e.license_id for e in events
+                 if e.partner_id == partner_id and e.event in ("license.issued", "license.transferred_in")}
+        out = []
+        for license_id in sorted(owned):
+            mine = [e for e in events if e.license_id == license_id and e.event in _BILLING_EVENTS]
+            issued = next((e for e in mine if e.event == "license.issued"), None)
+            history = LicenseHistory(license_id, (issued.data.get("keyMasked") if issued else "") or "")
+            contracts = set()
+            for e in mine:
+                if e.event == "license.issued":
+                    contracts.add(e.data.get("contractId"))
+                elif e.event == "license.transferred_in":
+                    contracts.add(e.data.get("toContractId"))
+                history.changes.append(change_from_event(e.id, e.at, e.event, e.partner_id, e.data))
+            out.append((history, contracts))
+        return out
+
+    def summary_for_customer(self, customer_id, filters):
+        by_event, first, last = {}, None, None
+        for e in self._matching(customer_id, filters):
+            by_event[e.event] = by_event.get(e.event, 0) + 1
+            first = e.at if first is None or e.at < first else first
+            last = e.at if last is None or e.at > last else last
+        return by_event, first, last
+
+
+class InMemoryStatements(_Repo):
+    table = "statements"
+
+    def add(self, s):
+        self._insert(s.id, s)
+
+    def try_lock_recompute(self):
+        return not self.uow.store.recompute_lock_held
+
+    def draft(self, partner_id, period):
+        return next((s for s in self.rows.values() if s.partner_id == partner_id and s.period.start == period.start
+                     and s.status == "draft"), None)
+
+    def replace_draft(self, s):
+        old = self.draft(s.partner_id, s.period)
+        if old is not None:
+            self._delete(old.id)
+        self.add(s)
+
+    def latest_finalized(self, partner_id, period):
+        found = [s for s in self.rows.values() if s.partner_id == partner_id and s.period.start == period.start
+                 and s.revision is not None]
+        return max(found, key=lambda s: s.revision) if found else None
+
+    def finalize_draft(self, s):
+        old = self.rows[s.id]
+        self._put(s.id, replace(old, status=s.status, revision=s.revision, finalized_by=s.finalized_by,
+                                finalized_at=s.finalized_at))
+
+    def supersede(self, statement_id):
+        if statement_id in self.rows:
+            self._put(statement_id, replace(self.rows[statement_id], status="superseded"))
+
+    def get(self, statement_id):
+        return self.rows.get(statement_id)
+
+    def visible_for(self, partner_id):
+        rows = [s for s in self.rows.values() if s.partner_id == partner_id and s.status != "draft"]
+        return sorted(rows, key=lambda s: (s.period.start, s.revision or 0), reverse=True)
+
+
+# --- panel API -------------------------------------------------------------------------------
+
+
+class InMemoryApiKeys(_Repo):
+    table = "api_keys"
+
+    def add(self, key):
+        if key.customer_id is not None and key.customer_id not in self.uow._rows("panel_customers"):
+            raise IntegrityError("panel customer does not exist")
+        self._insert(key.id, key)
+
+    def get(self, key_id):
+        return self.rows.get(key_id)
+
+    def get_many(self, key_ids):
+        rows = self.rows
+        return {k: rows[k] for k in set(key_ids) if k in rows}
+
+    def all(self):
+        return _sorted([k for k in self.rows.values() if k.revoked_at is None], "created_at", "id")
+
+    def revoke(self, key_id, at):
+        if key_id in self.rows:
+            self._put(key_id, replace(self.rows[key_id], revoked_at=at))
+
+    def count_for_customer(self, customer_id):
+        return sum(1 for k in self.rows.values() if k.customer_id == customer_id and k.revoked_at is None)
+
+
+class InMemoryPanelCustomers(_Repo):
+    table = "panel_customers"
+
+    def add(self, c):
+        self._insert(c.id, c)
+
+    def get(self, customer_id, for_update=False):
+        return self.rows.get(customer_id)
+
+    def usage(self, customer_id):
+        mine = [s for s in self.uow._rows("services").values() if s.customer_id == customer_id]
+        return len(mine), sum(s.memory_mb for s in mine), sum(s.millicpus for s in mine)
+
+    def page(self, *, page, per_page, sort, order, search):
+        rows = [c for c in self.rows.values() if not search or _contains(c.name, search)]
+        column = sort if sort in ("name", "created_at", "email") else "created_at"
+        rows = _sorted(rows, column, "id", desc=order == "desc")
+        return _paginate(rows, page, per_page), len(rows)
+
+    def update(self, c):
+        old = self.rows[c.id]
+        self._put(c.id, replace(old, name=c.name, email=c.email, limits=c.limits))
+
+    def delete(self, customer_id):
+        for key in list(self.uow._rows("api_keys").values()):  # revoked keys go with it
+            if key.customer_id == customer_id and key.revoked_at is not None:
+                for session in list(self.uow._rows("panel_key_sessions").values()):  # their sessions too
+                    if session.key_id == key.id:
+                        self._delete(session.id, table="panel_key_sessions")
+                self._delete(key.id, table="api_keys")
+        if any(s.customer_id == customer_id for s in self.uow._rows("services").values()) \
+                or any(k.customer_id == customer_id for k in self.uow._rows("api_keys").values()):
+            raise IntegrityError("the customer is referenced (services or live API keys)")
+        for user in list(self.uow._rows("panel_users").values()):  # ON DELETE CASCADE
+            if user.customer_id == customer_id:
+                self._delete(user.email, table="panel_users")
+        self._delete(customer_id)
+
+
+class InMemoryPanelUsers(_Repo):
+    table = "panel_users"
+
+    def get(self, email):
+        return self.rows.get(email)
+
+    def add(self, user):
+        self._insert(user.email, user)
+
+    def update(self, user):
+        old = self.rows[user.email]
+        self._put(user.email, replace(old, role=user.role, customer_id=user.customer_id, updated_at=user.updated_at))
+
+    def all(self):
+        return _sorted(self.rows.values(), "email")
+
+    def remove(self, email):
+        sessions = self.uow._rows("panel_sessions")
+        for sid in [sid for sid, s in sessions.items() if s.email == email]:
+            self._delete(sid, table="panel_sessions")
+        self._delete(email)
+
+
+class _SessionRepo(_Repo):
+    """What both kinds of browser session (a panel user's, a key's) do alike."""
+
+    def revoke(self, session_id, at):
+        s = self.rows.get(session_id)
+        if s is None or s.revoked_at is not None:
+            return False
+        self._put(session_id, replace(s, revoked_at=at))
+        return True
+
+    def purge(self, ended_before):
+        for s in list(self.rows.values()):
+            if s.expires_at < ended_before:
+                self._delete(s.id)
+
+
+class InMemoryPanelKeySessions(_SessionRepo):
+    table = "panel_key_sessions"
+
+    def add(self, s):
+        if s.key_id not in self.uow._rows("api_keys"):
+            raise IntegrityError("API key does not exist")
+        self._insert(s.id, s)
+
+    def get_with_key(self, session_id):
+        s = self.rows.get(session_id)
+        key = None if s is None else self.uow._rows("api_keys").get(s.key_id)
+        return None if key is None else (s, key)
+
+    def get_many(self, session_ids):
+        return {sid: self.rows[sid] for sid in set(session_ids) if sid in self.rows}
+
+
+class InMemoryPanelSessions(_SessionRepo):
+    table = "panel_sessions"
+
+    def add(self, s):
+        if s.email not in self.uow._rows("panel_users"):
+            raise IntegrityError("panel user does not exist")
+        self._insert(s.id, s)
+
+    def get_with_user(self, session_id):
+        s = self.rows.get(session_id)
+        return None if s is None else (s, self.uow._rows("panel_users").get(s.email))
+
+    def get_many_with_users(self, session_ids):
+        return {sid: found for sid in set(session_ids) if (found := self.get_with_user(sid)) is not None}
+
+
+class InMemoryPanelLogins(_Repo):
+    table = "panel_logins"
+
+    def add(self, p):
+        self._insert(p.state_hash, p)
+
+    def take(self, state_hash):
+        found = self.rows.get(state_hash)
+        if found is not None:
+            self._delete(state_hash)
+        return found
+
+    def purge(self, now):
+        for p in list(self.rows.values()):
+            if p.expires_at <= now:
+                self._delete(p.state_hash)
+
+
+class InMemoryServices(_Repo):
+    table = "services"
+
+    @staticmethod
+    def _copy(s):
+        return None if s is None else replace(s, variables=dict(s.variables or {}))
+
+    def add(self, s):
+        if s.customer_id not in self.uow._rows("panel_customers"):
+            raise IntegrityError("panel customer does not exist")
+        self._insert(s.id, self._copy(s), unique=("name",))
+
+    def get(self, service_id, for_update=False):
+        return self._copy(self.rows.get(service_id))
+
+    def by_name(self, name):
+        return self._copy(next((s for s in self.rows.values() if s.name == name), None))
+
+    def update(self, s):
+        if any(o.name == s.name and o.id != s.id for o in self.rows.values()):
+            raise IntegrityError(f"duplicate name {s.name!r} in services")
+        if s.id in self.rows:
+            self._put(s.id, self._copy(s))
+
+    def delete(self, service_id):
+        for b in list(self.uow._rows("backups").values()):  # ON DELETE CASCADE
+            if b.service_id == service_id:
+                self._delete(b.id, table="backups")
+        self._delete(service_id)
+
+    def count_for_customer(self, customer_id):
+        return sum(1 for s in self.rows.values() if s.customer_id == customer_id)
+
+    def existing(self, service_ids):
+        return {i for i in service_ids if i in self.rows}
+
+    def with_status(self, status):
+        return [self._copy(s) for s in self.rows.values() if s.status == status]
+
+    def page(self, *, page, per_page, status, customer_id, sort, order, search):
+        rows = [self._copy(s) for s in self.rows.values() if (not status or s.status == status)
+                and (not customer_id or s.customer_id == customer_id) and (not search or _contains(s.name, search))]
+        column = sort if sort in ("name", "status", "created_at", "updated_at") else "created_at"
+        rows = _sorted(rows, column, "id", desc=order == "desc")
+        return _paginate(rows, page, per_page), len(rows)
+
+    def customer_names(self, customer_ids):
+        customers = self.uow._rows("panel_customers")
+        return {i: customers[i].name for i in customer_ids if i in customers}
+
+
+class InMemoryDeployJobs(_Repo):
+    table = "deploy_jobs"
+    owners = "deploy_job_owners"
+
+    def add(self, job):
+        self._insert(job.id, job)
+
+    def get(self, job_id):
+        return self.rows.get(job_id)
+
+    def running_by_customer(self):
+        services = self.uow._rows("services")
+        counts = {}
+        for job in self.rows.values():
+            if job.state == "running" and job.service_id in services:
+                customer = services[job.service_id].customer_id
+                counts[customer] = counts.get(customer, 0) + 1
+        return counts
+
+    def claim_queued(self, now, owner=None, per_customer=None):
+        services = self.uow._rows("services")
+        busy = set()
+        if per_customer is not None:
+            busy = {c for c, n in self.running_by_customer().items() if n >= per_customer}
+        for job in _sorted([j for j in self.rows.values() if j.state == "queued"], "created_at", "id"):
+            service = services.get(job.service_id)
+            if service is not None and service.customer_id in busy:
+                continue
+            claimed = replace(job, state="running", updated_at=now, attempts=job.attempts + 1)
+            self._put(job.id, claimed)
+            self._put(job.id, owner, table=self.owners)
+            return claimed
+        return None
+
+    def requeue_orphaned(self, now, live_owners):
+        owners = self.uow._rows(self.owners)
+        orphaned = [j for j in self.rows.values() if j.state == "running"
+                    and (owners.get(j.id) is None or owners.get(j.id) not in live_owners)]
+        for job in orphaned:
+            self._put(job.id, replace(job, state="queued", updated_at=now))
+            self._put(job.id, None, table=self.owners)
+        return orphaned
+
+    def set_step(self, job_id, step, now):
+        if job_id in self.rows:
+            self._put(job_id, replace(self.rows[job_id], step=step, updated_at=now))
+
+    def finish(self, job_id, state, error, now):
+        if job_id in self.rows:
+            self._put(job_id, replace(self.rows[job_id], state=state, error=error, updated_at=now))
+
+
+class InMemoryServiceEvents(_Repo):
+    table = "service_events"
+
+    def add(self, event):
+        stored = replace(event, id=self.uow._next_id())
+        self._insert(stored.id, stored)
+        return stored
+
+    def page(self, service_id, *, page, per_page):
+        rows = _sorted([e for e in self.rows.values() if e.service_id == service_id], "id", desc=True)
+        return _paginate(rows, page, per_page), len(rows)
+
+
+BUSY = ("pending", "running")
+
+
+class InMemoryBackups(_Repo):
+    table = "backups"
+    owners = "backup_owners"
+
+    def add(self, backup):
+        if backup.service_id not in self.uow._rows("services"):
+            raise IntegrityError("service does not exist")
+        self._insert(backup.id, backup)
+
+    def get(self, backup_id):
+        return self.rows.get(backup_id)
+
+    def update(self, backup):
+        if backup.id in self.rows:
+            self._put(backup.id, backup)
+
+    def delete(self, backup_id):
+        self._delete(backup_id)
+
+    def busy_for_service(self, service_id):
+        rows = [b for b in self.rows.values() if b.service_id == service_id
+                and (b.status in BUSY or b.restore_status in BUSY)]
+        return next(iter(_sorted(rows, "created_at", "id")), None)
+
+    def page(self, service_id, *, page, per_page, status=None):
+        rows = [b for b in self.rows.values() if b.service_id == service_id and (not status or b.status == status)]
+        rows = _sorted(rows, "created_at", "id", desc=True)
+        return _paginate(rows, page, per_page), len(rows)
+
+    def in_state(self, status):
+        return _sorted([b for b in self.rows.values() if b.status == status], "created_at", "id")
+
+    def in_restore_state(self, status):
+        return _sorted([b for b in self.rows.values() if b.restore_status == status], "created_at", "id")
+
+    def orphaned(self, live_owners, *, restore=False):
+        owners = self.uow._rows(self.owners)
+        rows = [b for b in self.rows.values() if (b.restore_status if restore else b.status) == "running"
+                and (owners.get(b.id) is None or owners.get(b.id) not in live_owners)]
+        return _sorted(rows, "created_at", "id")
+
+    def claim_queued(self, now, owner=None):
+        queued = [b for b in self.rows.values() if b.status == "pending" or b.restore_status == "pending"]
+        if not queued:
+            return None
+        backup = _sorted(queued, "updated_at", "id")[0]
+        self._put(backup.id, owner, table=self.owners)
+        if backup.status == "pending":
+            claimed = replace(backup, status="running", updated_at=now)
+            self._put(backup.id, claimed)
+            return "backup", claimed
+        claimed = replace(backup, restore_status="running", updated_at=now)
+        self._put(backup.id, claimed)
+        return "restore", claimed
+
+
+class InMemoryRoutes(_Repo):
+    table = "routes"
+
+    def put(self, route):
+        for r in list(self.rows.values()):
+            if r.service_id == route.service_id or r.hostname == route.hostname:
+                self._delete(r.hostname)
+        self._insert(route.hostname, route)
+
+    def delete_for(self, service_id):
+        gone = [r for r in self.rows.values() if r.service_id == service_id]
+        for r in gone:
+            self._delete(r.hostname)
+        return len(gone)
+
+    def all(self):
+        return _sorted(self.rows.values(), "hostname")
+
+
+class InMemoryLeases(_Repo):
+    table = "leases"
+
+    def beat(self, worker_id, now):
+        self._put(worker_id, now)
+
+    def drop(self, worker_id):
+        self._delete(worker_id)
+
+    def live(self, since):
+        return {w for w, at in self.rows.items() if at >= since}
+
+    def purge(self, before):
+        gone = [w for w, at in self.rows.items() if at < before]
+        for w in gone:
+            self._delete(w)
+        return len(gone)
+
+
+# --- the unit of work ------------------------------------------------------------------------
+
+
+class FakeUnitOfWork:
+    """An in-memory unit of work (see the module's docstring). ``commits`` counts the
+    blocks that called ``commit()``; ``published`` holds the events of committed blocks."""
+
+    def __init__(self, store: FakeStore | None = None):
+        self.store = store or FakeStore()
+        self.commits = 0
+        self.published: list = []
+        self._work: dict | None = None  # table -> rows of the open block
+        self._dirty: set = set()  # (table, key) the open block wrote
+        self._outbox: list = []
+        self._committed = False
+        self.partners = InMemoryPartners(self)
+        self.tokens = InMemoryTokens(self)
+        self.contracts = InMemoryContracts(self)
+        self.human_ids = InMemoryHumanIds(self)
+        self.customers = InMemoryCustomers(self)
+        self.contacts = InMemoryContacts(self)
+        self.notes = InMemoryNotes(self)
+        self.editions = InMemoryEditions(self)
+        self.licenses = InMemoryLicenses(self)
+        self.transfers = InMemoryTransfers(self)
+        self.ledger = InMemoryLedger(self)
+        self.statements = InMemoryStatements(self)
+        self.api_keys = InMemoryApiKeys(self)
+        self.panel_customers = InMemoryPanelCustomers(self)
+        self.panel_users = InMemoryPanelUsers(self)
+        self.panel_sessions = InMemoryPanelSessions(self)
+        self.panel_key_sessions = InMemoryPanelKeySessions(self)
+        self.panel_logins = InMemoryPanelLogins(self)
+        self.services = InMemoryServices(self)
+        self.deploy_jobs = InMemoryDeployJobs(self)
+        self.service_events = InMemoryServiceEvents(self)
+        self.backups = InMemoryBackups(self)
+        self.routes = InMemoryRoutes(self)
+        self.leases = InMemoryLeases(self)
+
+    def fork(self) -> "FakeUnitOfWork":
+        """Another unit of work on the same store (another request, another process)."""
+        return FakeUnitOfWork(self.store)
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._work is not None
+
+    # --- transactions ---
+
+    def __enter__(self):
+        if self._work is not None:
+            raise RuntimeError("FakeUnitOfWork is not re-entrant: a block is already open")
+        self._work = {}
+        self._dirty = set()
+        self._outbox = []
+        self._committed = False
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        work, dirty, outbox = self._work, self._dirty, self._outbox
+        self._work, self._dirty, self._outbox = None, set(), []
+        if exc_type is None and self._committed:
+            for table, key in dirty:  # only the rows this block wrote: others' commits stay
+                rows = work[table]
+                target = self.store.table(table)
+                if key in rows:
+                    target[key] = rows[key]
+                else:
+                    target.pop(key, None)
+            self.published.extend(outbox)
+        return None
+
+    def commit(self) -> None:
+        if self._work is None:
+            raise RuntimeError("commit() outside a unit of work")
+        self._committed = True
+        self.commits += 1
+
+    def emit(self, event) -> None:
+        if self._work is None:
+            raise RuntimeError("emit() outside a unit of work")
+        self._outbox.append(event)
+
+    @contextlib.contextmanager
+    def reading(self):
+        with self:
+            yield self
+
+    # --- what the repositories use ---
+
+    def _rows(self, table: str) -> dict:
+        if self._work is None:  # autocommit: each call stands alone
+            return self.store.table(table)
+        if table not in self._work:  # the snapshot, taken on first use in the block
+            self._work[table] = dict(self.store.table(table))
+        return self._work[table]
+
+    def _put(self, table: str, key, row) -> None:
+        self._rows(table)[key] = row
+        if self._work is not None:
+            self._dirty.add((table, key))
+
+    def _delete(self, table: str, key) -> None:
+        self._rows(table).pop(key, None)
+        if self._work is not None:
+            self._dirty.add((table, key))
+
+    def _next_id(self) -> int:
+        return next(self.store.sequences)
+
+
+# --- fakes of the other ports, and builders of callers ----------------------------------------
+
+
+def caller_of(uow, clock, name: str, parent=None, scope: str = "write"):
+    """A new partner (a reseller under ``parent``'s partner, or a root) and its caller."""
+    partner = partners.create_partner(uow, clock, name=name, type="reseller" if parent else "root",
+                                      parent_id=parent.partner.id if parent else None)
+    _, secret = tokens.create_token(uow, clock, partner_id=partner.id, label="test", scope=scope, created_by=None)
+    return tokens.authenticate(uow, clock, secret)
+
+
+class FakeLicenseService:
+    """Records every call; ``fail`` names the operations that raise ``LicenseServiceError``."""
+
+    name = "fake"
+
+    def __init__(self):
+        self.calls: list[tuple] = []
+        self.fail: set[str] = set()
+        self._ids = itertools.count(1)
+
+    def _call(self, op, *args):
+        self.calls.append((op, *args))
+        if op in self.fail:
+            raise LicenseServiceError(f"{op} refused")
+
+    def issue(self, *, policy, metadata):
+        self._call("issue", policy, metadata)
+        n = next(self._ids)
+        return IssuedKey(service_license_id=f"svc-{n}", key=f"KEY-{n:06d}-ABCDEF{n:06d}")
+
+    def suspend(self, sid):
+        self._call("suspend", sid)
+
+    def reinstate(self, sid):
+        self._call("reinstate", sid)
+
+    def revoke(self, sid):
+        self._call("revoke", sid)
+
+    def change_policy(self, sid, policy):
+        self._call("change_policy", sid, policy)
+
+    def update_metadata(self, sid, metadata):
+        self._call("update_metadata", sid, metadata)
+
+    def ops(self):
+        return [c[0] for c in self.calls]
+
+
+class PerDayModel:
+    """A billing model for the tests: unit price per billable day, one detail per license."""
+
+    name = "per-day"
+
+    def price(self, contract, period, histories, today):
+        detail, days_total = [], 0
+        for history in histories:
+            days = billable_days(history, period, today).get((contract.partner_id, contract.id), 0)
+            if days:
+                detail.append(LineDetail(history.license_id, history.key_masked, days,
+                                         days * contract.unit_price_cents))
+                days_total += days
+        return Line(contract_id=contract.id, model=self.name, currency=contract.currency,
+                    quantity=quantity(days_total, period.days), unit_price_cents=contract.unit_price_cents,
+                    amount_cents=days_total * contract.unit_price_cents, detail=tuple(detail))
+
+
+def principal_of(uow, clock, role: str = "admin", customer_id=None, **options):
+    """A new panel API key of ``role`` and the principal it authenticates as."""
+    _, raw = panel_access.create_api_key(uow, clock, name=f"{role} key", role=role, customer_id=customer_id,
+                                         rate_limit_rpm=options.pop("rate_limit_rpm", 600), **options)
+    return panel_access.authenticate_key(uow, clock, raw)
+
+
+class FakeMethod:
+    """A deploy method whose plan is one component per entry of ``request["components"]``
+    (``[(name, memory_mb, volumes), ...]``; default one ``web`` component)."""
+
+    name = "compose"
+
+    def plan(self, request, catalog):
+        return parse(compose_of(request.get("components")), {})
+
+    def prepare(self, service, runtime, workdir, progress, cancel=None):
+        return None
+
+
+def compose_of(components=None) -> str:
+    """A compose text the fake ``parse`` reads back: ``name:memory:vol1,vol2;...``."""
+    components = components or [("web", 256, ())]
+    return ";".join(f"{n}:{m}:{','.join(v)}" for n, m, v in components)
+
+
+def parse(compose: str, variables: dict) -> DeployPlan:
+    """The fake compose parser of ``compose_of`` texts; an empty text is unreadable."""
+    if not compose:
+        raise ValueError("no compose")
+    components, volumes = [], []
+    for part in compose.split(";"):
+        name, memory, vols = part.split(":")
+        vols = tuple(v for v in vols.split(",") if v)
+        volumes += [v for v in vols if v not in volumes]
+        components.append(Component(name=name, image="docker.io/library/busybox:latest",
+                                    ports=(_port(8080),) if not components else (),
+                                    volumes=tuple((v, f"/data/{v}") for v in vols), memory_mb=int(memory),
+                                    cpus=0.5))
+    return DeployPlan(compose=compose, components=tuple(components), volumes=tuple(volumes))
+
+
+def _port(container_port):
+    return PortSpec(container_port=container_port)
+
+
+@dataclass
+class FakeRuntime:
+    """Containers in a dict; ``exit_on_run`` makes every started container exit at once."""
+
+    states: dict = field(default_factory=dict)  # id -> ContainerState
+    calls: list = field(default_factory=list)
+    exit_on_run: bool = False
+    exit_code: int = 3  # of a container that exits at once
+    next_port: int = 40000
+    fail: set = field(default_factory=set)
+
+    def _call(self, op, *args):
+        self.calls.append((op, *args))
+        if op in self.fail:
+            raise RuntimeError(f"engine refused {op}")
+
+    def containers(self, service_id):
+        return [s for s in self.states.values() if s.labels.get(SERVICE_LABEL) == service_id]
+
+    def has_image(self, image):
+        return True
+
+    def pull_image(self, image, *, timeout=None, cancel=None):
+        self._call("pull_image", image)
+
+    def create_network(self, name, labels):
+        self._call("create_network", name)
+
+    def create_volume(self, name, labels):
+        self._call("create_volume", name)
+
+    def run(self, spec):
+        self._call("run", spec.name)
+        self.next_port += 1
+        cid = f"c{len(self.states) + 1}-{spec.name}"
+        running = not self.exit_on_run
+        self.states[cid] = ContainerState(id=cid, name=spec.name, status="running" if running else "exited",
+                                          running=running, health=None,
+                                          ports={p.container_port: self.next_port for p in spec.ports},
+                                          labels=dict(spec.labels), exit_code=None if running else self.exit_code)
+        return cid
+
+    def _set(self, cid, running):
+        state = self.states.get(cid) or next(s for s in self.states.values() if s.name == cid)
+        self.states[state.id] = replace(state, running=running, status="running" if running else "exited")
+
+    def start(self, cid):
+        self._call("start", cid)
+        self._set(cid, True)
+
+    def stop(self, cid, timeout=10):
+        self._call("stop", cid)
+        self._set(cid, False)
+
+    def restart(self, cid, timeout=10):
+        self._call("restart", cid)
+        self._set(cid, True)
+
+    def remove_container(self, cid):
+        self._call("remove_container", cid)
+        self.states.pop(cid, None)
+
+    def remove_service(self, service_id):
+        self._call("remove_service", service_id)
+        for state in self.containers(service_id):
+            self.states.pop(state.id)
+
+    def remove_image(self, image):
+        self._call("remove_image", image)
+
+    def logs(self, cid, tail=100, since=None):
+        return []
+
+    def export_volume(self, name):
+        self._call("export_volume", name)
+        return iter([name.encode()])
+
+    def import_volume(self, name, chunks):
+        self._call("import_volume", name, b"".join(chunks))
+
+
+class FakeArchives:
+    """Backup archives in a dict (``core.panel.backups``'s ``archives`` collaborator)."""
+
+    def __init__(self):
+        self.stored: dict = {}  # (service, backup) -> {volume: bytes}
+        self.removed: list = []
+        self.fail_write = False
+
+    def write(self, service_id, backup_id, manifest, volumes, on_volume):
+        content = {}
+        for index, (name, chunks) in enumerate(volumes):
+            content[name] = b"".join(chunks)
+            on_volume(index)
+        if self.fail_write:
+            raise OSError("disk full")
+        self.stored[(service_id, backup_id)] = content
+        blob = b"".join(content.values())
+        return len(blob), hashlib.sha256(blob).hexdigest()
+
+    def verify(self, service_id, backup_id, sha256):
+        content = self.stored[(service_id, backup_id)]
+        return {"volumes": [{"name": n, "member": n} for n in content]}
+
+    def volume_chunks(self, service_id, backup_id, member):
+        return iter([self.stored[(service_id, backup_id)][member]])
+
+    def remove(self, service_id, backup_id):
+        self.removed.append(backup_id)
+        self.stored.pop((service_id, backup_id), None)
+
+    def remove_service(self, service_id):
+        self.removed.append(service_id)

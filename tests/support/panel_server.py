@@ -1,0 +1,92 @@
+"""A real panel server in a subprocess, and waiting on its services."""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+import httpx
+
+from app.http.openapi import Contract
+from tests.support.processes import free_port, slipway
+
+IMAGE = "localhost/busybox:latest"
+
+
+def admin_key(database_url) -> str:
+    """A fresh schema and an admin key for it, made with the operator CLI."""
+    slipway(database_url, "init")
+    _, key = slipway(database_url, "apikey", "create", "--name", "it", "--role", "admin", "--rate-limit-rpm", "10000")
+    return key["key"]
+
+
+def serve_panel(key: str, env: dict, stderr=None):
+    """``slipway serve`` on a free port with ``env``; returns the process and an httpx
+    client holding every answer to the contract, once the server answers. Its log goes to
+    ``stderr`` or a temporary file (one access line per request would fill a pipe nobody
+    reads and stall the server)."""
+    stderr = stderr if stderr is not None else tempfile.TemporaryFile(mode="w+")
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "app.cli.main", "serve", "--port", str(port)], env=env,
+                              stdout=subprocess.DEVNULL, stderr=stderr, text=True)
+    client = httpx.Client(base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {key}"},
+                          timeout=30, event_hooks={"response": [_check_contract]})
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            client.get("/api/openapi.yaml")
+            return server, client
+        except httpx.TransportError:
+            assert server.poll() is None, _output(server, stderr)
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+
+
+def _output(server, stderr) -> str:
+    if hasattr(stderr, "seek"):  # a log file
+        stderr.seek(0)
+        return stderr.read()
+    return server.stderr.read() if server.stderr else "the server exited"
+
+
+_PANEL = Contract.load("panel", deploy_methods=["ai", "compose", "git", "template"])
+
+
+_ROUTES = [(re.compile("^" + re.sub(r"\{[^}]+\}", "[^/]+", op.route) + "$"), op) for op in _PANEL.operations]
+
+
+def _check_contract(response):
+    """Every answer of the real server is held to the panel contract too."""
+    response.read()
+    request = response.request
+    op = next((op for rx, op in _ROUTES if rx.match(request.url.path) and op.method == request.method), None)
+    assert op is not None, f"{request.method} {request.url.path} is not in the contract"
+    schema = _PANEL.response_schema(op.method, op.route, response.status_code)
+    if schema is None or response.status_code == 204 or "yaml" in response.headers.get("content-type", ""):
+        return
+    errors = list(_PANEL.validator(schema).iter_errors(response.json()))
+    assert not errors, f"{request.method} {request.url.path} {response.status_code}: {errors[0].message}"
+
+
+def _until(client, service_id, status, seconds=90):
+    deadline = time.monotonic() + seconds
+    while True:
+        detail = client.get(f"/api/services/{service_id}").json()
+        if detail["status"] == status:
+            return detail
+        events = client.get(f"/api/services/{service_id}/events").json()["data"]
+        assert detail["status"] != "failed" or status == "failed", events
+        assert time.monotonic() < deadline, (detail, events)
+        time.sleep(0.3)
+
+
+def _get(url, seconds=30):
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            return httpx.get(url, timeout=5).text
+        except httpx.TransportError:
+            assert time.monotonic() < deadline
+            time.sleep(0.3)

@@ -1,0 +1,62 @@
+"""`slipway serve` in its own process for end-to-end tests: started on a free port with
+a given environment, waited for, stopped. Its output goes to a file (a pipe nobody reads
+could fill up and stall the server)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import httpx
+
+from tests.support.processes import free_port
+
+# settings of the test run's environment that would change what the server under test does
+_UNSET = ("SLIPWAY_TRUSTED_PROXIES", "SLIPWAY_OIDC_ISSUER", "SLIPWAY_OIDC_CLIENT_ID", "SLIPWAY_OIDC_CLIENT_SECRET",
+          "SLIPWAY_PUBLIC_URL", "SLIPWAY_WS_PER_KEY", "SLIPWAY_SESSION_TTL", "FORWARDED_ALLOW_IPS",
+          "SLIPWAY_METRICS_TOKEN", "SLIPWAY_LOG_FORMAT", "SLIPWAY_READY_TIMEOUT", "SLIPWAY_RATE_ANON_RPM",
+          "SLIPWAY_RATE_AUTH_RPM", "SLIPWAY_RATE_DEPLOY_RPM", "PROMETHEUS_MULTIPROC_DIR", "SLIPWAY_WEB_DIR")
+
+
+class Server:
+    def __init__(self, database_url: str, port: int | None = None, serve_args=(), **env):
+        self.port = port or free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.ws_base = f"ws://127.0.0.1:{self.port}"
+        full = {k: v for k, v in os.environ.items() if k not in _UNSET}
+        full.update(SLIPWAY_DATABASE_URL=database_url, SLIPWAY_DEPLOY_WORKER="0", SLIPWAY_BILLING_INTERVAL="0")
+        full.update(env)
+        self.output = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen([sys.executable, "-m", "app.cli.main", "serve", "--port", str(self.port), *serve_args], env=full,
+                                     stdout=self.output, stderr=subprocess.STDOUT, text=True)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                httpx.get(self.base + "/api/openapi.yaml", timeout=2)
+                break
+            except httpx.TransportError:
+                assert self.proc.poll() is None, self.log()
+                assert time.monotonic() < deadline, "server did not start: " + self.log()
+                time.sleep(0.1)
+
+    def log(self) -> str:
+        self.output.seek(0)
+        return self.output.read()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        self.output.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()

@@ -1,0 +1,132 @@
+"""Service backups and restores as jobs: one at a time per service, never while it
+deploys, interrupted ones recovered; the archive store and the engine are fakes."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from core.panel import backups, deploys, services, leases
+from core.errors import Conflict, Forbidden, NotFound
+from core.panel.customers import Quota
+from tests.support.fakes import FakeArchives, parse, principal_of
+
+QUOTA = Quota(read_compose=parse)
+
+
+@pytest.fixture
+def archives():
+    return FakeArchives()
+
+
+@pytest.fixture
+def running(uow, clock, admin, customer, methods, runtime):
+    """A deployed service with two components and a volume ``data``."""
+    service, job = services.create_service(
+        uow, clock, admin, {"name": "db", "deploy_method": "compose", "customer_id": customer.id,
+                            "components": [("db", 64, ("data",)), ("side", 16, ())]}, methods, {}, QUOTA)
+    deploys.run_job(uow, clock, runtime, job, parse, settle_seconds=0)
+    return services.get_service(uow, admin, service.id)
+
+
+def _backup(uow, clock, admin, service):
+    return backups.create_backup(uow, clock, admin, service.id, parse)
+
+
+def test_a_backup_is_queued_run_and_completed(uow, clock, admin, running, runtime, archives):
+    queued = _backup(uow, clock, admin, running)
+    assert (queued.status, queued.volumes) == ("pending", ("data",))
+    kind, claimed = backups.claim_next(uow, clock, owner="wkr_1")
+    assert (kind, claimed.id, claimed.status) == ("backup", queued.id, "running")
+    assert backups.claim_next(uow, clock) is None
+    done = backups.run_backup(uow, clock, runtime, archives, claimed)
+    assert (done.status, done.progress, done.size_bytes) == ("completed", 100, len(f"slw-{running.id}-data"))
+    assert backups.get_backup(uow, admin, running.id, queued.id) == done
+    statuses = [e.data["status"] for e in uow.published if e.type == "backup.progress"]
+    assert statuses[0] == "pending" and statuses[-1] == "completed"
+
+
+def test_backup_refusals(uow, clock, admin, customer, running, methods, archives):
+    viewer = principal_of(uow, clock, "viewer")
+    with pytest.raises(Forbidden):
+        _backup(uow, clock, viewer, running)
+    volumeless, _ = services.create_service(
+        uow, clock, admin, {"name": "web", "deploy_method": "compose", "customer_id": customer.id}, methods, {},
+        QUOTA)
+    with pytest.raises(Conflict, match="deploying"):
+        _backup(uow, clock, admin, volumeless)
+    with uow:
+        uow.services.update(replace(volumeless, status="running"))
+        uow.commit()
+    with pytest.raises(Conflict, match="no volumes"):
+        _backup(uow, clock, admin, volumeless)
+    first = _backup(uow, clock, admin, running)
+    with pytest.raises(Conflict, match="still being made"):
+        _backup(uow, clock, admin, running)
+    with pytest.raises(Conflict, match="wait until it ends"):
+        backups.delete_backup(uow, archives, admin, running.id, first.id)
+    with pytest.raises(Conflict, match="only a completed backup"):
+        backups.restore_backup(uow, clock, admin, running.id, first.id)
+    with pytest.raises(NotFound):
+        backups.get_backup(uow, admin, volumeless.id, first.id)  # through another service
+    assert backups.list_backups(uow, admin, running.id, page=1, per_page=10)[1] == 1
+
+
+def test_a_failed_backup_leaves_no_archive(uow, clock, admin, running, runtime, archives):
+    _backup(uow, clock, admin, running)
+    _, claimed = backups.claim_next(uow, clock)
+    archives.fail_write = True
+    failed = backups.run_backup(uow, clock, runtime, archives, claimed)
+    assert (failed.status, failed.error) == ("failed", "disk full") and claimed.id in archives.removed
+    backups.delete_backup(uow, archives, admin, running.id, failed.id)  # a failed backup may go
+    assert backups.list_backups(uow, admin, running.id, page=1, per_page=10) == ([], 0)
+
+
+def test_a_restore_stops_what_ran_refills_the_volumes_and_starts_it_again(uow, clock, admin, running, runtime,
+                                                                          archives):
+    _backup(uow, clock, admin, running)
+    done = backups.run_backup(uow, clock, runtime, archives, backups.claim_next(uow, clock)[1])
+    side = next(s for s in runtime.containers(running.id) if s.name.endswith("-side"))
+    runtime.stop(side.id)  # not running before the restore: stays stopped
+    queued = backups.restore_backup(uow, clock, admin, running.id, done.id)
+    assert queued.restore_status == "pending"
+    with pytest.raises(Conflict, match="being restored"):
+        backups.delete_backup(uow, archives, admin, running.id, done.id)
+    kind, claimed = backups.claim_next(uow, clock)
+    runtime.calls.clear()
+    restored = backups.run(uow, clock, runtime, archives, (kind, claimed))
+    assert restored is None  # ``run`` dispatches; the stored row tells the outcome
+    stored = backups.get_backup(uow, admin, running.id, done.id)
+    assert (stored.restore_status, stored.restore_progress) == ("completed", 100)
+    ops = [c[0] for c in runtime.calls]
+    assert ops == ["stop", "import_volume", "start"]
+    assert runtime.calls[1][2] == f"slw-{running.id}-data".encode()
+    assert stored.restore_containers == ("slw-db-db",)
+
+
+def test_interrupted_backups_fail_and_restores_run_again(uow, clock, admin, running, runtime, archives):
+    _backup(uow, clock, admin, running)
+    done = backups.run_backup(uow, clock, runtime, archives, backups.claim_next(uow, clock, owner="wkr_x")[1])
+    backups.restore_backup(uow, clock, admin, running.id, done.id)
+    backups.claim_next(uow, clock, owner="wkr_gone")  # the restore
+    service = running  # and a second backup, left running by the same stopped worker:
+    stuck = replace(done, id="bkp_stuck", status="pending", restore_status=None, created_at=clock.now())
+    with uow:
+        uow.backups.add(stuck)
+        uow.commit()
+    leases.beat(uow, clock, "wkr_live")
+    backups.claim_next(uow, clock, owner="wkr_gone")
+    touched = backups.recover_interrupted(uow, clock, archives)
+    assert set(touched) == {done.id, "bkp_stuck"} and "bkp_stuck" in archives.removed
+    assert backups.get_backup(uow, admin, service.id, "bkp_stuck").error == backups.INTERRUPTED
+    assert backups.get_backup(uow, admin, service.id, done.id).restore_status == "pending"
+    assert backups.recover_interrupted(uow, clock, archives) == []
+
+
+def test_deleting_a_service_takes_its_backups(uow, clock, admin, running, runtime, archives):
+    _backup(uow, clock, admin, running)
+    services.delete_service(uow, runtime, admin, running.id)
+    backups.forget_service(archives, running.id)
+    with uow:
+        assert uow.backups.busy_for_service(running.id) is None
+    assert archives.removed == [running.id]
