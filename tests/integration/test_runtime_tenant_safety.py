@@ -27,7 +27,7 @@ import pytest
 from plugins.runtime_common.hostports import HostPorts
 from ports.runtime import Cancelled, EngineError, PortSpec
 from tests.support.engine import BUSYBOX, Service, _factories, http_get, wait_for
-from tests.support.silent import silent_listener
+from tests.support.silent import close_listener, silent_listener
 
 pytestmark = pytest.mark.runtime
 
@@ -281,7 +281,7 @@ def test_containers_do_not_reach_the_hosts_loopback_services(runtime, services):
             reached = probe(service, "pg", network, gateway, *host_addresses(), port=5432)
             assert all(result == "refused" for result in reached.values()), reached
     finally:
-        listener.close()
+        close_listener(listener)
 
 
 def _answer_hi(listener: socket.socket) -> None:
@@ -408,7 +408,7 @@ class RecordingProxy:
         return [line for line in text.split("\r\n") if line.startswith(("GET ", "POST ", "PUT ", "DELETE ", "HEAD "))]
 
     def close(self):
-        self._server.close()
+        close_listener(self._server)
         os.unlink(self.path)
         os.rmdir(self.directory)
 

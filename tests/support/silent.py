@@ -24,10 +24,23 @@ def silent_listener(backlog: int = 64):
                 return
             accepted.append(conn)
 
-    threading.Thread(target=accept, daemon=True).start()
+    thread = threading.Thread(target=accept, name="silent-listener", daemon=True)
+    thread.start()
     try:
         yield server.getsockname()
     finally:
-        server.close()
+        close_listener(server)
+        thread.join(timeout=5)
         for conn in accepted:
             conn.close()
+
+
+def close_listener(server: socket.socket) -> None:
+    """Close a listening socket that a thread may be blocked accepting on: a plain
+    ``close()`` does not wake that thread (the kernel keeps the socket, still listening,
+    until the blocked ``accept`` returns), ``shutdown`` does."""
+    try:
+        server.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    server.close()
