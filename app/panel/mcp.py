@@ -179,7 +179,9 @@ class McpEndpoint:
 
     async def list_tools(self, ctx, params) -> types.ListToolsResult:
         _, principal = ctx.request.scope[CALLER]
-        return types.ListToolsResult(tools=[t.tool for t in self.tools.values() if _allows(principal, t.op)])
+        # per key: never to be cached for, or shared with, another caller
+        return types.ListToolsResult(tools=[t.tool for t in self.tools.values() if _allows(principal, t.op)],
+                                     ttl_ms=0, cache_scope="private")
 
     async def call_tool(self, ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
         req, principal = ctx.request.scope[CALLER]
