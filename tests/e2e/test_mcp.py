@@ -341,3 +341,28 @@ def test_a_compose_service_lives_and_dies_through_tools(database_url, runtime_ur
             panel.http.close()
             for service_id in made:
                 runtime.remove_service(service_id)
+
+
+def test_malformed_mcp_requests_are_the_protocols_errors_never_a_500(panel):
+    url = panel.base + "/api/mcp"
+    auth = {**JSON_RPC, "Authorization": f"Bearer {panel.admin}"}
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call"}
+    answers = {
+        "not-json": httpx.post(url, content=b"{nope", headers=auth),
+        "too-big": httpx.post(url, content=b"[" + b"1," * (600 * 1024) + b"1]", headers=auth),
+        "media-type": httpx.post(url, content=json.dumps(TOOLS_LIST), headers={**auth, "Content-Type": "text/plain"}),
+        "batch": httpx.post(url, json=[TOOLS_LIST, TOOLS_LIST], headers=auth),
+        "arguments-list": httpx.post(url, json={**call, "params": {"name": "list_services", "arguments": [1]}},
+                                     headers=auth),
+        "name-missing": httpx.post(url, json={**call, "params": {}}, headers=auth),
+        "unknown-method": httpx.post(url, json={**call, "method": "resources/list"}, headers=auth),
+        "deep": httpx.post(url, json={**call, "params": {"name": "create_service", "arguments": {
+            "name": "deep", "variables": {"a": [[[[[[[[[[["x"]]]]]]]]]]]}}}}, headers=auth),
+    }
+    for name, answer in answers.items():
+        assert answer.status_code < 500, (name, answer.status_code, answer.text)
+    assert answers["too-big"].status_code == 413
+    assert answers["not-json"].status_code == 400
+    result = answers["deep"].json()["result"]
+    assert result["isError"] is True and json.loads(result["content"][0]["text"])["error"]["code"] == "validation_error"
+    assert panel.http.get("/api/services").json()["total"] == 0
