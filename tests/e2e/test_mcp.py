@@ -13,7 +13,7 @@ import time
 
 import httpx
 import pytest
-from mcp import Client
+from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
@@ -122,6 +122,20 @@ def test_the_http_request_needs_a_bearer_key(panel):
         assert other.status_code == 405 and other.headers["allow"] == "POST", other.text
         assert other.json()["error"]["code"] == "bad_request"
     assert httpx.get(url).status_code == 401  # authentication first, as everywhere under /api
+
+    # stateless: every request is authenticated, so a revoked key stops at its next one
+    viewer = panel.key("viewer")
+
+    async def revoked_midway():
+        async with panel.session(viewer) as mcp:
+            assert (await mcp.call("list_templates"))[0] is False
+            revoked = panel.http.delete(f"/api/v1/api-keys/{viewer.split('_')[1]}")
+            assert revoked.status_code == 204, revoked.text
+            with pytest.raises(MCPError):  # the SDK client's error for the HTTP 401
+                await mcp.call("list_templates")
+
+    asyncio.run(revoked_midway())
+    assert httpx.post(url, json=TOOLS_LIST, headers={**JSON_RPC, "Authorization": f"Bearer {viewer}"}).status_code == 401
 
 
 def test_the_key_bucket_limits_the_requests(panel):
