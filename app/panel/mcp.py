@@ -39,6 +39,7 @@ from app.http.openapi import Operation
 from app.http.pipeline import MAX_BODY, Call, Upgradable, check_body, check_params, json_text
 from app.panel.gate import PanelGate
 
+log = logging.getLogger("slipway.mcp")
 PATH = "/api/mcp"
 #: tool name -> the panel operation it runs
 TOOLS = {
@@ -69,10 +70,14 @@ class Tool:
                     required.append(p.name)
         schema = {"type": "object"}
         body = contract.resolved(op.body_schema) if op.body_schema is not None else {}
-        self.fields = set(body.get("properties", {}))
-        properties.update(body.get("properties", {}))
+        fields = dict(body.get("properties", {}))
+        for rule in body.get("allOf", []):  # a deploy method's plugin may bring fields of its own
+            for field, field_schema in rule.get("then", {}).get("properties", {}).items():
+                fields.setdefault(field, field_schema)
+        self.fields = set(fields)
+        properties.update(fields)
         if op.body_required:
-            required += [name for name in body.get("required", []) if name not in required]
+            required += [field for field in body.get("required", []) if field not in required]
         if "allOf" in body:  # per deploy method: the fields its plugin requires
             schema["allOf"] = body["allOf"]
         schema.update(properties=properties, required=required, additionalProperties=False)
@@ -148,6 +153,8 @@ class McpEndpoint:
         self._stopping.set()
         try:
             await task
+        except Exception:  # noqa: BLE001 (the other jobs must still stop)
+            log.exception("the MCP session manager failed")
         finally:
             self.manager = None
 
@@ -160,7 +167,7 @@ class McpEndpoint:
             if scope.get("method") != "POST":
                 raise ApiError(405, "method not allowed here (allowed: POST): this MCP endpoint is stateless, "
                                     "without a stream to GET or a session to DELETE", headers={"Allow": "POST"})
-            if self.manager is None or self._task is None:
+            if self.manager is None or self._task is None or self._task.done():
                 raise ApiError(503, "the MCP endpoint is not running")
         except ApiError as err:
             await _send_error(send, req, err)
