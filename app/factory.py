@@ -32,6 +32,7 @@ from app.panel.docs import docs_handlers
 from app.panel.frontend import Frontend
 from app.panel.auth import auth_handlers
 from app.panel.gate import PanelGate
+from app.panel.mcp import PATH as MCP_PATH, McpEndpoint
 from app.panel.services import services_handlers
 from app.pluginmanager import analyzers, billing_models, deploy_methods, license_services, make_plugin_manager, runtimes, templates
 from app.storage.store import Store
@@ -47,6 +48,8 @@ class SlipwayApp(falcon.asgi.App):
     slipway: dict
     #: request ids, access lines and request metrics (app.http.observability); set by create_app
     observer = None
+    #: the MCP endpoint (app.panel.mcp), handed requests to exactly its path as raw ASGI
+    mcp = None
 
     async def __call__(self, scope, receive, send):
         if self.observer is not None:
@@ -54,6 +57,8 @@ class SlipwayApp(falcon.asgi.App):
         return await self._serve(scope, receive, send)
 
     async def _serve(self, scope, receive, send):
+        if self.mcp is not None and scope.get("type") == "http" and scope.get("path") == MCP_PATH:
+            return await self.mcp(scope, receive, send)
         # A refused WebSocket upgrade is an HTTP answer to the handshake (docs/decisions.md):
         # where the server offers the ASGI denial-response extension, handlers get it.
         if scope.get("type") == "websocket" and "websocket.http.response" in (scope.get("extensions") or {}):
@@ -180,6 +185,8 @@ def create_app(config: Config | None = None, *, store: Store | None = None) -> S
     panel_gate = PanelGate(store, config)  # API keys and browser sessions; app.slipway["panel_gate"]
     panel_ops.update(auth_handlers(store, config, panel_gate))
     add_contract_routes(app, panel, panel_gate, panel_ops)
+    app.mcp = McpEndpoint(panel, panel_gate, panel_ops)  # /api/mcp: tools over these handlers
+    lifespan.jobs.insert(-2, app.mcp)  # before the hub and bus, like the workers
 
     # the web frontend: GET / and client-side routes answer the page, /assets/... its files
     Frontend(config.web_dir, oidc=bool(config.oidc_issuer)).add_to(app)
@@ -188,7 +195,9 @@ def create_app(config: Config | None = None, *, store: Store | None = None) -> S
                                        timeout=config.ready_timeout, metrics_token=config.metrics_token)
     operations = {(op.route, op.method): op.operation_id for c in (partner, panel) for op in c.operations}
     operations.update({("/healthz", "GET"): "healthz", ("/readyz", "GET"): "readyz", ("/metrics", "GET"): "metrics"})
-    app.observer = Observer(lambda path: (app._router.find(path) or (None,) * 4)[3], operations)
+    operations.update({(MCP_PATH, method): "mcp" for method in ("POST", "GET", "DELETE")})
+    app.observer = Observer(lambda path: MCP_PATH if path == MCP_PATH else (app._router.find(path) or (None,) * 4)[3],
+                            operations)
 
     app.slipway = {"store": store, "plugins": pm, "contracts": {"partner": partner, "panel": panel},
                    "license_service": license_service, "billing_recompute": recompute, "runtime": runtime,

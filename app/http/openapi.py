@@ -27,6 +27,8 @@ class Param:
     fallback: object = None  # x-slipway-fallback: value used when the given one is invalid
     has_fallback: bool = False
     default: object = None
+    schema: dict = field(default_factory=dict)  # as in the contract (``$ref`` unresolved)
+    description: str = ""
 
 
 @dataclass
@@ -44,6 +46,8 @@ class Operation:
     permissions: tuple = ()  # x-slipway-permission (panel): one name or a list, all required
     rate_tier: str | None = None  # x-slipway-rate-tier (panel: "deploy")
     websocket: bool = False  # x-slipway-websocket: the GET also answers a WebSocket upgrade
+    summary: str = ""
+    body_schema: dict | None = None  # the JSON request body's schema, as in the contract
 
 
 class Contract:
@@ -104,7 +108,8 @@ class Contract:
                                       secured=secured, scope="read" if method == "get" else "write",
                                       permissions=_names(op.get("x-slipway-permission")),
                                       rate_tier=op.get("x-slipway-rate-tier"),
-                                      websocket=bool(op.get("x-slipway-websocket")) and method == "get")
+                                      websocket=bool(op.get("x-slipway-websocket")) and method == "get",
+                                      summary=op.get("summary", ""))
                 for p in _merge_params(shared_params, op.get("parameters", [])):
                     p = self._deref(p)
                     schema = p.get("schema", {})
@@ -112,11 +117,12 @@ class Contract:
                         name=p["name"], location=p["in"], required=p.get("required", False),
                         kind=_type_of(schema), validate=self._messages(schema),
                         fallback=p.get("x-slipway-fallback"), has_fallback="x-slipway-fallback" in p,
-                        default=schema.get("default")))
+                        default=schema.get("default"), schema=schema, description=p.get("description", "")))
                 body = op.get("requestBody")
                 if body:
                     schema = body["content"]["application/json"]["schema"]
                     operation.body_validate = self._messages(schema)
+                    operation.body_schema = schema
                     operation.body_required = body.get("required", False)
                 yield operation
 
@@ -127,6 +133,21 @@ class Contract:
                 target = target[part]
             node = target
         return node
+
+    def resolved(self, schema, depth: int = 0):
+        """``schema`` with every ``#/...`` ``$ref`` replaced by what it names (a copy), for
+        readers that get no ``components`` (the MCP tools' input schemas)."""
+        if depth > 32:
+            raise ValueError("schema references nest too deep (a cycle?)")
+        if isinstance(schema, list):
+            return [self.resolved(item, depth) for item in schema]
+        if not isinstance(schema, dict):
+            return schema
+        if "$ref" in schema:
+            target = self._deref({"$ref": schema["$ref"]})
+            rest = {k: v for k, v in schema.items() if k != "$ref"}
+            return self.resolved({**target, **rest}, depth + 1)
+        return {k: self.resolved(v, depth) for k, v in schema.items()}
 
     # --- responses (used by the tests to hold the code to the contract) -------------------
 

@@ -73,6 +73,12 @@ async def read_body(req, op: Operation):
         body = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
     except (UnicodeDecodeError, ValueError) as exc:
         raise ApiError(400, f"malformed JSON: {exc}") from exc
+    return check_body(op, body)
+
+
+def check_body(op: Operation, body):
+    """``body`` (parsed JSON) held to the operation's schema; 422 naming the fields. Also
+    the MCP endpoint's check of a tool's body arguments (app/panel/mcp.py)."""
     problems = op.body_validate(body)
     if problems:
         raise ApiError(422, "invalid request body", fields=_fields(problems, "body"))
@@ -109,10 +115,16 @@ def _reject_constant(name):
 def parse_params(req, op: Operation, path_values: dict) -> dict:
     """Coerce and validate path and query values; query errors are 422 on the partner API
     and 400 on the panel API; a parameter with ``x-slipway-fallback`` falls back instead."""
+    return check_params(op, lambda p: path_values.get(p.name) if p.location == "path" else req.get_param(p.name))
+
+
+def check_params(op: Operation, lookup) -> dict:
+    """``parse_params`` for any source: ``lookup(param)`` answers the raw value (a string
+    from a URL, or a JSON value from an MCP tool's arguments) or None when absent."""
     values, problems = {}, {}
     for p in op.params:
-        raw = path_values.get(p.name) if p.location == "path" else req.get_param(p.name)
-        if raw is not None and "\x00" in raw:
+        raw = lookup(p)
+        if isinstance(raw, str) and "\x00" in raw:
             if p.location == "path" and op.api == "panel":  # no panel id holds one
                 raise ApiError(404, f"no resource with that {p.name}")
             problems[p.name] = "must not contain NUL characters"
@@ -138,7 +150,12 @@ def parse_params(req, op: Operation, path_values: dict) -> dict:
     return values
 
 
-def _coerce(raw: str, kind: str):
+def _coerce(raw, kind: str):
+    if not isinstance(raw, str):  # a JSON value (MCP tool arguments) stands when it is of the kind
+        numeric = isinstance(raw, (int, float)) and not isinstance(raw, bool)
+        ok = {"integer": numeric and float(raw).is_integer(), "number": numeric,
+              "boolean": isinstance(raw, bool)}.get(kind, False)
+        return (int(raw) if ok and kind == "integer" else raw), ok
     try:
         if kind == "integer":
             return int(raw, 10), True
@@ -176,7 +193,12 @@ def write_reply(resp, reply: Reply) -> None:
     elif isinstance(reply.body, (bytes, str)):
         resp.data = reply.body if isinstance(reply.body, bytes) else reply.body.encode("utf-8")
     else:
-        resp.data = json.dumps(reply.body, separators=(",", ":")).encode("utf-8")
+        resp.data = json_text(reply.body).encode("utf-8")
+
+
+def json_text(body) -> str:
+    """A reply's JSON as the API sends it (compact)."""
+    return json.dumps(body, separators=(",", ":"))
 
 
 @dataclass

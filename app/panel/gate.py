@@ -32,7 +32,7 @@ import math
 from urllib.parse import urlsplit
 
 from app.http.clientaddr import client_address
-from app.http.errors import ApiError
+from app.http.errors import RATE_LIMIT_MESSAGE, ApiError
 from app.partner.gate import bearer
 from core.panel import access, sessions
 from core.errors import Forbidden, Unauthorized
@@ -93,20 +93,20 @@ class PanelGate:
                                     "X-RateLimit-Reset": str(reset)}
         refused = next((d for d in decisions if not d.allowed), None)
         if refused is not None:
-            raise ApiError(429, "rate limit exceeded", headers={"Retry-After": str(refused.retry_after)})
+            raise ApiError(429, RATE_LIMIT_MESSAGE, headers={"Retry-After": str(refused.retry_after)})
 
     def _source(self, req) -> str:
         return client_address(req.remote_addr, req.get_header("X-Forwarded-For"), self.trusted)
 
-    async def authenticate(self, req):
+    async def authenticate(self, req, *, cookies: bool = True):
         """The caller of ``req``: a ``Principal`` (API key) or a ``SessionPrincipal`` (cookie).
 
         Needs no operation (the WebSocket upgrade uses it too); raises ``ApiError(401)`` and
-        touches no rate bucket."""
+        touches no rate bucket. Without ``cookies`` (the MCP endpoint) only a key counts."""
         key = bearer(req)
         if key is None and req.is_websocket:  # docs/decisions.md: an upgrade may carry the key as ?api_key=
             key = req.get_param("api_key") or None
-        cookie = session_cookie(req)
+        cookie = session_cookie(req) if cookies else None
         try:
             if key is not None or cookie is None:
                 if key is None and not req.get_header("Authorization"):
@@ -155,13 +155,13 @@ class PanelGate:
         elif not (req.get_header("X-Requested-With") or "").strip():
             raise ApiError(403, CROSS_SITE)
 
-    async def admit(self, req, op):
+    async def admit(self, req, op, *, cookies: bool = True):
         now = self.clock.monotonic()
         if not op.secured:  # the login flow: no credentials needed, per-address tier
             self._headers(req, [self.by_address.take(self._source(req), now)])
             return None
         try:
-            principal = await self.authenticate(req)
+            principal = await self.authenticate(req, cookies=cookies)
         except ApiError:
             self._headers(req, [self.by_address.take(self._source(req), now)])
             raise
@@ -169,14 +169,30 @@ class PanelGate:
         if isinstance(principal, sessions.SessionPrincipal) and principal.key is None:  # login sessions: the operator's tier
             rpm = self.auth_rpm
         decisions = [self.by_key.take(bucket, now, rate=rpm / 60, burst=rpm)]
-        if op.rate_tier == "deploy":
-            decisions.append(self.deploys.take(bucket, now))
+        decisions += self._tier(principal, op, now)
         self._headers(req, decisions)
         self.check_origin(req, principal)
+        self.permit(principal, op)
+        return principal
+
+    def _tier(self, principal, op, now) -> list:
+        """The decisions of the operation's own rate tier beyond the caller's bucket."""
+        return [self.deploys.take(principal.bucket_id, now)] if op.rate_tier == "deploy" else []
+
+    def enter(self, principal, op) -> None:
+        """For a caller the request already admitted, one more operation (an MCP tool call,
+        app/panel/mcp.py): its rate tier, then its permissions, as ``admit`` checks them."""
+        refused = next((d for d in self._tier(principal, op, self.clock.monotonic()) if not d.allowed), None)
+        if refused is not None:
+            raise ApiError(429, RATE_LIMIT_MESSAGE, headers={"Retry-After": str(refused.retry_after)})
+        self.permit(principal, op)
+
+    @staticmethod
+    def permit(principal, op) -> None:
+        """403 unless ``principal`` holds every permission ``op`` needs."""
         try:
             for permission in op.permissions:
                 principal.require(permission)
         except Forbidden as exc:
             raise ApiError(403, exc.message) from exc
-        return principal
 
