@@ -168,7 +168,7 @@ IDEMPOTENCY_KEY = {
                    "(status, body, `Idempotent-Replayed: true`) without running again; with another method, path "
                    "or body it is refused (partner 422, panel 409), and while the first still runs a repeat is "
                    "409 `conflict` (`Retry-After: 1`). 429 and 5xx answers are not kept. Bodies compare as JSON "
-                   "(key order and whitespace do not matter). Ignored on operations without credentials.",
+                   "(key order and whitespace do not matter).",
     "schema": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[\\x20-\\x7E]+$"},
 }
 IDEMPOTENT_REPLAYED = {
@@ -181,17 +181,19 @@ _KEY_REFUSALS = {"partner": {"409": "Conflict", "422": "UnprocessableEntity"},
 
 
 def _idempotent_posts(api: str, document: dict) -> None:
-    """Give every POST the ``Idempotency-Key`` header parameter and its success answers
-    the ``Idempotent-Replayed`` header (app.http.idempotency), and each secured POST the
-    refusals a key adds where the operation lacks them, so a new POST route is covered
-    with no change to the contract's text."""
+    """Give every POST that takes credentials the ``Idempotency-Key`` header parameter,
+    the ``Idempotent-Replayed`` header on its success answers and the refusals a key adds
+    where the operation lacks them (app.http.idempotency), so a new POST route is covered
+    with no change to the contract's text. A POST without credentials (``security: []``:
+    the sign-in, logout) ignores the header, so its operation does not list it: a
+    parameter the server neither checks nor uses would be a false promise."""
     components = document.setdefault("components", {})
     components.setdefault("parameters", {})["IdempotencyKey"] = IDEMPOTENCY_KEY
     components.setdefault("headers", {})["IdempotentReplayed"] = IDEMPOTENT_REPLAYED
     global_security = bool(document.get("security"))
     for item in document.get("paths", {}).values():
         op = item.get("post")
-        if op is None:
+        if op is None or not (bool(op["security"]) if "security" in op else global_security):
             continue
         op.setdefault("parameters", []).append({"$ref": "#/components/parameters/IdempotencyKey"})
         responses = op.setdefault("responses", {})
@@ -199,9 +201,8 @@ def _idempotent_posts(api: str, document: dict) -> None:
             if str(status).startswith("2") and "$ref" not in response:
                 response.setdefault("headers", {})["Idempotent-Replayed"] = {
                     "$ref": "#/components/headers/IdempotentReplayed"}
-        if bool(op["security"]) if "security" in op else global_security:
-            for status, name in _KEY_REFUSALS[api].items():
-                responses.setdefault(status, {"$ref": f"#/components/responses/{name}"})
+        for status, name in _KEY_REFUSALS[api].items():
+            responses.setdefault(status, {"$ref": f"#/components/responses/{name}"})
 
 
 def _merge_params(shared, own):
