@@ -37,6 +37,8 @@ import secrets
 from dataclasses import replace
 from datetime import timedelta
 
+import falcon
+
 from app.http.errors import ApiError, render_error, to_api_error
 from app.http.pipeline import Reply, kept_reply
 from app.storage.idempotency_repos import PeeweeIdempotencyKeys
@@ -116,7 +118,7 @@ class Idempotency:
         except Exception as ex:  # noqa: BLE001 (an error is an answer too: kept or released, then raised)
             err = to_api_error(ex)
             if _keeps(err.status):
-                await self._finish(credential, key, attempt, err.status, "application/json", err.headers,
+                await self._finish(credential, key, attempt, err.status, falcon.MEDIA_JSON, err.headers,
                                    render_error(op.api, err))
             else:
                 await self._release(credential, key, attempt)
