@@ -13,6 +13,8 @@ from app.http.errors import DENY_KEY, HandshakeDenial, handle_any_error
 from app.panel.event_bus import make_bus
 from app.panel.realtime import DeployProgress, Hub, realtime_handlers
 from app.http.pipeline import add_contract_routes
+from app.http.idempotency import Idempotency
+from app.workers.idempotency import IdempotencyCleanup
 from app.workers.billing import BillingRecompute
 from app.workers.route_file import RouteFile
 from app.partner.identity import identity_handlers
@@ -150,6 +152,9 @@ def create_app(config: Config | None = None, *, store: Store | None = None) -> S
     archives = BackupArchives(config.backup_dir)
     backup_worker = BackupWorker(store, config.clock, runtime, engine, archives, lease=lease)
     jobs += [backup_worker] if config.deploy_worker else []
+    idempotency = Idempotency(store, config.clock)  # Idempotency-Key on every POST of both APIs
+    cleanup = IdempotencyCleanup(store, idempotency)
+    jobs += [cleanup] if config.deploy_worker else []
     route_file = RouteFile(store, config.routes_file, config.routes_interval) if config.routes_file else None
     if route_file is not None:
         jobs.append(route_file)
@@ -165,7 +170,7 @@ def create_app(config: Config | None = None, *, store: Store | None = None) -> S
     handlers = identity_handlers(store, config.clock, partner)
     handlers.update(licensing_handlers(store, config.clock, license_service))
     handlers.update(billing_handlers(store, config.clock))
-    add_contract_routes(app, partner, PartnerGate(store, config), handlers)
+    add_contract_routes(app, partner, PartnerGate(store, config), handlers, idempotency)
 
     panel = Contract.load("panel", deploy_methods=methods)  # names and per-method required fields
     catalog = templates(pm)
@@ -184,7 +189,7 @@ def create_app(config: Config | None = None, *, store: Store | None = None) -> S
                                        logs_http=panel_ops["getServiceLogs"]))
     panel_gate = PanelGate(store, config)  # API keys and browser sessions; app.slipway["panel_gate"]
     panel_ops.update(auth_handlers(store, config, panel_gate))
-    add_contract_routes(app, panel, panel_gate, panel_ops)
+    add_contract_routes(app, panel, panel_gate, panel_ops, idempotency)
     app.mcp = McpEndpoint(panel, panel_gate, panel_ops)  # /api/mcp: tools over these handlers
     lifespan.jobs.insert(-2, app.mcp)  # before the hub and bus, like the workers
 
@@ -202,5 +207,6 @@ def create_app(config: Config | None = None, *, store: Store | None = None) -> S
     app.slipway = {"store": store, "plugins": pm, "contracts": {"partner": partner, "panel": panel},
                    "license_service": license_service, "billing_recompute": recompute, "runtime": runtime,
                    "deployer": deployer, "panel_gate": panel_gate, "route_file": route_file, "bus": bus,
-                   "hub": hub, "backup_worker": backup_worker, "backup_archives": archives}
+                   "hub": hub, "backup_worker": backup_worker, "backup_archives": archives,
+                   "idempotency": idempotency, "idempotency_cleanup": cleanup}
     return app

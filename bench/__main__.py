@@ -1,7 +1,8 @@
-"""``python -m bench [me|licensing|realtime|compose-bomb|frontend]``: GET /v1/me on a bare Falcon app, then on Slipway
+"""``python -m bench [me|licensing|realtime|compose-bomb|frontend|idempotency]``: GET /v1/me on a bare Falcon app, then on Slipway
 (``me``); or license list pages and the activity export on a small and a large generated
 database (``licensing``, see bench/licensing.py); or the web frontend's services list with
-1,000 services in headless Chromium (``frontend``, see bench/frontend.py). Prints a table and one JSON line."""
+1,000 services in headless Chromium (``frontend``, see bench/frontend.py); or what an
+``Idempotency-Key`` adds to a POST (``idempotency``, see bench/idempotency.py). Prints a table and one JSON line."""
 from __future__ import annotations
 
 import argparse
@@ -57,7 +58,8 @@ def print_report(report: dict) -> None:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    parser.add_argument("scenario", nargs="?", default="me", choices=["me", "licensing", "realtime", "compose-bomb", "frontend"],
+    parser.add_argument("scenario", nargs="?", default="me",
+                        choices=["me", "licensing", "realtime", "compose-bomb", "frontend", "idempotency"],
                         help="what to measure (default: me)")
     parser.add_argument("--connections", type=int, default=32, help="concurrent keep-alive connections (32)")
     parser.add_argument("--duration", type=float, default=5.0, help="seconds measured per target (5)")
@@ -77,6 +79,8 @@ def main(argv=None) -> int:
     frontend = parser.add_argument_group("frontend scenario")
     frontend.add_argument("--services", type=int, default=1000, help="services in the database (1000)")
     frontend.add_argument("--loads", type=int, default=10, help="cold loads of each page (10)")
+    parser.add_argument_group("idempotency scenario").add_argument(
+        "--requests", type=int, default=300, help="POSTs measured per kind (300)")
     args = parser.parse_args(argv)
     # A plain `kill` unwinds like Ctrl-C does, so the servers are stopped and the temp dir removed.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
@@ -93,6 +97,14 @@ def main(argv=None) -> int:
         if args.services < 1 or args.loads < 1:
             parser.error("--services and --loads must be >= 1")
         print_frontend(run_frontend(args))
+        return 0
+
+    if args.scenario == "idempotency":
+        from bench.idempotency import print_idempotency, run_idempotency
+
+        if args.requests < 1:
+            parser.error("--requests must be >= 1")
+        print_idempotency(run_idempotency(args.requests))
         return 0
 
     if args.scenario == "realtime":

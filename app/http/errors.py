@@ -64,6 +64,11 @@ def error_body(api: str, status: int, message: str, fields: dict | None = None, 
     return {"error": error}
 
 
+def render_error(api: str, err: ApiError) -> bytes:
+    """The body of ``err`` as ``api`` sends it (also what an idempotent POST keeps)."""
+    return json.dumps(error_body(api, err.status, err.message, err.fields, err.details)).encode("utf-8")
+
+
 def to_api_error(ex: Exception) -> ApiError:
     if isinstance(ex, ApiError):
         return ex
@@ -98,7 +103,7 @@ def write_error(req, resp, err: ApiError) -> None:
     for name, value in err.headers.items():
         resp.set_header(name, value)
     resp.content_type = falcon.MEDIA_JSON
-    resp.text = json.dumps(error_body(api_of(req.path), err.status, err.message, err.fields, err.details))
+    resp.data = render_error(api_of(req.path), err)
 
 
 async def handle_any_error(req, resp, ex, params, ws=None):
@@ -126,8 +131,7 @@ async def refuse_websocket(req, ws, err: ApiError) -> None:
         deny = req.scope.get(DENY_KEY)
         if deny is not None:
             headers = {**getattr(req.context, "rate_headers", {}), **err.headers}
-            body = json.dumps(error_body(api_of(req.path), err.status, err.message, err.fields, err.details))
-            await deny(err.status, headers, body.encode("utf-8"))
+            await deny(err.status, headers, render_error(api_of(req.path), err))
             return
         await ws.close(3000 + err.status, err.message[:120])
         return

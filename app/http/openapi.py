@@ -76,6 +76,7 @@ class Contract:
                     {"if": {"properties": {"deploy_method": {"const": name}}, "required": ["deploy_method"]},
                      "then": copy.deepcopy(method.request_schema)}
                     for name, method in sorted(methods.items())]
+        _idempotent_posts(api, document)
         return cls(api, document)
 
     # --- validators -----------------------------------------------------------------
@@ -112,6 +113,8 @@ class Contract:
                                       summary=op.get("summary", ""))
                 for p in _merge_params(shared_params, op.get("parameters", [])):
                     p = self._deref(p)
+                    if p["in"] not in ("path", "query"):  # headers (Idempotency-Key) are read where used
+                        continue
                     schema = p.get("schema", {})
                     operation.params.append(Param(
                         name=p["name"], location=p["in"], required=p.get("required", False),
@@ -177,6 +180,50 @@ class Contract:
 
     def error_schema(self) -> dict:
         return {"$ref": "#/components/schemas/Error"}
+
+
+IDEMPOTENCY_KEY = {
+    "name": "Idempotency-Key", "in": "header", "required": False,
+    "description": "Makes the POST safe to repeat: within 24 h the same key from the same credential (token, "
+                   "API key or browser session) with the same method, path and body gets the first answer again "
+                   "(status, body, `Idempotent-Replayed: true`) without running again; with another method, path "
+                   "or body it is refused (partner 422, panel 409), and while the first still runs a repeat is "
+                   "409 `conflict` (`Retry-After: 1`). 429 and 5xx answers are not kept. Bodies compare as JSON "
+                   "(key order and whitespace do not matter).",
+    "schema": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[\\x20-\\x7E]+$"},
+}
+IDEMPOTENT_REPLAYED = {
+    "description": "`true` on an answer replayed for a repeated `Idempotency-Key` (absent otherwise).",
+    "schema": {"type": "string", "enum": ["true"]},
+}
+# the refusals an Idempotency-Key adds: a bad key (partner 422, panel 400), a key in use (409)
+_KEY_REFUSALS = {"partner": {"409": "Conflict", "422": "UnprocessableEntity"},
+                 "panel": {"400": "BadRequest", "409": "Conflict"}}
+
+
+def _idempotent_posts(api: str, document: dict) -> None:
+    """Give every POST that takes credentials the ``Idempotency-Key`` header parameter,
+    the ``Idempotent-Replayed`` header on its success answers and the refusals a key adds
+    where the operation lacks them (app.http.idempotency), so a new POST route is covered
+    with no change to the contract's text. A POST without credentials (``security: []``:
+    the sign-in, logout) ignores the header, so its operation does not list it: a
+    parameter the server neither checks nor uses would be a false promise."""
+    components = document.setdefault("components", {})
+    components.setdefault("parameters", {})["IdempotencyKey"] = IDEMPOTENCY_KEY
+    components.setdefault("headers", {})["IdempotentReplayed"] = IDEMPOTENT_REPLAYED
+    global_security = bool(document.get("security"))
+    for item in document.get("paths", {}).values():
+        op = item.get("post")
+        if op is None or not (bool(op["security"]) if "security" in op else global_security):
+            continue
+        op.setdefault("parameters", []).append({"$ref": "#/components/parameters/IdempotencyKey"})
+        responses = op.setdefault("responses", {})
+        for status, response in responses.items():
+            if str(status).startswith("2") and "$ref" not in response:
+                response.setdefault("headers", {})["Idempotent-Replayed"] = {
+                    "$ref": "#/components/headers/IdempotentReplayed"}
+        for status, name in _KEY_REFUSALS[api].items():
+            responses.setdefault(status, {"$ref": f"#/components/responses/{name}"})
 
 
 def _merge_params(shared, own):

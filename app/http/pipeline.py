@@ -190,15 +190,29 @@ def write_reply(resp, reply: Reply) -> None:
     resp.content_type = reply.content_type
     if hasattr(reply.body, "__aiter__"):  # streamed (exports): never built whole in memory
         resp.stream = reply.body
-    elif isinstance(reply.body, (bytes, str)):
-        resp.data = reply.body if isinstance(reply.body, bytes) else reply.body.encode("utf-8")
     else:
-        resp.data = json_text(reply.body).encode("utf-8")
+        resp.data = reply_data(reply)
 
 
 def json_text(body) -> str:
     """A reply's JSON as the API sends it (compact)."""
     return json.dumps(body, separators=(",", ":"))
+
+
+def reply_data(reply: Reply) -> bytes | None:
+    """The bytes ``write_reply`` sends as the body (None: none, or streamed)."""
+    if reply.status == 204 or reply.body is None or hasattr(reply.body, "__aiter__"):
+        return None
+    if isinstance(reply.body, (bytes, str)):
+        return reply.body if isinstance(reply.body, bytes) else reply.body.encode("utf-8")
+    return json_text(reply.body).encode("utf-8")
+
+
+def kept_reply(reply: Reply):
+    """``(content type, body)`` of a reply an idempotent POST can keep; None for a streamed one."""
+    if hasattr(reply.body, "__aiter__"):
+        return None
+    return reply.content_type, reply_data(reply)
 
 
 @dataclass
@@ -227,7 +241,7 @@ class OperationResource:
     def __init__(self):
         self.methods = []
 
-    def bind(self, op: Operation, gate, handler) -> None:
+    def bind(self, op: Operation, gate, handler, idempotency=None) -> None:
         if op.websocket != isinstance(handler, Upgradable):
             raise RuntimeError(f"{op.operation_id}: an x-slipway-websocket operation needs an Upgradable handler "
                                "and only such an operation may have one")
@@ -239,7 +253,12 @@ class OperationResource:
             caller = await gate.admit(req, op)
             body = await read_body(req, op)
             params = parse_params(req, op, path_values)
-            write_reply(resp, await handler(Call(req=req, op=op, params=params, body=body, caller=caller)))
+            call = Call(req=req, op=op, params=params, body=body, caller=caller)
+            if idempotency is not None and op.method == "POST":  # Idempotency-Key (app.http.idempotency)
+                reply = await idempotency.run(req, op, caller, body, lambda: handler(call))
+            else:
+                reply = await handler(call)
+            write_reply(resp, reply)
             for name, value in getattr(req.context, "rate_headers", {}).items():
                 resp.set_header(name, value)
 
@@ -277,8 +296,10 @@ class OperationResource:
         self.on_websocket = on_websocket
 
 
-def add_contract_routes(app: falcon.asgi.App, contract: Contract, gate, handlers: dict) -> None:
-    """Register every operation of ``contract``; an operation without a handler is an error."""
+def add_contract_routes(app: falcon.asgi.App, contract: Contract, gate, handlers: dict, idempotency=None) -> None:
+    """Register every operation of ``contract``; an operation without a handler is an error.
+    With ``idempotency`` (``app.http.idempotency.Idempotency``) its POSTs honour
+    ``Idempotency-Key``."""
     resources: dict[str, OperationResource] = {}
     for op in contract.operations:
         handler = handlers.get(op.operation_id)
@@ -287,7 +308,7 @@ def add_contract_routes(app: falcon.asgi.App, contract: Contract, gate, handlers
         resource = resources.setdefault(op.route, OperationResource())
         # a gate may also guard ``security: []`` operations (rate tiers), saying so
         guarded = op.secured or getattr(gate, "guards_open_operations", False)
-        resource.bind(op, gate if guarded else OpenGate(), handler)
+        resource.bind(op, gate if guarded else OpenGate(), handler, idempotency)
     extra = set(handlers) - {op.operation_id for op in contract.operations}
     if extra:
         raise RuntimeError(f"handlers without a contract operation: {sorted(extra)}")

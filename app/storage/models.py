@@ -380,8 +380,32 @@ def define_models(db: peewee.Database) -> SimpleNamespace:
             table_name = "backup"
             indexes = ((("service", "created_at"), False),)
 
+    class IdempotencyKey(Base):
+        """A POST sent with an ``Idempotency-Key`` (app/http/idempotency.py): claimed by the
+        request that inserted it (``attempt``), then its answer, replayed to repeats of the
+        same request from the same credential for 24 h."""
+
+        credential = peewee.CharField(max_length=80)  # token:<id>, key:<id> or session:<id>
+        idempotency_key = peewee.CharField(max_length=255)
+        method = peewee.CharField(max_length=8)
+        path = peewee.TextField()
+        fingerprint = peewee.CharField(max_length=64)  # sha256 of method, path and canonical body
+        attempt = peewee.CharField(max_length=32)  # the claim of the request running (or that ran) it
+        state = peewee.CharField(max_length=16)  # in_flight, done
+        status = peewee.IntegerField(null=True)
+        content_type = peewee.TextField(null=True)
+        headers = peewee.TextField(null=True)  # JSON: the answer's own headers (e.g. Location)
+        body = peewee.BlobField(null=True)
+        created_at = UtcDateTimeField(index=True)
+        claimed_at = UtcDateTimeField()
+
+        class Meta:
+            table_name = "idempotency_key"
+            indexes = ((("credential", "idempotency_key"), True),)
+
     return SimpleNamespace(PanelUser=PanelUser, PanelSession=PanelSession, PanelKeySession=PanelKeySession, PanelLogin=PanelLogin, Service=Service, DeployJob=DeployJob, ServiceEvent=ServiceEvent, ServiceRoute=ServiceRoute,
                            PanelCustomer=PanelCustomer, PanelApiKey=PanelApiKey, SchemaVersion=SchemaVersion, Partner=Partner, ApiToken=ApiToken, Contract=Contract,
                            HumanIdCounter=HumanIdCounter, Customer=Customer, Contact=Contact, Note=Note,
                            Edition=Edition, License=License, Transfer=Transfer, LedgerEvent=LedgerEvent,
-                           Statement=Statement, Backup=Backup, WorkerLease=WorkerLease)
+                           Statement=Statement, Backup=Backup, WorkerLease=WorkerLease,
+                           IdempotencyKey=IdempotencyKey)
