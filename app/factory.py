@@ -19,6 +19,8 @@ from app.partner.identity import identity_handlers
 from app.partner.gate import PartnerGate
 from app.partner.billing import billing_handlers
 from app.partner.licensing import licensing_handlers
+from app.partner.webhooks import webhook_handlers
+from app.workers.webhooks import WebhookWorker
 from app.panel.accounts import panel_handlers
 from app.storage.backup_archives import BackupArchives
 from app.workers.backups import BackupWorker
@@ -145,6 +147,9 @@ def create_app(config: Config | None = None, *, store: Store | None = None) -> S
     archives = BackupArchives(config.backup_dir)
     backup_worker = BackupWorker(store, config.clock, runtime, engine, archives, lease=lease)
     jobs += [backup_worker] if config.deploy_worker else []
+    webhook_worker = WebhookWorker(store, config.clock, retry_base=config.webhook_retry_base, lease=lease,
+                                   timeout=config.webhook_timeout, allow_private=config.webhook_allow_private)
+    jobs += [webhook_worker] if config.deploy_worker else []  # partner webhook deliveries
     route_file = RouteFile(store, config.routes_file, config.routes_interval) if config.routes_file else None
     if route_file is not None:
         jobs.append(route_file)
@@ -160,6 +165,7 @@ def create_app(config: Config | None = None, *, store: Store | None = None) -> S
     handlers = identity_handlers(store, config.clock, partner)
     handlers.update(licensing_handlers(store, config.clock, license_service))
     handlers.update(billing_handlers(store, config.clock))
+    handlers.update(webhook_handlers(store, config.clock, allow_private=config.webhook_allow_private))
     add_contract_routes(app, partner, PartnerGate(store, config), handlers)
 
     panel = Contract.load("panel", deploy_methods=methods)  # names and per-method required fields
@@ -193,5 +199,6 @@ def create_app(config: Config | None = None, *, store: Store | None = None) -> S
     app.slipway = {"store": store, "plugins": pm, "contracts": {"partner": partner, "panel": panel},
                    "license_service": license_service, "billing_recompute": recompute, "runtime": runtime,
                    "deployer": deployer, "panel_gate": panel_gate, "route_file": route_file, "bus": bus,
-                   "hub": hub, "backup_worker": backup_worker, "backup_archives": archives}
+                   "hub": hub, "backup_worker": backup_worker, "backup_archives": archives,
+                   "webhook_worker": webhook_worker}
     return app

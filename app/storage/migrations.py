@@ -157,6 +157,10 @@ def _v13_key_sessions(db, m):
     db.create_tables([m.PanelKeySession], safe=True)
 
 
+def _v15_webhooks(db, m):
+    db.create_tables([m.WebhookEndpoint, m.WebhookDelivery], safe=True)
+
+
 def _v8_backups(db, m):
     db.create_tables([m.Backup], safe=True)
 
@@ -175,6 +179,7 @@ MIGRATIONS = [
     (11, "customer limits; the memory and CPUs each service counts against them", _v11_customer_limits),
     (12, "deploy jobs count their claims (a job interrupted again and again is given up)", _v12_job_attempts),
     (13, "browser sessions opened with an API key (the web frontend's sign-in)", _v13_key_sessions),
+    (15, "partner webhook endpoints and their deliveries", _v15_webhooks),
 ]
 LATEST = max(version for version, _, _ in MIGRATIONS)
 

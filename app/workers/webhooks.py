@@ -1,0 +1,120 @@
+"""The webhook delivery worker inside the server: sends queued partner webhook
+deliveries (``core.partner.webhooks``) on threads of its own, never on the event loop
+that serves requests, so a slow or silent receiver never slows an API call.
+
+Up to ``concurrency`` deliveries are in flight at once, at most one per endpoint in
+this process: a receiver that never answers holds one thread for
+``SLIPWAY_WEBHOOK_TIMEOUT`` seconds, not the queue. A delivery is claimed for
+``3 × timeout + 30`` seconds; when its process dies mid-send the claim lapses and any
+process (a restarted one included) sends it again. Each attempt is signed as Standard
+Webhooks says (the ``standardwebhooks`` reference implementation), with the delivery id
+as ``webhook-id``, so receivers can drop a repeat. Redirects are not followed and at
+most ``BODY_CAP`` bytes of an answer are read.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from datetime import datetime, timezone
+
+import httpx
+import standardwebhooks
+
+from app.engine_calls import EngineCalls
+from app.partner.licensing import event_json
+from app.workers.loop import JobWorker
+from core.partner import webhooks
+
+log = logging.getLogger("slipway.webhooks")
+BODY_CAP = 4096
+
+
+def payload(event) -> str:
+    """The body of a delivery: the event as ``GET .../activity`` renders it."""
+    return json.dumps(event_json(event), separators=(",", ":"))
+
+
+def signed_headers(secret: str, msg_id: str, body: str, at: datetime) -> dict:
+    signature = standardwebhooks.Webhook(secret).sign(msg_id, at, body)
+    return {"webhook-id": msg_id, "webhook-timestamp": str(int(at.timestamp())), "webhook-signature": signature,
+            "content-type": "application/json", "user-agent": "Slipway-Webhooks/1"}
+
+
+class WebhookWorker(JobWorker):
+    name = "webhook"
+    poll_s = 0.5
+
+    def __init__(self, store, clock, *, retry_base: float, timeout: float, allow_private: bool, lease=None,
+                 concurrency: int = 8):
+        self.store, self.clock, self.lease = store, clock, lease
+        self.retry_base, self.timeout, self.allow_private = retry_base, timeout, allow_private
+        self.concurrency = concurrency
+        self.hold = 3 * timeout + 30  # outlives an attempt (connect, write, read each bounded by timeout)
+        self.engine = EngineCalls(threads=concurrency, name="slipway-webhooks")
+        self._busy: set = set()  # endpoint ids with a delivery in flight here
+        self._busy_lock = threading.Lock()
+        self._client = None
+
+    def recover(self) -> list:
+        return []  # claims lapse on their own: nothing to take back
+
+    def claim(self, owner):
+        with self._busy_lock:
+            busy = frozenset(self._busy)
+        claimed = webhooks.claim_due(self.store.uow(), self.clock, owner or "anonymous", hold=self.hold, busy=busy)
+        if claimed is not None:
+            with self._busy_lock:
+                self._busy.add(claimed.delivery.endpoint_id)
+        return claimed
+
+    def client(self) -> httpx.Client:
+        if self._client is None:  # trust_env off: no proxy from the environment carries deliveries elsewhere
+            self._client = httpx.Client(timeout=self.timeout, follow_redirects=False, trust_env=False,
+                                        limits=httpx.Limits(max_connections=self.concurrency * 2))
+        return self._client
+
+    def send(self, claimed) -> tuple[int | None, str | None]:
+        """One attempt: (status code, None) on a 2xx answer, else (status code or None,
+        why it failed)."""
+        endpoint = claimed.endpoint
+        reason = webhooks.url_refusal(endpoint.url, allow_private=self.allow_private)
+        if reason is not None:  # the host may resolve elsewhere than at create
+            return None, f"not sent: url {reason}"
+        body = payload(claimed.event)
+        headers = signed_headers(endpoint.secret, claimed.delivery.id, body, datetime.now(timezone.utc))
+        try:
+            with self.client().stream("POST", endpoint.url, content=body.encode(), headers=headers) as answer:
+                read = 0
+                for chunk in answer.iter_raw():
+                    read += len(chunk)
+                    if read >= BODY_CAP:
+                        break
+                status = answer.status_code
+        except httpx.TimeoutException:
+            return None, f"timed out after {self.timeout:g} s"
+        except httpx.HTTPError as exc:
+            return None, f"could not send: {type(exc).__name__}: {exc}"[:300]
+        if 200 <= status < 300:
+            return status, None
+        if 300 <= status < 400:
+            return status, f"answered {status}; redirects are not followed"
+        return status, f"answered {status}"
+
+    def work(self, claimed) -> None:
+        try:
+            status, error = self.send(claimed)
+            done = webhooks.record_attempt(self.store.uow(), self.clock, claimed, status_code=status, error=error,
+                                           retry_base=self.retry_base)
+            if done is not None and done.status == "failed":
+                log.warning("webhook delivery %s to endpoint %s failed for good: %s", done.id, done.endpoint_id,
+                            done.last_error)
+        finally:
+            with self._busy_lock:
+                self._busy.discard(claimed.delivery.endpoint_id)
+
+    async def stop(self) -> None:
+        await super().stop()
+        self.engine.close()
+        if self._client is not None:
+            self._client.close()
