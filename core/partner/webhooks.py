@@ -115,7 +115,7 @@ def _events(events) -> tuple:
     wanted = tuple(dict.fromkeys(events))
     unknown = [e for e in wanted if e not in EVENTS]
     if unknown or not wanted:
-        raise Invalid("events must name ledger events", fields={
+        raise Invalid("invalid webhook events", fields={
             "events": "must be a non-empty list of: " + ", ".join(EVENTS)})
     return wanted
 
@@ -126,7 +126,7 @@ def create_endpoint(uow, clock, caller, *, url: str, events=None, allow_private:
     wanted = _events(events)
     reason = url_refusal(url, allow_private=allow_private, resolve=resolve)
     if reason is not None:
-        raise Invalid(f"url {reason}", fields={"url": reason})
+        raise Invalid("invalid webhook url", fields={"url": reason})
     endpoint = Endpoint(id=str(uuid.uuid4()), partner_id=caller.partner.id, url=url, events=wanted,
                         secret=new_secret(), created_at=clock.now())
     with uow:
