@@ -5,8 +5,11 @@ that serves requests, so a slow or silent receiver never slows an API call.
 Up to ``concurrency`` deliveries are in flight at once, at most one per endpoint in
 this process: a receiver that never answers holds one thread for
 ``SLIPWAY_WEBHOOK_TIMEOUT`` seconds, not the queue. A delivery is claimed for
-``3 × timeout + 30`` seconds; when its process dies mid-send the claim lapses and any
-process (a restarted one included) sends it again. Each attempt is signed as Standard
+``2 × timeout + 10`` seconds; when its process dies mid-send the claim lapses and any
+process (a restarted one included) sends it again. (An attempt is bounded by the timeout
+per connect, write and read, and the answer's body by the timeout overall; a receiver
+that trickles its headers past the claim may get the message again, from another
+process: its ``webhook-id`` is the same, and only the claim holder's result is kept.) Each attempt is signed as Standard
 Webhooks says (the ``standardwebhooks`` reference implementation), with the delivery id
 as ``webhook-id``, so receivers can drop a repeat. Redirects are not followed and at
 most ``BODY_CAP`` bytes of an answer are read.
@@ -16,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from datetime import datetime, timezone
 
 import httpx
@@ -50,7 +54,7 @@ class WebhookWorker(JobWorker):
         self.store, self.clock, self.lease = store, clock, lease
         self.retry_base, self.timeout, self.allow_private = retry_base, timeout, allow_private
         self.concurrency = concurrency
-        self.hold = 3 * timeout + 30  # outlives an attempt (connect, write, read each bounded by timeout)
+        self.hold = 2 * timeout + 10  # outlives an attempt (see the module's docstring)
         self.engine = EngineCalls(threads=concurrency, name="slipway-webhooks")
         self._busy: set = set()  # endpoint ids with a delivery in flight here
         self._busy_lock = threading.Lock()
@@ -85,10 +89,10 @@ class WebhookWorker(JobWorker):
         headers = signed_headers(endpoint.secret, claimed.delivery.id, body, datetime.now(timezone.utc))
         try:
             with self.client().stream("POST", endpoint.url, content=body.encode(), headers=headers) as answer:
-                read = 0
+                read, started = 0, time.monotonic()
                 for chunk in answer.iter_raw():
                     read += len(chunk)
-                    if read >= BODY_CAP:
+                    if read >= BODY_CAP or time.monotonic() - started > self.timeout:
                         break
                 status = answer.status_code
         except httpx.TimeoutException:

@@ -77,7 +77,7 @@ def new_secret() -> str:
 # --- the SSRF rule -----------------------------------------------------------------------------
 
 
-def url_refusal(url: str, *, allow_private: bool, resolve=addresses.resolve) -> str | None:
+def url_refusal(url: str, *, allow_private: bool, resolve=None) -> str | None:
     """Why deliveries may not go to ``url`` now, or None. A name that does not resolve is
     judged public (its delivery will fail, and be judged again)."""
     if not isinstance(url, str) or len(url) > MAX_URL_LENGTH:
@@ -95,7 +95,7 @@ def url_refusal(url: str, *, allow_private: bool, resolve=addresses.resolve) -> 
     try:
         found = [str(ipaddress.ip_address(host.split("%", 1)[0]))]
     except ValueError:
-        found = resolve(host) or []
+        found = (resolve or addresses.resolve)(host) or []
     private = addresses.refusal(host, found, "only public hosts are allowed (over https)")
     if private is not None:
         return None if allow_private else private
@@ -121,7 +121,7 @@ def _events(events) -> tuple:
 
 
 def create_endpoint(uow, clock, caller, *, url: str, events=None, allow_private: bool,
-                    resolve=addresses.resolve) -> Endpoint:
+                    resolve=None) -> Endpoint:
     """A new endpoint of the caller's own partner; its secret is returned only here."""
     wanted = _events(events)
     reason = url_refusal(url, allow_private=allow_private, resolve=resolve)
