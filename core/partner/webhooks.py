@@ -209,8 +209,12 @@ def claim_due(uow, clock, owner: str, *, hold: float, busy=frozenset(), batch: i
     endpoint is not in ``busy``, for ``hold`` seconds; None when there is none. The claim
     is a conditional update: of two processes racing for a row, one gets it."""
     now = clock.now()
+    with uow.reading():  # polled often: looking takes no write lock
+        candidates = uow.webhook_deliveries.due(now, exclude=busy, limit=batch)
+    if not candidates:
+        return None
     with uow:
-        for delivery in uow.webhook_deliveries.due(now, exclude=busy, limit=batch):
+        for delivery in candidates:
             until = now + timedelta(seconds=hold)
             if not uow.webhook_deliveries.claim(delivery.id, owner, now, until):
                 continue  # another process took it first
