@@ -305,10 +305,11 @@ class WebhookDeliveryRepository(Protocol):
         ``exclude``; oldest due first, then by event."""
 
     @abstractmethod
-    def claim(self, delivery_id: str, owner: str, now, until) -> bool:
-        """Claim the delivery for ``owner`` until ``until`` if it is still pending and
-        unclaimed or its claim lapsed before ``now``; whether this call claimed it (one
-        conditional update: of racing callers exactly one wins)."""
+    def claim(self, delivery_id: str, owner: str, now, until) -> Delivery | None:
+        """Claim the delivery for ``owner`` until ``until`` if it is still pending, due at
+        ``now``, and unclaimed or its claim lapsed before ``now``: one conditional update,
+        of racing callers exactly one wins. The delivery as stored now, or None when this
+        call did not claim it."""
 
     @abstractmethod
     def finish(self, delivery: Delivery, owner: str) -> bool:

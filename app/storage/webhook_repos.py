@@ -85,11 +85,11 @@ class PeeweeWebhookDeliveries(WebhookDeliveryRepository):
         rows = D.select().where(where).order_by(D.next_attempt_at, D.event_id, D.id).limit(limit)
         return [self._entity(r) for r in rows]
 
-    def claim(self, delivery_id: str, owner: str, now, until) -> bool:
+    def claim(self, delivery_id: str, owner: str, now, until) -> Delivery | None:
         D = self.m.WebhookDelivery
         changed = (D.update(claimed_by=owner, claimed_until=until)
-                   .where((D.id == delivery_id) & self._claimable(now)).execute())
-        return changed == 1
+                   .where((D.id == delivery_id) & self._claimable(now) & (D.next_attempt_at <= now)).execute())
+        return self._entity(D.get(D.id == delivery_id)) if changed == 1 else None
 
     def finish(self, delivery: Delivery, owner: str) -> bool:
         D, d = self.m.WebhookDelivery, delivery

@@ -214,14 +214,14 @@ def claim_due(uow, clock, owner: str, *, hold: float, busy=frozenset(), batch: i
     if not candidates:
         return None
     with uow:
-        for delivery in candidates:
-            until = now + timedelta(seconds=hold)
-            if not uow.webhook_deliveries.claim(delivery.id, owner, now, until):
-                continue  # another process took it first
+        for candidate in candidates:
+            delivery = uow.webhook_deliveries.claim(candidate.id, owner, now, now + timedelta(seconds=hold))
+            if delivery is None:
+                continue  # another process took it first (or sent it meanwhile)
             endpoint = uow.webhook_endpoints.get(delivery.endpoint_id)
             event = uow.ledger.get(delivery.event_id)
             uow.commit()
-            return Claimed(replace(delivery, claimed_by=owner, claimed_until=until), endpoint, event)
+            return Claimed(delivery, endpoint, event)
         return None
 
 

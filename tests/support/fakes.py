@@ -466,10 +466,11 @@ class InMemoryWebhookDeliveries(_Repo):
 
     def claim(self, delivery_id, owner, now, until):
         d = self.rows.get(delivery_id)
-        if d is None or not self._claimable(d, now):
-            return False
-        self._put(delivery_id, replace(d, claimed_by=owner, claimed_until=until))
-        return True
+        if d is None or not self._claimable(d, now) or d.next_attempt_at > now:
+            return None
+        claimed = replace(d, claimed_by=owner, claimed_until=until)
+        self._put(delivery_id, claimed)
+        return claimed
 
     def finish(self, delivery, owner):
         d = self.rows.get(delivery.id)

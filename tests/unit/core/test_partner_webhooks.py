@@ -109,3 +109,17 @@ def test_a_lapsed_claim_is_taken_over_and_the_late_result_is_dropped(uow, clock)
     done = webhooks.record_attempt(uow, clock, alive, status_code=204, error=None, retry_base=30)
     assert (done.status, done.attempts, done.last_status_code, done.delivered_at) == \
         ("succeeded", 1, 204, clock.now())
+
+
+def test_a_delivery_seen_due_but_retried_meanwhile_is_not_claimed_again_early(uow, clock):
+    caller = caller_of(uow, clock, "Acme")
+    webhooks.create_endpoint(uow, clock, caller, url="https://public.example/", allow_private=False, resolve=resolve)
+    _event(uow, clock, caller)
+    seen = uow.webhook_deliveries.due(clock.now(), exclude=set(), limit=10)[0]  # process A looks
+    other = uow.fork()  # process B claims, sends, fails
+    claimed = webhooks.claim_due(other, clock, "wkr_b", hold=30)
+    webhooks.record_attempt(other, clock, claimed, status_code=500, error="answered 500", retry_base=30)
+    assert uow.webhook_deliveries.claim(seen.id, "wkr_a", clock.now(), clock.now()) is None  # not due again yet
+    clock.advance(30)
+    again = webhooks.claim_due(uow, clock, "wkr_a", hold=30)
+    assert again.delivery.attempts == 1  # the count as stored, not as first seen
