@@ -1,7 +1,9 @@
 """``python -m bench webhooks``: the latency of ``POST /v1/licenses`` on a real uvicorn
 server (its webhook worker on) with no webhook endpoint, then with an endpoint whose
-receiver accepts connections and never answers, in one run on one server; p50/p99 side
-by side. Deliveries go out on the worker's own threads, so the two should match.
+receiver answers 204 at once, then (that one deleted) with an endpoint whose receiver
+accepts connections and never answers, in one run on one server; p50/p99 side by side.
+Deliveries go out on the worker's own threads: the last two differ by the receiver
+alone, the first two by the delivery row each event now writes.
 
 Requests are sent by ``--senders`` threads, each on its own keep-alive connection, one
 request after the other (``--requests`` each, after ``--warmup-requests``)."""
@@ -15,6 +17,7 @@ import sys
 import tempfile
 import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
 from bench.servers import cli, uvicorn
@@ -53,6 +56,18 @@ def once(base: str, token: str, method: str, path: str, body=None, expect: int =
         return session.call(method, path, body, expect=expect)
     finally:
         session.close()
+
+
+class Answering(BaseHTTPRequestHandler):
+    """A receiver that answers every delivery 204 at once."""
+
+    def log_message(self, *args):
+        pass
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("content-length") or 0))
+        self.send_response(204)
+        self.end_headers()
 
 
 def percentile(values, fraction: float) -> float:
@@ -116,6 +131,17 @@ def run_webhooks(args) -> dict:
             body = {"customerId": customer["id"], "contractId": contract["id"], "edition": "web-host"}
             log("POST /v1/licenses, no webhook endpoint")
             report["without"] = issue_licenses(base, token, body, args)
+            receiver = ThreadingHTTPServer(("127.0.0.1", 0), Answering)
+            threading.Thread(target=receiver.serve_forever, daemon=True).start()
+            try:
+                answering = once(base, token, "POST", "/webhooks",
+                                 {"url": f"http://127.0.0.1:{receiver.server_address[1]}/hook"}, expect=201)
+                log("POST /v1/licenses, an endpoint whose receiver answers at once")
+                report["answering"] = issue_licenses(base, token, body, args)
+                once(base, token, "DELETE", f"/webhooks/{answering['id']}", expect=204)
+            finally:
+                receiver.shutdown()
+                receiver.server_close()
             endpoint = once(base, token, "POST", "/webhooks", {"url": f"http://{host}:{port}/never-answers"},
                             expect=201)
             log("POST /v1/licenses, an endpoint whose receiver never answers")
@@ -123,9 +149,10 @@ def run_webhooks(args) -> dict:
             log_page = once(base, token, "GET", f"/webhooks/{endpoint['id']}/deliveries?limit=200")["data"]
             report["hanging"]["deliveries_listed"] = len(log_page)
             report["hanging"]["delivered"] = sum(1 for d in log_page if d["status"] == "succeeded")
-    w, h = report["without"], report["hanging"]
+    w, a, h = report["without"], report["answering"], report["hanging"]
     report["p50_ratio"] = round(h["p50_ms"] / w["p50_ms"], 3) if w["p50_ms"] else None
     report["p99_ratio"] = round(h["p99_ms"] / w["p99_ms"], 3) if w["p99_ms"] else None
+    report["hanging_over_answering_p50"] = round(h["p50_ms"] / a["p50_ms"], 3) if a["p50_ms"] else None
     return report
 
 
@@ -135,12 +162,14 @@ def print_webhooks(report: dict) -> None:
           f"{report['database']}; the hanging receiver accepts and never answers "
           f"(SLIPWAY_WEBHOOK_TIMEOUT {report['webhook_timeout_s']:g} s)")
     print(f"{'webhooks':<44}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'max ms':>9}{'errors':>8}")
-    for key, label in (("without", "no endpoint"), ("hanging", "one endpoint, receiver never answers")):
+    for key, label in (("without", "no endpoint"), ("answering", "one endpoint, receiver answers at once"),
+                       ("hanging", "one endpoint, receiver never answers")):
         row = report[key]
         print(f"{label:<44}{row['rps']:>9.1f}{row['p50_ms']:>9.2f}{row['p99_ms']:>9.2f}{row['max_ms']:>9.2f}"
               f"{row['errors']:>8}")
         if row["errors"]:
             print(f"  first error: {row['first_error']}")
-    print(f"hanging/none: p50 {report['p50_ratio']}, p99 {report['p99_ratio']}; deliveries queued meanwhile: "
+    print(f"hanging/none: p50 {report['p50_ratio']}, p99 {report['p99_ratio']}; hanging/answering p50 "
+          f"{report['hanging_over_answering_p50']}; deliveries queued to the hanging one: "
           f"{report['hanging']['deliveries_listed']} listed (first page), {report['hanging']['delivered']} delivered")
     print(json.dumps(report))
