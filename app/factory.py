@@ -155,7 +155,9 @@ def create_app(config: Config | None = None, *, store: Store | None = None) -> S
         jobs.append(route_file)
     jobs += [lease] if config.deploy_worker else []  # dropped after the workers stopped
     jobs += [hub, bus]  # stopped last: the jobs before them still publish while stopping
-    lifespan = Lifespan(store, jobs=jobs, owns_store=owns_store, engines=(engine, requests_engine, deploy_engine))
+    webhook_lookups = EngineCalls(threads=4, name="slipway-webhook-dns")  # the URL check's DNS, per partner
+    lifespan = Lifespan(store, jobs=jobs, owns_store=owns_store,
+                        engines=(engine, requests_engine, deploy_engine, webhook_lookups))
     app = SlipwayApp(middleware=[lifespan])
     app.req_options.auto_parse_qs_csv = False
     app.add_error_handler(Exception, handle_any_error)
@@ -165,7 +167,8 @@ def create_app(config: Config | None = None, *, store: Store | None = None) -> S
     handlers = identity_handlers(store, config.clock, partner)
     handlers.update(licensing_handlers(store, config.clock, license_service))
     handlers.update(billing_handlers(store, config.clock))
-    handlers.update(webhook_handlers(store, config.clock, allow_private=config.webhook_allow_private))
+    handlers.update(webhook_handlers(store, config.clock, allow_private=config.webhook_allow_private,
+                                     lookups=webhook_lookups))
     add_contract_routes(app, partner, PartnerGate(store, config), handlers)
 
     panel = Contract.load("panel", deploy_methods=methods)  # names and per-method required fields

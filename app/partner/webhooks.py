@@ -22,12 +22,16 @@ def delivery_json(d) -> dict:
             "deliveredAt": rfc3339(d.delivered_at)}
 
 
-def webhook_handlers(store, clock, *, allow_private: bool) -> dict:
+def webhook_handlers(store, clock, *, allow_private: bool, lookups) -> dict:
+    """``lookups``: an ``app.engine_calls.EngineCalls`` pool for the URL check's DNS
+    lookups, off the database threads; one partner holds a share of it at most."""
     run = store.run
 
     async def create_webhook(call):
-        endpoint = await run(webhooks.create_endpoint, store.uow(), clock, call.caller, url=call.body["url"],
-                             events=call.body.get("events"), allow_private=allow_private)
+        target = await lookups.run_for(call.caller.partner.id, webhooks.check_url, call.body["url"],
+                                       allow_private=allow_private)
+        endpoint = await run(webhooks.create_endpoint, store.uow(), clock, call.caller, target=target,
+                             events=call.body.get("events"))
         return Reply(201, endpoint_json(endpoint, with_secret=True))
 
     async def list_webhooks(call):

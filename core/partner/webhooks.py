@@ -17,7 +17,8 @@ deliveries, pending ones included (they are not sent).
 Target URLs follow the SSRF rule (``url_refusal``): ``https`` to a public host; any of
 ``http``/``https`` to a host that is or resolves to a non-public address
 (``core.addresses``) only when the operator allows private hosts. The rule is checked
-when the endpoint is created and again before every attempt (DNS may have changed).
+when the endpoint is created (``check_url``, before the transaction: it may wait for
+DNS) and again before every attempt (DNS may have changed).
 """
 from __future__ import annotations
 
@@ -120,14 +121,26 @@ def _events(events) -> tuple:
     return wanted
 
 
-def create_endpoint(uow, clock, caller, *, url: str, events=None, allow_private: bool,
-                    resolve=None) -> Endpoint:
-    """A new endpoint of the caller's own partner; its secret is returned only here."""
-    wanted = _events(events)
+@dataclass(frozen=True)
+class Target:
+    """A URL that passed the rule (``check_url``): what ``create_endpoint`` takes."""
+
+    url: str
+
+
+def check_url(url: str, *, allow_private: bool, resolve=None) -> Target:
+    """``Invalid`` on ``url`` unless it passes the rule. May wait for DNS (up to
+    ``core.addresses.RESOLVE_TIMEOUT_S``): run it apart from database work."""
     reason = url_refusal(url, allow_private=allow_private, resolve=resolve)
     if reason is not None:
         raise Invalid("invalid webhook url", fields={"url": reason})
-    endpoint = Endpoint(id=str(uuid.uuid4()), partner_id=caller.partner.id, url=url, events=wanted,
+    return Target(url)
+
+
+def create_endpoint(uow, clock, caller, *, target: Target, events=None) -> Endpoint:
+    """A new endpoint of the caller's own partner; its secret is returned only here."""
+    wanted = _events(events)
+    endpoint = Endpoint(id=str(uuid.uuid4()), partner_id=caller.partner.id, url=target.url, events=wanted,
                         secret=new_secret(), created_at=clock.now())
     with uow:
         if uow.webhook_endpoints.count_for_partner(caller.partner.id) >= MAX_ENDPOINTS:

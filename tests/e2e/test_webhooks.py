@@ -294,8 +294,8 @@ def test_the_address_is_checked_again_at_delivery(store, clock, queue, monkeypat
     port = receiver.server.server_address[1]
     answers = {"hooks.example.test": ["93.184.215.14"]}
     monkeypatch.setattr(addresses, "resolve", lambda host, timeout=0: answers.get(host))
-    endpoint = webhooks.create_endpoint(store.uow(), clock, caller, url=f"https://hooks.example.test:{port}/hook",
-                                        allow_private=False)
+    target = webhooks.check_url(f"https://hooks.example.test:{port}/hook", allow_private=False)
+    endpoint = webhooks.create_endpoint(store.uow(), clock, caller, target=target)
     event()
     answers["hooks.example.test"] = ["127.0.0.1"]  # DNS changed
     worker = _worker(store, clock, allow_private=False)
@@ -313,7 +313,8 @@ def test_the_address_is_checked_again_at_delivery(store, clock, queue, monkeypat
 def test_a_receiver_that_never_answers_fails_the_attempt_and_redirects_are_not_followed(store, clock, queue):
     caller, event = queue
     with silent_listener() as (host, port):
-        webhooks.create_endpoint(store.uow(), clock, caller, url=f"http://{host}:{port}/hook", allow_private=True)
+        target = webhooks.check_url(f"http://{host}:{port}/hook", allow_private=True)
+        webhooks.create_endpoint(store.uow(), clock, caller, target=target)
         event()
         worker = _worker(store, clock, allow_private=True, timeout=0.5)
         try:

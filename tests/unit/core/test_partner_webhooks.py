@@ -39,6 +39,16 @@ def test_url_rule(url, private_ok, refused):
         assert reason is not None and refused in reason
 
 
+def _target(url):
+    return webhooks.check_url(url, allow_private=False, resolve=resolve)
+
+
+def test_check_url_refuses_with_the_field_named():
+    with pytest.raises(Invalid) as refused:
+        _target("https://rebound.example/hook")
+    assert "10.0.0.8" in refused.value.fields["url"]
+
+
 def _event(uow, clock, caller, name="license.issued"):
     lic = SimpleNamespace(id="6f7d1c9e-0000-4000-8000-000000000001", partner_id=caller.partner.id, customer_id=None)
     with uow:
@@ -51,8 +61,8 @@ def test_events_reach_the_partners_and_its_ancestors_matching_endpoints(uow, clo
     root = caller_of(uow, clock, "Root")
     mid = caller_of(uow, clock, "Mid", parent=root)
     leaf = caller_of(uow, clock, "Leaf", parent=mid)
-    made = {name: webhooks.create_endpoint(uow, clock, who, url="https://public.example/" + name, events=events,
-                                           allow_private=False, resolve=resolve)
+    made = {name: webhooks.create_endpoint(uow, clock, who, target=_target("https://public.example/" + name),
+                                           events=events)
             for name, who, events in (("root", root, None), ("mid", mid, ["license.suspended"]),
                                       ("leaf", leaf, None))}
     _event(uow, clock, leaf)
@@ -66,14 +76,13 @@ def test_events_reach_the_partners_and_its_ancestors_matching_endpoints(uow, clo
     assert events_of("mid", mid) == ["license.suspended"]
     assert events_of("leaf", leaf) == ["license.suspended", "license.issued"]
     with pytest.raises(Invalid) as bad:
-        webhooks.create_endpoint(uow, clock, root, url="https://public.example/", events=["license.nope"],
-                                 allow_private=False, resolve=resolve)
+        webhooks.create_endpoint(uow, clock, root, target=_target("https://public.example/"), events=["license.nope"])
     assert "events" in bad.value.fields
 
 
 def test_one_claim_wins_retries_back_off_and_the_eighth_failure_gives_up(uow, clock):
     caller = caller_of(uow, clock, "Acme")
-    webhooks.create_endpoint(uow, clock, caller, url="https://public.example/", allow_private=False, resolve=resolve)
+    webhooks.create_endpoint(uow, clock, caller, target=_target("https://public.example/"))
     _event(uow, clock, caller)
     first = webhooks.claim_due(uow, clock, "wkr_a", hold=30)
     assert first is not None and first.event.event == "license.issued" and first.endpoint.url.endswith("/")
@@ -99,7 +108,7 @@ def test_one_claim_wins_retries_back_off_and_the_eighth_failure_gives_up(uow, cl
 
 def test_a_lapsed_claim_is_taken_over_and_the_late_result_is_dropped(uow, clock):
     caller = caller_of(uow, clock, "Acme")
-    webhooks.create_endpoint(uow, clock, caller, url="https://public.example/", allow_private=False, resolve=resolve)
+    webhooks.create_endpoint(uow, clock, caller, target=_target("https://public.example/"))
     _event(uow, clock, caller)
     dead = webhooks.claim_due(uow, clock, "wkr_dead", hold=12)
     clock.advance(13)  # its process died: the claim lapses
@@ -113,7 +122,7 @@ def test_a_lapsed_claim_is_taken_over_and_the_late_result_is_dropped(uow, clock)
 
 def test_a_delivery_seen_due_but_retried_meanwhile_is_not_claimed_again_early(uow, clock):
     caller = caller_of(uow, clock, "Acme")
-    webhooks.create_endpoint(uow, clock, caller, url="https://public.example/", allow_private=False, resolve=resolve)
+    webhooks.create_endpoint(uow, clock, caller, target=_target("https://public.example/"))
     _event(uow, clock, caller)
     seen = uow.webhook_deliveries.due(clock.now(), exclude=set(), limit=10)[0]  # process A looks
     other = uow.fork()  # process B claims, sends, fails
