@@ -73,10 +73,13 @@ class WebhookWorker(JobWorker):
         return claimed
 
     def client(self) -> httpx.Client:
-        if self._client is None:  # trust_env off: no proxy from the environment carries deliveries elsewhere
-            self._client = httpx.Client(timeout=self.timeout, follow_redirects=False, trust_env=False,
-                                        limits=httpx.Limits(max_connections=self.concurrency * 2))
-        return self._client
+        """One client for every delivery thread (made on first use: a process without the
+        worker makes none)."""
+        with self._busy_lock:
+            if self._client is None:  # trust_env off: no proxy from the environment carries deliveries elsewhere
+                self._client = httpx.Client(timeout=self.timeout, follow_redirects=False, trust_env=False,
+                                            limits=httpx.Limits(max_connections=self.concurrency * 2))
+            return self._client
 
     def send(self, claimed) -> tuple[int | None, str | None]:
         """One attempt: (status code, None) on a 2xx answer, else (status code or None,
