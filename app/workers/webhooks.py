@@ -11,8 +11,9 @@ per connect, write and read, and the answer's body by the timeout overall; a rec
 that trickles its headers past the claim may get the message again, from another
 process: its ``webhook-id`` is the same, and only the claim holder's result is kept.) Each attempt is signed as Standard
 Webhooks says (the ``standardwebhooks`` reference implementation), with the delivery id
-as ``webhook-id``, so receivers can drop a repeat. Redirects are not followed and at
-most ``BODY_CAP`` bytes of an answer are read.
+as ``webhook-id``, so receivers can drop a repeat. The host's addresses are checked
+before each attempt and the attempt connects to the checked address. Redirects are not
+followed and at most ``BODY_CAP`` bytes of an answer are read.
 """
 from __future__ import annotations
 
@@ -77,21 +78,31 @@ class WebhookWorker(JobWorker):
         worker makes none)."""
         with self._busy_lock:
             if self._client is None:  # trust_env off: no proxy from the environment carries deliveries elsewhere
+                # no kept connections: one is keyed by address, and an endpoint must not
+                # reuse a TLS session another name opened on the same address
                 self._client = httpx.Client(timeout=self.timeout, follow_redirects=False, trust_env=False,
-                                            limits=httpx.Limits(max_connections=self.concurrency * 2))
+                                            limits=httpx.Limits(max_connections=self.concurrency * 2,
+                                                                max_keepalive_connections=0))
             return self._client
 
     def send(self, claimed) -> tuple[int | None, str | None]:
         """One attempt: (status code, None) on a 2xx answer, else (status code or None,
         why it failed)."""
         endpoint = claimed.endpoint
-        reason = webhooks.url_refusal(endpoint.url, allow_private=self.allow_private)
+        reason, found = webhooks.judge_url(endpoint.url, allow_private=self.allow_private)
         if reason is not None:  # the host may resolve elsewhere than at create
             return None, f"not sent: url {reason}"
+        if not found:
+            return None, "could not send: the host does not resolve"
         body = payload(claimed.event)
         headers = signed_headers(endpoint.secret, claimed.delivery.id, body, datetime.now(timezone.utc))
+        # connect to the address just checked, not to what the name resolves to a moment
+        # later (DNS rebinding); the name stays in Host and in TLS (SNI, certificate check)
+        url = httpx.URL(endpoint.url)
+        headers["host"] = url.netloc.decode("ascii")
         try:
-            with self.client().stream("POST", endpoint.url, content=body.encode(), headers=headers) as answer:
+            with self.client().stream("POST", url.copy_with(host=found[0]), content=body.encode(), headers=headers,
+                                      extensions={"sni_hostname": url.host}) as answer:
                 read, started = 0, time.monotonic()
                 for chunk in answer.iter_raw():
                     read += len(chunk)

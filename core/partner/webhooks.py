@@ -78,20 +78,21 @@ def new_secret() -> str:
 # --- the SSRF rule -----------------------------------------------------------------------------
 
 
-def url_refusal(url: str, *, allow_private: bool, resolve=None) -> str | None:
-    """Why deliveries may not go to ``url`` now, or None. A name that does not resolve is
-    judged public (its delivery will fail, and be judged again)."""
+def judge_url(url: str, *, allow_private: bool, resolve=None) -> tuple[str | None, list[str]]:
+    """(why deliveries may not go to ``url`` now or None, the addresses its host has now).
+    A name that does not resolve is judged public (its delivery will fail, and be judged
+    again)."""
     if not isinstance(url, str) or len(url) > MAX_URL_LENGTH:
-        return f"must be a URL of at most {MAX_URL_LENGTH} characters"
+        return f"must be a URL of at most {MAX_URL_LENGTH} characters", []
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 (raises for a port that is not a number)
     except ValueError:
-        return "is not a valid URL"
+        return "is not a valid URL", []
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        return "must be an http(s) URL with a host"
+        return "must be an http(s) URL with a host", []
     if parts.username is not None or parts.password is not None:
-        return "must not carry credentials"
+        return "must not carry credentials", []
     host = parts.hostname
     try:
         found = [str(ipaddress.ip_address(host.split("%", 1)[0]))]
@@ -99,10 +100,15 @@ def url_refusal(url: str, *, allow_private: bool, resolve=None) -> str | None:
         found = (resolve or addresses.resolve)(host) or []
     private = addresses.refusal(host, found, "only public hosts are allowed (over https)")
     if private is not None:
-        return None if allow_private else private
+        return (None if allow_private else private), found
     if parts.scheme != "https":
-        return "must be https (plain http only to a private host, where the operator allows private hosts)"
-    return None
+        return "must be https (plain http only to a private host, where the operator allows private hosts)", found
+    return None, found
+
+
+def url_refusal(url: str, *, allow_private: bool, resolve=None) -> str | None:
+    """Why deliveries may not go to ``url`` now, or None (``judge_url``)."""
+    return judge_url(url, allow_private=allow_private, resolve=resolve)[0]
 
 
 # --- endpoints (the API) -----------------------------------------------------------------------

@@ -41,6 +41,7 @@ class Receiver:
         self.received = collections.Counter()
         self.bodies = {}
         self.bad = []
+        self.hosts = []
         self.held = 0
         self._open = threading.Event()
         self._open.set()
@@ -63,6 +64,7 @@ class Receiver:
 
     def handle(self, request, body: bytes) -> None:
         msg_id = request.headers["webhook-id"]
+        self.hosts.append(request.headers["host"])
         if not self._open.is_set():
             with self._lock:
                 self.held += 1
@@ -311,6 +313,28 @@ def test_the_address_is_checked_again_at_delivery(store, clock, queue, monkeypat
                                    "address; only public hosts are allowed (over https)")
     assert (delivery.next_attempt_at - clock.now()).total_seconds() == pytest.approx(0.2)
     assert receiver.attempts == {} and endpoint.id == delivery.endpoint_id
+
+
+def test_the_attempt_connects_to_the_address_it_checked(store, clock, queue, monkeypatch, receivers):
+    """The name exists only in the check's answers: the delivery arrives because it is
+    sent to the checked address, with the name kept in Host."""
+    from core import addresses
+
+    caller, event = queue
+    receiver = receivers()
+    port = receiver.server.server_address[1]
+    monkeypatch.setattr(addresses, "resolve", lambda host, timeout=0: ["127.0.0.1"] if host == "pinned.test" else None)
+    target = webhooks.check_url(f"http://pinned.test:{port}/hook", allow_private=True)
+    endpoint = webhooks.create_endpoint(store.uow(), clock, caller, target=target)
+    receiver.secret = endpoint.secret
+    event()
+    worker = _worker(store, clock, allow_private=True)
+    try:
+        delivery = _one_attempt(store, clock, worker)
+    finally:
+        worker.engine.close()
+    assert (delivery.status, delivery.last_status_code) == ("succeeded", 200), delivery.last_error
+    assert receiver.hosts == [f"pinned.test:{port}"] and list(receiver.received) == [delivery.id]
 
 
 def test_a_receiver_that_never_answers_fails_the_attempt_and_redirects_are_not_followed(store, clock, queue):
