@@ -51,7 +51,7 @@ class WebhookWorker(JobWorker):
     poll_s = 0.5
 
     def __init__(self, store, clock, *, retry_base: float, timeout: float, allow_private: bool, lease=None,
-                 concurrency: int = 8):
+                 concurrency: int = 8, verify=True):
         self.store, self.clock, self.lease = store, clock, lease
         self.retry_base, self.timeout, self.allow_private = retry_base, timeout, allow_private
         self.concurrency = concurrency
@@ -60,6 +60,7 @@ class WebhookWorker(JobWorker):
         self._busy: set = set()  # endpoint ids with a delivery in flight here
         self._busy_lock = threading.Lock()
         self._client = None
+        self._verify = verify  # httpx's: True (the system's CAs), or an SSLContext (tests)
 
     def recover(self) -> list:
         return []  # claims lapse on their own: nothing to take back
@@ -81,6 +82,7 @@ class WebhookWorker(JobWorker):
                 # no kept connections: one is keyed by address, and an endpoint must not
                 # reuse a TLS session another name opened on the same address
                 self._client = httpx.Client(timeout=self.timeout, follow_redirects=False, trust_env=False,
+                                            verify=self._verify,
                                             limits=httpx.Limits(max_connections=self.concurrency * 2,
                                                                 max_keepalive_connections=0))
             return self._client

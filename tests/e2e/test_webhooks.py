@@ -3,10 +3,14 @@ loopback receivers (``SLIPWAY_WEBHOOK_ALLOW_PRIVATE=1``) that verify every signa
 the Standard Webhooks library. Each event arrives exactly once per endpoint: through a
 receiver that fails its first attempts, across a server killed mid-delivery and a new
 one on the same database, and with two servers sharing the queue. Then the delivery
-worker in process: the SSRF re-check at delivery time and a receiver that never answers."""
+worker in process: the SSRF re-check at delivery time, the connection pinned to the
+checked address (over http, and over https with the name's certificate checked), a
+receiver that never answers, a redirect, the give-up after 8 attempts."""
 from __future__ import annotations
 
 import collections
+import ssl
+import subprocess
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -275,10 +279,11 @@ def queue(store, clock):
     return caller, event
 
 
-def _worker(store, clock, *, allow_private, timeout=1.0):
+def _worker(store, clock, *, allow_private, timeout=1.0, verify=True):
     from app.workers.webhooks import WebhookWorker
 
-    return WebhookWorker(store, clock, retry_base=0.2, timeout=timeout, allow_private=allow_private, concurrency=2)
+    return WebhookWorker(store, clock, retry_base=0.2, timeout=timeout, allow_private=allow_private, concurrency=2,
+                         verify=verify)
 
 
 def _one_attempt(store, clock, worker):
@@ -335,6 +340,45 @@ def test_the_attempt_connects_to_the_address_it_checked(store, clock, queue, mon
         worker.engine.close()
     assert (delivery.status, delivery.last_status_code) == ("succeeded", 200), delivery.last_error
     assert receiver.hosts == [f"pinned.test:{port}"] and list(receiver.received) == [delivery.id]
+
+
+def test_over_https_the_pinned_attempt_still_checks_the_certificate_of_the_name(store, clock, queue, monkeypatch,
+                                                                                receivers, tmp_path):
+    """TLS to the checked address with the name as SNI: a certificate for the name
+    passes, one for another name fails the attempt."""
+    from core import addresses
+
+    caller, event = queue
+    names = ("pinned.test", "someone-else.test")
+    for name in names:
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", f"/CN={name}",
+                        "-addext", f"subjectAltName=DNS:{name}", "-keyout", str(tmp_path / f"{name}.key"),
+                        "-out", str(tmp_path / f"{name}.pem")], check=True, capture_output=True)
+    trusting_both = ssl.create_default_context()  # both self-signed certificates are trusted: only the name differs
+    for name in names:
+        trusting_both.load_verify_locations(cafile=str(tmp_path / f"{name}.pem"))
+    monkeypatch.setattr(addresses, "resolve", lambda host, timeout=0: ["127.0.0.1"] if host == "pinned.test" else None)
+    results = {}
+    for name in names:  # the receiver at pinned.test's address presents this name's certificate
+        receiver = receivers()
+        server_side = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        server_side.load_cert_chain(tmp_path / f"{name}.pem", tmp_path / f"{name}.key")
+        receiver.server.socket = server_side.wrap_socket(receiver.server.socket, server_side=True)
+        port = receiver.server.server_address[1]
+        target = webhooks.check_url(f"https://pinned.test:{port}/hook", allow_private=True)
+        endpoint = webhooks.create_endpoint(store.uow(), clock, caller, target=target)
+        receiver.secret = endpoint.secret
+        event()
+        worker = _worker(store, clock, allow_private=True, verify=trusting_both)
+        try:
+            results[name] = (worker.send(worker.claim("wkr_test")), receiver)
+        finally:
+            worker.engine.close()
+        webhooks.delete_endpoint(store.uow(), caller, endpoint.id)
+    (status, error), receiver = results["pinned.test"]
+    assert (status, error) == (200, None) and len(receiver.hosts) == 1 and receiver.hosts[0].startswith("pinned.test:")
+    (status, error), receiver = results["someone-else.test"]
+    assert status is None and "CERTIFICATE_VERIFY_FAILED" in error and receiver.hosts == []
 
 
 def test_a_receiver_that_never_answers_fails_the_attempt_and_redirects_are_not_followed(store, clock, queue):
