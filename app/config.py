@@ -40,6 +40,14 @@ def _whole_number(environ, name: str, default: int, *, ok, must: str) -> int:
     return int(raw)
 
 
+def _flag(environ, name: str) -> bool:
+    """``0`` (the default) or ``1``."""
+    raw = (environ.get(name) or "").strip()
+    if raw not in ("", "0", "1"):
+        raise ConfigError(f"{name} must be 0 or 1, got {raw!r}")
+    return raw == "1"
+
+
 def _positive_int(environ, name: str, default: int) -> int:
     return _whole_number(environ, name, default, ok=lambda value: value >= 1, must="a whole number greater than 0")
 
@@ -185,6 +193,11 @@ class Config:
     log_format: str = "json"
     metrics_token: str | None = None
     ready_timeout: float = 2.0
+    #: partner webhooks: seconds before the first retry (doubling after each failed
+    #: attempt), private target hosts allowed, seconds per delivery attempt
+    webhook_retry_base: float = 30.0
+    webhook_allow_private: bool = False
+    webhook_timeout: float = 10.0
     #: plugin settings (the environment): each plugin reads its own SLIPWAY_* variables
     settings: dict = field(default_factory=dict)
     clock: Clock = field(default_factory=SystemClock)
@@ -246,6 +259,9 @@ class Config:
             log_format=(env.get("SLIPWAY_LOG_FORMAT") or "json").strip().lower(),
             metrics_token=env.get("SLIPWAY_METRICS_TOKEN") or None,
             ready_timeout=_positive_number(env, "SLIPWAY_READY_TIMEOUT", 2.0),
+            webhook_retry_base=_positive_number(env, "SLIPWAY_WEBHOOK_RETRY_BASE", 30.0),
+            webhook_allow_private=_flag(env, "SLIPWAY_WEBHOOK_ALLOW_PRIVATE"),
+            webhook_timeout=_positive_number(env, "SLIPWAY_WEBHOOK_TIMEOUT", 10.0),
             settings=dict(env),
         )
         values["default_memory_mb"], values["default_cpus"] = container_defaults(env)

@@ -21,6 +21,8 @@ from app.partner.identity import identity_handlers
 from app.partner.gate import PartnerGate
 from app.partner.billing import billing_handlers
 from app.partner.licensing import licensing_handlers
+from app.partner.webhooks import webhook_handlers
+from app.workers.webhooks import WebhookWorker
 from app.panel.accounts import panel_handlers
 from app.storage.backup_archives import BackupArchives
 from app.workers.backups import BackupWorker
@@ -155,12 +157,17 @@ def create_app(config: Config | None = None, *, store: Store | None = None) -> S
     idempotency = Idempotency(store, config.clock)  # Idempotency-Key on every POST of both APIs
     cleanup = IdempotencyCleanup(store, idempotency)
     jobs += [cleanup] if config.deploy_worker else []
+    webhook_worker = WebhookWorker(store, config.clock, retry_base=config.webhook_retry_base, lease=lease,
+                                   timeout=config.webhook_timeout, allow_private=config.webhook_allow_private)
+    jobs += [webhook_worker] if config.deploy_worker else []  # partner webhook deliveries
     route_file = RouteFile(store, config.routes_file, config.routes_interval) if config.routes_file else None
     if route_file is not None:
         jobs.append(route_file)
     jobs += [lease] if config.deploy_worker else []  # dropped after the workers stopped
     jobs += [hub, bus]  # stopped last: the jobs before them still publish while stopping
-    lifespan = Lifespan(store, jobs=jobs, owns_store=owns_store, engines=(engine, requests_engine, deploy_engine))
+    webhook_lookups = EngineCalls(threads=4, name="slipway-webhook-dns")  # the URL check's DNS, per partner
+    lifespan = Lifespan(store, jobs=jobs, owns_store=owns_store,
+                        engines=(engine, requests_engine, deploy_engine, webhook_lookups))
     app = SlipwayApp(middleware=[lifespan])
     app.req_options.auto_parse_qs_csv = False
     app.add_error_handler(Exception, handle_any_error)
@@ -170,6 +177,8 @@ def create_app(config: Config | None = None, *, store: Store | None = None) -> S
     handlers = identity_handlers(store, config.clock, partner)
     handlers.update(licensing_handlers(store, config.clock, license_service))
     handlers.update(billing_handlers(store, config.clock))
+    handlers.update(webhook_handlers(store, config.clock, allow_private=config.webhook_allow_private,
+                                     lookups=webhook_lookups))
     add_contract_routes(app, partner, PartnerGate(store, config), handlers, idempotency)
 
     panel = Contract.load("panel", deploy_methods=methods)  # names and per-method required fields
@@ -208,5 +217,6 @@ def create_app(config: Config | None = None, *, store: Store | None = None) -> S
                    "license_service": license_service, "billing_recompute": recompute, "runtime": runtime,
                    "deployer": deployer, "panel_gate": panel_gate, "route_file": route_file, "bus": bus,
                    "hub": hub, "backup_worker": backup_worker, "backup_archives": archives,
-                   "idempotency": idempotency, "idempotency_cleanup": cleanup}
+                   "idempotency": idempotency, "idempotency_cleanup": cleanup,
+                   "webhook_worker": webhook_worker}
     return app

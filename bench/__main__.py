@@ -1,8 +1,10 @@
-"""``python -m bench [me|licensing|realtime|compose-bomb|frontend|idempotency]``: GET /v1/me on a bare Falcon app, then on Slipway
+"""``python -m bench [me|licensing|realtime|compose-bomb|frontend|idempotency|webhooks]``: GET /v1/me on a bare Falcon app, then on Slipway
 (``me``); or license list pages and the activity export on a small and a large generated
 database (``licensing``, see bench/licensing.py); or the web frontend's services list with
 1,000 services in headless Chromium (``frontend``, see bench/frontend.py); or what an
-``Idempotency-Key`` adds to a POST (``idempotency``, see bench/idempotency.py). Prints a table and one JSON line."""
+``Idempotency-Key`` adds to a POST (``idempotency``, see bench/idempotency.py); or POST /v1/licenses
+with and without a webhook endpoint that never answers (``webhooks``, see bench/webhooks.py).
+Prints a table and one JSON line."""
 from __future__ import annotations
 
 import argparse
@@ -59,7 +61,7 @@ def print_report(report: dict) -> None:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("scenario", nargs="?", default="me",
-                        choices=["me", "licensing", "realtime", "compose-bomb", "frontend", "idempotency"],
+                        choices=["me", "licensing", "realtime", "compose-bomb", "frontend", "idempotency", "webhooks"],
                         help="what to measure (default: me)")
     parser.add_argument("--connections", type=int, default=32, help="concurrent keep-alive connections (32)")
     parser.add_argument("--duration", type=float, default=5.0, help="seconds measured per target (5)")
@@ -79,8 +81,11 @@ def main(argv=None) -> int:
     frontend = parser.add_argument_group("frontend scenario")
     frontend.add_argument("--services", type=int, default=1000, help="services in the database (1000)")
     frontend.add_argument("--loads", type=int, default=10, help="cold loads of each page (10)")
-    parser.add_argument_group("idempotency scenario").add_argument(
-        "--requests", type=int, default=300, help="POSTs measured per kind (300)")
+    parser.add_argument("--requests", type=int, default=None,
+                        help="idempotency: POSTs measured per kind (300); webhooks: licenses each sender issues, timed (250)")
+    webhooks = parser.add_argument_group("webhooks scenario")
+    webhooks.add_argument("--senders", type=int, default=4, help="threads issuing licenses at once (4)")
+    webhooks.add_argument("--warmup-requests", type=int, default=20, help="untimed licenses per thread first (20)")
     args = parser.parse_args(argv)
     # A plain `kill` unwinds like Ctrl-C does, so the servers are stopped and the temp dir removed.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
@@ -89,6 +94,16 @@ def main(argv=None) -> int:
         from bench.compose_bomb import print_compose_bomb, run_compose_bomb
 
         print_compose_bomb(run_compose_bomb())
+        return 0
+
+    if args.requests is None:
+        args.requests = 250 if args.scenario == "webhooks" else 300
+    if args.scenario == "webhooks":
+        from bench.webhooks import print_webhooks, run_webhooks
+
+        if min(args.senders, args.requests) < 1 or args.warmup_requests < 0:
+            parser.error("--senders and --requests must be >= 1, --warmup-requests >= 0")
+        print_webhooks(run_webhooks(args))
         return 0
 
     if args.scenario == "frontend":

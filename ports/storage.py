@@ -38,6 +38,7 @@ from core.panel.routes import Route
 from core.partner.scope import Page
 from core.panel.services import DeployJob, Service, ServiceEvent
 from core.partner.transfers import Transfer
+from core.partner.webhooks import Delivery, Endpoint
 
 # --- partner API -----------------------------------------------------------------------------
 
@@ -233,6 +234,10 @@ class LedgerRepository(Protocol):
         """Store the event; returns it with its new id (ids ascend)."""
 
     @abstractmethod
+    def get(self, event_id: int) -> LedgerEvent | None:
+        """The event, or None."""
+
+    @abstractmethod
     def for_customer(self, customer_id: str, filters: ActivityFilter, page: Page) -> list[LedgerEvent]:
         """The customer's events matching ``filters``, newest first (by id): those naming
         the customer, and older ones without a customer reached through its licenses."""
@@ -252,6 +257,64 @@ class LedgerRepository(Protocol):
     @abstractmethod
     def summary_for_customer(self, customer_id: str, filters: ActivityFilter) -> tuple:
         """``({event: count}, first at, last at)`` of the events ``for_customer`` reads."""
+
+
+class WebhookEndpointRepository(Protocol):
+    @abstractmethod
+    def add(self, endpoint: Endpoint) -> None:
+        """Insert an endpoint."""
+
+    @abstractmethod
+    def get(self, endpoint_id: str) -> Endpoint | None:
+        """The endpoint, or None."""
+
+    @abstractmethod
+    def list_for_partner(self, partner_id: str) -> list[Endpoint]:
+        """A partner's endpoints, newest first (tie-break on id)."""
+
+    @abstractmethod
+    def count_for_partner(self, partner_id: str) -> int:
+        """How many endpoints the partner has."""
+
+    @abstractmethod
+    def for_partners(self, partner_ids: list[str]) -> list[Endpoint]:
+        """The endpoints of any of these partners, oldest first (tie-break on id)."""
+
+    @abstractmethod
+    def delete(self, endpoint_id: str) -> None:
+        """Remove the endpoint (its deliveries first: they refer to it)."""
+
+
+class WebhookDeliveryRepository(Protocol):
+    @abstractmethod
+    def add(self, delivery: Delivery) -> None:
+        """Insert a delivery."""
+
+    @abstractmethod
+    def for_endpoint(self, endpoint_id: str, page: Page) -> list[Delivery]:
+        """The endpoint's deliveries, newest event first (tie-break on id)."""
+
+    @abstractmethod
+    def delete_for_endpoint(self, endpoint_id: str) -> int:
+        """Remove every delivery of the endpoint; how many went."""
+
+    @abstractmethod
+    def due(self, now, exclude, limit: int) -> list[Delivery]:
+        """Up to ``limit`` pending deliveries due at ``now`` (``next_attempt_at <= now``),
+        unclaimed or with a lapsed claim (``claimed_until < now``), of endpoints not in
+        ``exclude``; oldest due first, then by event."""
+
+    @abstractmethod
+    def claim(self, delivery_id: str, owner: str, now, until) -> Delivery | None:
+        """Claim the delivery for ``owner`` until ``until`` if it is still pending, due at
+        ``now``, and unclaimed or its claim lapsed before ``now``: one conditional update,
+        of racing callers exactly one wins. The delivery as stored now, or None when this
+        call did not claim it."""
+
+    @abstractmethod
+    def finish(self, delivery: Delivery, owner: str) -> bool:
+        """Store ``delivery``'s status, attempts, last answer, delivery time, next attempt
+        and claim if ``owner`` still holds its claim; whether it did."""
 
 
 class StatementRepository(Protocol):
@@ -614,6 +677,8 @@ class UnitOfWork(Protocol):
     licenses: LicenseRepository
     transfers: TransferRepository
     ledger: LedgerRepository
+    webhook_endpoints: WebhookEndpointRepository
+    webhook_deliveries: WebhookDeliveryRepository
     statements: StatementRepository
     api_keys: ApiKeyRepository
     panel_customers: PanelCustomerRepository

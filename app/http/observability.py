@@ -115,6 +115,9 @@ def log_config(fmt: str = "json", level: str = "INFO") -> dict:
             "uvicorn": {"handlers": [], "level": level, "propagate": True},
             "uvicorn.error": {"handlers": [], "level": level, "propagate": True},
             "uvicorn.access": {"handlers": [], "level": "WARNING", "propagate": False},
+            # a line per outbound request naming its whole URL (a webhook's query may hold
+            # the partner's own secret); failures are logged by the callers
+            "httpx": {"handlers": [], "level": "WARNING", "propagate": True},
         },
     }
 

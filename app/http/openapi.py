@@ -106,7 +106,8 @@ class Contract:
                 secured = bool(op["security"]) if "security" in op else global_security
                 operation = Operation(api=self.api, method=method.upper(), path=path,
                                       route=(self.base + path) or "/", operation_id=op["operationId"],
-                                      secured=secured, scope="read" if method == "get" else "write",
+                                      secured=secured,
+                                      scope=op.get("x-slipway-scope") or ("read" if method == "get" else "write"),
                                       permissions=_names(op.get("x-slipway-permission")),
                                       rate_tier=op.get("x-slipway-rate-tier"),
                                       websocket=bool(op.get("x-slipway-websocket")) and method == "get",

@@ -255,6 +255,10 @@ class PeeweeLedger:
                            partner_id=event.partner_id, customer_id=event.customer_id,
                            license_id=event.license_id, data=event.data)
 
+    def get(self, event_id: int) -> LedgerEvent | None:
+        row = self.m.LedgerEvent.get_or_none(self.m.LedgerEvent.id == event_id)
+        return self._entity(row) if row else None
+
     def _entity(self, row) -> LedgerEvent:
         return LedgerEvent(id=row.id, event=row.event, at=row.at, actor=row.actor, partner_id=row.partner_id,
                            customer_id=row.customer_id, license_id=row.license_id, data=json.loads(row.data))

@@ -161,6 +161,10 @@ def _v14_idempotency_keys(db, m):
     db.create_tables([m.IdempotencyKey], safe=True)
 
 
+def _v15_webhooks(db, m):
+    db.create_tables([m.WebhookEndpoint, m.WebhookDelivery], safe=True)
+
+
 def _v8_backups(db, m):
     db.create_tables([m.Backup], safe=True)
 
@@ -180,6 +184,7 @@ MIGRATIONS = [
     (12, "deploy jobs count their claims (a job interrupted again and again is given up)", _v12_job_attempts),
     (13, "browser sessions opened with an API key (the web frontend's sign-in)", _v13_key_sessions),
     (14, "idempotency keys", _v14_idempotency_keys),
+    (15, "partner webhook endpoints and their deliveries", _v15_webhooks),
 ]
 LATEST = max(version for version, _, _ in MIGRATIONS)
 

@@ -403,9 +403,44 @@ def define_models(db: peewee.Database) -> SimpleNamespace:
             table_name = "idempotency_key"
             indexes = ((("credential", "idempotency_key"), True),)
 
+    # --- partner webhooks (migration 15) ---
+    class WebhookEndpoint(Base):
+        id = peewee.CharField(max_length=36, primary_key=True)
+        partner = peewee.ForeignKeyField(Partner, column_name="partner_id", on_delete="RESTRICT", index=True)
+        url = peewee.TextField()
+        events = peewee.TextField()  # JSON list of ledger event names
+        secret = peewee.CharField(max_length=80)
+        created_at = UtcDateTimeField()
+
+        class Meta:
+            table_name = "webhook_endpoint"
+
+    class WebhookDelivery(Base):
+        """One ledger event for one endpoint; the rows are the delivery queue."""
+
+        id = peewee.CharField(max_length=36, primary_key=True)
+        endpoint = peewee.ForeignKeyField(WebhookEndpoint, column_name="endpoint_id", on_delete="CASCADE")
+        event_id = peewee.BigIntegerField()
+        event = peewee.CharField(max_length=40)
+        status = peewee.CharField(max_length=16)  # pending, succeeded, failed
+        attempts = peewee.IntegerField(default=0)
+        last_status_code = peewee.IntegerField(null=True)
+        last_error = peewee.TextField(null=True)
+        created_at = UtcDateTimeField()
+        delivered_at = UtcDateTimeField(null=True)
+        next_attempt_at = UtcDateTimeField()
+        claimed_by = peewee.CharField(max_length=40, null=True)  # the worker sending it now
+        claimed_until = UtcDateTimeField(null=True)  # the claim lapses then (a process that died)
+
+        class Meta:
+            table_name = "webhook_delivery"
+            indexes = ((("endpoint", "event_id"), False), (("status", "next_attempt_at"), False))
+
+    webhooks = dict(WebhookEndpoint=WebhookEndpoint, WebhookDelivery=WebhookDelivery)
+
     return SimpleNamespace(PanelUser=PanelUser, PanelSession=PanelSession, PanelKeySession=PanelKeySession, PanelLogin=PanelLogin, Service=Service, DeployJob=DeployJob, ServiceEvent=ServiceEvent, ServiceRoute=ServiceRoute,
                            PanelCustomer=PanelCustomer, PanelApiKey=PanelApiKey, SchemaVersion=SchemaVersion, Partner=Partner, ApiToken=ApiToken, Contract=Contract,
                            HumanIdCounter=HumanIdCounter, Customer=Customer, Contact=Contact, Note=Note,
                            Edition=Edition, License=License, Transfer=Transfer, LedgerEvent=LedgerEvent,
                            Statement=Statement, Backup=Backup, WorkerLease=WorkerLease,
-                           IdempotencyKey=IdempotencyKey)
+                           IdempotencyKey=IdempotencyKey, **webhooks)

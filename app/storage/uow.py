@@ -7,7 +7,7 @@ import peewee
 
 from app.storage import backup_repos
 from app.storage import licensing_repos as repos
-from app.storage import lease_repos, panel_repos, route_repos, service_repos, session_repos
+from app.storage import lease_repos, panel_repos, route_repos, service_repos, session_repos, webhook_repos
 from core.partner.contracts import Contract
 from core.partner.identity import Partner, Token
 from ports.storage import ContractRepository, PartnerRepository, TokenRepository, UnitOfWork
@@ -160,6 +160,8 @@ class PeeweeUnitOfWork(UnitOfWork):
         self.licenses = repos.PeeweeLicenses(models)
         self.transfers = repos.PeeweeTransfers(models)
         self.ledger = repos.PeeweeLedger(models)
+        self.webhook_endpoints = webhook_repos.PeeweeWebhookEndpoints(models)
+        self.webhook_deliveries = webhook_repos.PeeweeWebhookDeliveries(models)
         self.statements = repos.PeeweeStatements(models)
         self.api_keys = panel_repos.PeeweeApiKeys(models)
         self.panel_customers = panel_repos.PeeweePanelCustomers(models)

@@ -44,13 +44,18 @@ def make_filter(*, event=None, actor=None, since=None, until=None) -> ActivityFi
 
 def record(uow, clock, *, event: str, license, actor: str | None, data: dict | None = None,
            partner_id: str | None = None, customer_id: str | None = None) -> LedgerEvent:
-    """Append one event in the caller's transaction."""
+    """Append one event in the caller's transaction, and queue its webhook deliveries
+    in the same transaction (``core.partner.webhooks``): both are kept, or neither."""
+    from core.partner.webhooks import enqueue
+
     assert event in EVENTS, event
-    return uow.ledger.append(LedgerEvent(
+    stored = uow.ledger.append(LedgerEvent(
         id=None, event=event, at=clock.now(), actor=actor,
         partner_id=partner_id or license.partner_id,
         customer_id=customer_id if customer_id is not None else license.customer_id,
         license_id=license.id, data=data or {}))
+    enqueue(uow, stored)
+    return stored
 
 
 def customer_activity(uow, caller, customer_id: str, filters: ActivityFilter, page: Page) -> list[LedgerEvent]:

@@ -61,7 +61,7 @@ def test_the_clone_connects_only_to_the_address_that_was_checked(served, monkeyp
     checked address (curl's resolve list) instead of looking the name up itself."""
     server, first = served
     monkeypatch.setattr(hosts, "resolve", lambda host, timeout=0: ["127.0.0.1"] if host == "pinned.invalid" else None)
-    monkeypatch.setattr(hosts, "not_public", lambda address: None)  # let the loopback test server count as public
+    monkeypatch.setattr(hosts, "refusal", lambda host, addresses: None)  # let the loopback test server count as public
     url = f"http://pinned.invalid:{server.port}/repo.git"
     commit, _ = source.clone(url, None, str(tmp_path / "job" / "src"), allowed=ALLOWED)
     assert commit == first

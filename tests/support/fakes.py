@@ -355,6 +355,10 @@ class InMemoryLedger(_Repo):
         self._insert(stored.id, stored)
         return replace(stored, data=dict(stored.data))
 
+    def get(self, event_id):
+        found = self.rows.get(event_id)
+        return replace(found, data=dict(found.data)) if found else None
+
     def _matching(self, customer_id, filters, before_id=None):
         theirs = {lic.id for lic in self.uow._rows("licenses").values() if lic.customer_id == customer_id}
         out = []
@@ -408,6 +412,75 @@ class InMemoryLedger(_Repo):
             first = e.at if first is None or e.at < first else first
             last = e.at if last is None or e.at > last else last
         return by_event, first, last
+
+
+class InMemoryWebhookEndpoints(_Repo):
+    table = "webhook_endpoints"
+
+    def add(self, endpoint):
+        self._insert(endpoint.id, endpoint)
+
+    def get(self, endpoint_id):
+        return self.rows.get(endpoint_id)
+
+    def list_for_partner(self, partner_id):
+        return _sorted([e for e in self.rows.values() if e.partner_id == partner_id], "created_at", "id", desc=True)
+
+    def count_for_partner(self, partner_id):
+        return sum(1 for e in self.rows.values() if e.partner_id == partner_id)
+
+    def for_partners(self, partner_ids):
+        wanted = set(partner_ids)
+        return _sorted([e for e in self.rows.values() if e.partner_id in wanted], "created_at", "id")
+
+    def delete(self, endpoint_id):
+        if any(d.endpoint_id == endpoint_id for d in self.uow._rows("webhook_deliveries").values()):
+            raise IntegrityError(f"webhook endpoint {endpoint_id} still has deliveries")
+        self._delete(endpoint_id)
+
+
+class InMemoryWebhookDeliveries(_Repo):
+    table = "webhook_deliveries"
+
+    def add(self, delivery):
+        self._insert(delivery.id, delivery)
+
+    def for_endpoint(self, endpoint_id, page):
+        mine = _sorted([d for d in self.rows.values() if d.endpoint_id == endpoint_id], "event_id", "id", desc=True)
+        return mine[page.offset:page.offset + page.limit]
+
+    def delete_for_endpoint(self, endpoint_id):
+        gone = [d.id for d in self.rows.values() if d.endpoint_id == endpoint_id]
+        for key in gone:
+            self._delete(key)
+        return len(gone)
+
+    @staticmethod
+    def _claimable(d, now):
+        return d.status == "pending" and (d.claimed_until is None or d.claimed_until < now)
+
+    def due(self, now, exclude, limit):
+        found = [d for d in self.rows.values()
+                 if self._claimable(d, now) and d.next_attempt_at <= now and d.endpoint_id not in exclude]
+        return _sorted(found, "next_attempt_at", "event_id", "id")[:limit]
+
+    def claim(self, delivery_id, owner, now, until):
+        d = self.rows.get(delivery_id)
+        if d is None or not self._claimable(d, now) or d.next_attempt_at > now:
+            return None
+        claimed = replace(d, claimed_by=owner, claimed_until=until)
+        self._put(delivery_id, claimed)
+        return claimed
+
+    def finish(self, delivery, owner):
+        d = self.rows.get(delivery.id)
+        if d is None or d.claimed_by != owner or d.status != "pending":
+            return False
+        self._put(delivery.id, replace(d, status=delivery.status, attempts=delivery.attempts,
+                                       last_status_code=delivery.last_status_code, last_error=delivery.last_error,
+                                       delivered_at=delivery.delivered_at, next_attempt_at=delivery.next_attempt_at,
+                                       claimed_by=delivery.claimed_by, claimed_until=delivery.claimed_until))
+        return True
 
 
 class InMemoryStatements(_Repo):
@@ -848,6 +921,8 @@ class FakeUnitOfWork:
         self.licenses = InMemoryLicenses(self)
         self.transfers = InMemoryTransfers(self)
         self.ledger = InMemoryLedger(self)
+        self.webhook_endpoints = InMemoryWebhookEndpoints(self)
+        self.webhook_deliveries = InMemoryWebhookDeliveries(self)
         self.statements = InMemoryStatements(self)
         self.api_keys = InMemoryApiKeys(self)
         self.panel_customers = InMemoryPanelCustomers(self)

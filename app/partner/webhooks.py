@@ -1,0 +1,56 @@
+"""Handlers of the partner API's webhook endpoints and their delivery log, and their
+JSON shapes. Delivery itself is ``app.workers.webhooks``."""
+from __future__ import annotations
+
+from app.http.pipeline import Reply
+from app.http.timefmt import rfc3339
+from app.partner.licensing import _page, _paged
+from core.partner import webhooks
+
+
+def endpoint_json(endpoint, *, with_secret: bool = False) -> dict:
+    out = {"id": endpoint.id, "url": endpoint.url, "events": list(endpoint.events),
+           "createdAt": rfc3339(endpoint.created_at)}
+    if with_secret:
+        out["secret"] = endpoint.secret
+    return out
+
+
+def delivery_json(d) -> dict:
+    return {"id": d.id, "eventId": d.event_id, "event": d.event, "status": d.status, "attempts": d.attempts,
+            "lastStatusCode": d.last_status_code, "lastError": d.last_error, "createdAt": rfc3339(d.created_at),
+            "deliveredAt": rfc3339(d.delivered_at)}
+
+
+def webhook_handlers(store, clock, *, allow_private: bool, lookups) -> dict:
+    """``lookups``: an ``app.engine_calls.EngineCalls`` pool for the URL check's DNS
+    lookups, off the database threads; one partner holds a share of it at most."""
+    run = store.run
+
+    async def create_webhook(call):
+        target = await lookups.run_for(call.caller.partner.id, webhooks.check_url, call.body["url"],
+                                       allow_private=allow_private)
+        endpoint = await run(webhooks.create_endpoint, store.uow(), clock, call.caller, target=target,
+                             events=call.body.get("events"))
+        return Reply(201, endpoint_json(endpoint, with_secret=True))
+
+    async def list_webhooks(call):
+        found = await run(webhooks.list_endpoints, store.uow(write=False), call.caller)
+        return Reply(200, [endpoint_json(e) for e in found])
+
+    async def get_webhook(call):
+        found = await run(webhooks.get_endpoint, store.uow(write=False), call.caller, call.params["webhookId"])
+        return Reply(200, endpoint_json(found))
+
+    async def delete_webhook(call):
+        await run(webhooks.delete_endpoint, store.uow(), call.caller, call.params["webhookId"])
+        return Reply(204)
+
+    async def list_deliveries(call):
+        page = _page(call.params)
+        found = await run(webhooks.list_deliveries, store.uow(write=False), call.caller, call.params["webhookId"],
+                          page)
+        return Reply(200, _paged(found, page, delivery_json))
+
+    return {"createWebhook": create_webhook, "listWebhooks": list_webhooks, "getWebhook": get_webhook,
+            "deleteWebhook": delete_webhook, "listWebhookDeliveries": list_deliveries}

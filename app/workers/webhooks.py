@@ -1,0 +1,140 @@
+"""The webhook delivery worker inside the server: sends queued partner webhook
+deliveries (``core.partner.webhooks``) on threads of its own, never on the event loop
+that serves requests, so a slow or silent receiver never slows an API call.
+
+Up to ``concurrency`` deliveries are in flight at once, at most one per endpoint in
+this process: a receiver that never answers holds one thread for
+``SLIPWAY_WEBHOOK_TIMEOUT`` seconds, not the queue. A delivery is claimed for
+``2 × timeout + 10`` seconds; when its process dies mid-send the claim lapses and any
+process (a restarted one included) sends it again. (An attempt is bounded by the timeout
+per connect, write and read, and the answer's body by the timeout overall; a receiver
+that trickles its headers past the claim may get the message again, from another
+process: its ``webhook-id`` is the same, and only the claim holder's result is kept.) Each attempt is signed as Standard
+Webhooks says (the ``standardwebhooks`` reference implementation), with the delivery id
+as ``webhook-id``, so receivers can drop a repeat. The host's addresses are checked
+before each attempt and the attempt connects to the checked address. Redirects are not
+followed and at most ``BODY_CAP`` bytes of an answer are read.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from datetime import datetime, timezone
+
+import httpx
+import standardwebhooks
+
+from app.engine_calls import EngineCalls
+from app.partner.licensing import event_json
+from app.workers.loop import JobWorker
+from core.partner import webhooks
+
+log = logging.getLogger("slipway.webhooks")
+BODY_CAP = 4096
+
+
+def payload(event) -> str:
+    """The body of a delivery: the event as ``GET .../activity`` renders it."""
+    return json.dumps(event_json(event), separators=(",", ":"))
+
+
+def signed_headers(secret: str, msg_id: str, body: str, at: datetime) -> dict:
+    signature = standardwebhooks.Webhook(secret).sign(msg_id, at, body)
+    return {"webhook-id": msg_id, "webhook-timestamp": str(int(at.timestamp())), "webhook-signature": signature,
+            "content-type": "application/json", "user-agent": "Slipway-Webhooks/1"}
+
+
+class WebhookWorker(JobWorker):
+    name = "webhook"
+    poll_s = 0.5
+
+    def __init__(self, store, clock, *, retry_base: float, timeout: float, allow_private: bool, lease=None,
+                 concurrency: int = 8, verify=True):
+        self.store, self.clock, self.lease = store, clock, lease
+        self.retry_base, self.timeout, self.allow_private = retry_base, timeout, allow_private
+        self.concurrency = concurrency
+        self.hold = 2 * timeout + 10  # outlives an attempt (see the module's docstring)
+        self.engine = EngineCalls(threads=concurrency, name="slipway-webhooks")
+        self._busy: set = set()  # endpoint ids with a delivery in flight here
+        self._busy_lock = threading.Lock()
+        self._client = None
+        self._verify = verify  # httpx's: True (the system's CAs), or an SSLContext (tests)
+
+    def recover(self) -> list:
+        return []  # claims lapse on their own: nothing to take back
+
+    def claim(self, owner):
+        with self._busy_lock:
+            busy = frozenset(self._busy)
+        claimed = webhooks.claim_due(self.store.uow(), self.clock, owner or "anonymous", hold=self.hold, busy=busy)
+        if claimed is not None:
+            with self._busy_lock:
+                self._busy.add(claimed.delivery.endpoint_id)
+        return claimed
+
+    def client(self) -> httpx.Client:
+        """One client for every delivery thread (made on first use: a process without the
+        worker makes none)."""
+        with self._busy_lock:
+            if self._client is None:  # trust_env off: no proxy from the environment carries deliveries elsewhere
+                # no kept connections: one is keyed by address, and an endpoint must not
+                # reuse a TLS session another name opened on the same address
+                self._client = httpx.Client(timeout=self.timeout, follow_redirects=False, trust_env=False,
+                                            verify=self._verify,
+                                            limits=httpx.Limits(max_connections=self.concurrency * 2,
+                                                                max_keepalive_connections=0))
+            return self._client
+
+    def send(self, claimed) -> tuple[int | None, str | None]:
+        """One attempt: (status code, None) on a 2xx answer, else (status code or None,
+        why it failed)."""
+        endpoint = claimed.endpoint
+        reason, found = webhooks.judge_url(endpoint.url, allow_private=self.allow_private)
+        if reason is not None:  # the host may resolve elsewhere than at create
+            return None, f"not sent: url {reason}"
+        if not found:
+            return None, "could not send: the host does not resolve"
+        body = payload(claimed.event)
+        headers = signed_headers(endpoint.secret, claimed.delivery.id, body, datetime.now(timezone.utc))
+        # connect to the address just checked, not to what the name resolves to a moment
+        # later (DNS rebinding); the name stays in Host and in TLS (SNI, certificate check)
+        url = httpx.URL(endpoint.url)
+        headers["host"] = url.netloc.decode("ascii")
+        try:
+            with self.client().stream("POST", url.copy_with(host=found[0]), content=body.encode(), headers=headers,
+                                      extensions={"sni_hostname": url.host}) as answer:
+                read, started = 0, time.monotonic()
+                for chunk in answer.iter_raw():
+                    read += len(chunk)
+                    if read >= BODY_CAP or time.monotonic() - started > self.timeout:
+                        break
+                status = answer.status_code
+        except httpx.TimeoutException:
+            return None, f"timed out after {self.timeout:g} s"
+        except httpx.HTTPError as exc:
+            return None, f"could not send: {type(exc).__name__}: {exc}"[:300]
+        if 200 <= status < 300:
+            return status, None
+        if 300 <= status < 400:
+            return status, f"answered {status}; redirects are not followed"
+        return status, f"answered {status}"
+
+    def work(self, claimed) -> None:
+        try:
+            status, error = self.send(claimed)
+            done = webhooks.record_attempt(self.store.uow(), self.clock, claimed, status_code=status, error=error,
+                                           retry_base=self.retry_base)
+            if done is not None and done.status == "failed":
+                log.warning("webhook delivery %s to endpoint %s failed for good: %s", done.id, done.endpoint_id,
+                            done.last_error)
+        finally:
+            with self._busy_lock:
+                self._busy.discard(claimed.delivery.endpoint_id)
+
+    async def stop(self) -> None:
+        await super().stop()
+        self.engine.close()
+        if self._client is not None:
+            self._client.close()
