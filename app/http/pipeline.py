@@ -153,8 +153,9 @@ def check_params(op: Operation, lookup) -> dict:
 def _coerce(raw, kind: str):
     if not isinstance(raw, str):  # a JSON value (MCP tool arguments) stands when it is of the kind
         numeric = isinstance(raw, (int, float)) and not isinstance(raw, bool)
-        ok = {"integer": numeric and float(raw).is_integer(), "number": numeric,
-              "boolean": isinstance(raw, bool)}.get(kind, False)
+        # an int is whole without a float of it (an int beyond a float's range would overflow)
+        whole = numeric and (isinstance(raw, int) or raw.is_integer())
+        ok = {"integer": whole, "number": numeric, "boolean": isinstance(raw, bool)}.get(kind, False)
         return (int(raw) if ok and kind == "integer" else raw), ok
     try:
         if kind == "integer":
