@@ -264,3 +264,19 @@ def test_the_served_contract_gives_every_post_the_header(acme):
                 success = next(r for s, r in op["responses"].items() if s.startswith("2"))
                 assert "Idempotent-Replayed" in success["headers"]
     assert served["components"]["parameters"]["IdempotencyKey"]["in"] == "header"
+
+
+@pytest.mark.parametrize("key", [None, KEY])
+def test_a_body_nested_too_deep_is_400_with_or_without_a_key(acme, store, key):
+    """Nesting beyond 200 levels is refused before anything runs: deep enough, it would
+    exhaust the recursion of the JSON parser or of the key's body hash (a 500)."""
+    def nested(depth):
+        return '{"name": "A", "extra": %s}' % ("[" * (depth - 1) + "]" * (depth - 1))
+
+    headers = {"Content-Type": "application/json", **({"Idempotency-Key": key} if key else {})}
+    for depth in (201, 5000):
+        refused = acme.call("POST", "/v1/customers", body=nested(depth), headers=headers, expect=400)
+        assert refused.json["error"] == {"code": "bad-request",
+                                         "message": "malformed JSON: nested deeper than 200 levels"}
+    assert acme.call("GET", "/v1/customers").json["data"] == [] and idempotency_rows(store) == 0
+    acme.call("POST", "/v1/customers", body=nested(200), headers=headers, expect=201)
