@@ -136,8 +136,12 @@ class Idempotency:
         now = self.clock.now()
         keys = self._keys()
         with self.store.uow() as uow:
-            keys.insert(credential, key, attempt=attempt, now=now, **request)
-            record = keys.get(credential, key)
+            record = None
+            while record is None:  # the row the insert found may be gone before it is read (a
+                # release or the clean-up committed in between, as PostgreSQL's read committed
+                # allows): then the key is free and the next insert claims it
+                keys.insert(credential, key, attempt=attempt, now=now, **request)
+                record = keys.get(credential, key)
             if record.attempt != attempt:
                 expired = record.created_at <= now - TTL
                 stale = (record.state == "in_flight" and record.claimed_at <= now - STALE

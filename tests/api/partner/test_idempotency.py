@@ -280,3 +280,20 @@ def test_a_body_nested_too_deep_is_400_with_or_without_a_key(acme, store, key):
                                          "message": "malformed JSON: nested deeper than 200 levels"}
     assert acme.call("GET", "/v1/customers").json["data"] == [] and idempotency_rows(store) == 0
     acme.call("POST", "/v1/customers", body=nested(200), headers=headers, expect=201)
+
+
+def test_a_claim_whose_row_vanishes_before_it_is_read_claims_again(acme, monkeypatch):
+    """On PostgreSQL the row a claim's insert ran into may be deleted (the first request's
+    claim released after a 5xx, or the clean-up) before the claim reads it: the insert is
+    tried again, rather than reading nothing and failing with a 500."""
+    real, reads = PeeweeIdempotencyKeys.get, []
+
+    def get(self, credential, key):  # the first read comes after that delete
+        reads.append(key)
+        return None if len(reads) == 1 else real(self, credential, key)
+
+    monkeypatch.setattr(PeeweeIdempotencyKeys, "get", get)
+    first = _post(acme, "/v1/customers", {"name": "A"}, expect=201)
+    assert "idempotent-replayed" not in first.headers and len(reads) == 2
+    assert _post(acme, "/v1/customers", {"name": "A"}, expect=201).content == first.content
+    assert len(acme.call("GET", "/v1/customers").json["data"]) == 1
