@@ -297,3 +297,16 @@ def test_a_claim_whose_row_vanishes_before_it_is_read_claims_again(acme, monkeyp
     assert "idempotent-replayed" not in first.headers and len(reads) == 2
     assert _post(acme, "/v1/customers", {"name": "A"}, expect=201).content == first.content
     assert len(acme.call("GET", "/v1/customers").json["data"]) == 1
+
+
+def test_a_kept_answer_is_sealed_with_the_credentials_secret(acme, store):
+    """The answer of a token's creation holds its secret, which the database otherwise keeps
+    only as a hash: the kept copy is sealed with the caller's own token, so a copy of the
+    database gives it to nobody, while the caller's repeat still gets it back."""
+    created = _post(acme, "/v1/tokens", {"label": "bot", "scope": "read"}, expect=201)
+    secret = created.json["token"]
+    with store.db.connection_context():
+        kept = [bytes(row.body) for row in store.models.IdempotencyKey.select()]
+    assert len(kept) == 1 and secret.encode() not in kept[0] and b"bot" not in kept[0]
+    again = _post(acme, "/v1/tokens", {"label": "bot", "scope": "read"}, expect=201)
+    assert again.headers["idempotent-replayed"] == "true" and again.content == created.content
