@@ -23,6 +23,11 @@ parameters are valid, so only a request that would run can claim a key.
   (status, body, content type and the answer's own headers such as ``Location``; the
   rate-limit headers are the repeat's own). A 429 or 5xx answer drops the claim, so a
   retry runs again.
+- A kept body is sealed (AES-GCM) with a key derived from the credential's own secret as
+  the request presents it (the token, the API key or the session cookie), which only the
+  credential's holder has: the answer of ``POST /v1/tokens`` or ``/api/v1/api-keys`` holds
+  a new secret that the database otherwise keeps only as a hash, and a copy of the
+  database must not hand it out.
 - A claim still in flight after ``STALE`` (its process presumably died before it could
   answer) is taken over by the next repeat of the same request, which runs it again.
 - After ``TTL`` a key is free again: its record is treated as absent and a clean-up job
@@ -31,6 +36,7 @@ parameters are valid, so only a request that would run can claim a key.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import logging
 import secrets
@@ -38,9 +44,12 @@ from dataclasses import replace
 from datetime import timedelta
 
 import falcon
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from app.http.errors import ApiError, render_error, to_api_error
 from app.http.pipeline import Reply, kept_reply
+from app.panel.gate import session_cookie
+from app.partner.gate import bearer
 from app.storage.idempotency_repos import PeeweeIdempotencyKeys
 from core.panel.access import Principal
 from core.panel.sessions import SessionPrincipal
@@ -65,6 +74,31 @@ def credential_of(caller) -> str | None:
     if isinstance(caller, Principal):
         return "key:" + caller.key.id
     return None
+
+
+def presented_secret(req, caller) -> str:
+    """The credential's secret as ``req`` presents it: a browser session's cookie, else the
+    Bearer token or key (what the gate authenticated the caller by)."""
+    return (session_cookie(req) if isinstance(caller, SessionPrincipal) else bearer(req)) or ""
+
+
+class Seal:
+    """Seals and opens a kept body with a key of the credential's secret; the credential
+    and the idempotency key are its associated data (a body sealed for one record opens
+    for no other)."""
+
+    def __init__(self, secret: str, credential: str, key: str):
+        derived = hmac.new(secret.encode("utf-8"), b"slipway idempotency-key answer", hashlib.sha256).digest()
+        self._aead, self._bound = AESGCM(derived), f"{credential}\n{key}".encode("utf-8")
+
+    def seal(self, body: bytes | None) -> bytes | None:
+        if body is None:
+            return None
+        nonce = secrets.token_bytes(12)
+        return nonce + self._aead.encrypt(nonce, body, self._bound)
+
+    def open(self, sealed: bytes | None) -> bytes | None:
+        return None if sealed is None else self._aead.decrypt(sealed[:12], sealed[12:], self._bound)
 
 
 def checked_key(value: str, api: str) -> str:
@@ -111,15 +145,16 @@ class Idempotency:
         request = {"method": op.method, "path": req.path, "fingerprint": fingerprint(op.method, req.path, body)}
         attempt = secrets.token_hex(16)
         record = await self.store.run(self._claim, credential, key, attempt, request)
+        seal = Seal(presented_secret(req, caller), credential, key)
         if record is not None:
-            return self._answer(record, request["fingerprint"], op.api)
+            return self._answer(record, request["fingerprint"], op.api, seal)
         try:
             reply = await handle()
         except Exception as ex:  # noqa: BLE001 (an error is an answer too: kept or released, then raised)
             err = to_api_error(ex)
             if _keeps(err.status):
                 await self._finish(credential, key, attempt, err.status, falcon.MEDIA_JSON, err.headers,
-                                   render_error(op.api, err))
+                                   seal.seal(render_error(op.api, err)))
             else:
                 await self._release(credential, key, attempt)
             raise err from (None if err is ex else ex)
@@ -127,7 +162,8 @@ class Idempotency:
         if rendered is None or not _keeps(reply.status):
             await self._release(credential, key, attempt)
         else:
-            await self._finish(credential, key, attempt, reply.status, rendered[0], reply.headers, rendered[1])
+            await self._finish(credential, key, attempt, reply.status, rendered[0], reply.headers,
+                               seal.seal(rendered[1]))
         return reply
 
     def _claim(self, credential: str, key: str, attempt: str, request: dict):
@@ -136,8 +172,12 @@ class Idempotency:
         now = self.clock.now()
         keys = self._keys()
         with self.store.uow() as uow:
-            keys.insert(credential, key, attempt=attempt, now=now, **request)
-            record = keys.get(credential, key)
+            record = None
+            while record is None:  # the row the insert found may be gone before it is read (a
+                # release or the clean-up committed in between, as PostgreSQL's read committed
+                # allows): then the key is free and the next insert claims it
+                keys.insert(credential, key, attempt=attempt, now=now, **request)
+                record = keys.get(credential, key)
             if record.attempt != attempt:
                 expired = record.created_at <= now - TTL
                 stale = (record.state == "in_flight" and record.claimed_at <= now - STALE
@@ -156,7 +196,7 @@ class Idempotency:
         return record
 
     @staticmethod
-    def _answer(record, fingerprint_: str, api: str):
+    def _answer(record, fingerprint_: str, api: str, seal: Seal):
         if record.fingerprint != fingerprint_:
             reused = "was already used for another request (method, path or body)"
             if api == "partner":
@@ -165,7 +205,7 @@ class Idempotency:
         if record.state != "done":
             raise ApiError(409, f"the first request with this {HEADER} is still running; retry shortly",
                            headers={"Retry-After": "1"})
-        return Reply(status=record.status, body=record.body, content_type=record.content_type,
+        return Reply(status=record.status, body=seal.open(record.body), content_type=record.content_type,
                      headers={**record.headers, REPLAYED: "true"})
 
     async def _finish(self, credential, key, attempt, status, content_type, headers, body) -> None:

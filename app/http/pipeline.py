@@ -16,6 +16,11 @@ from app.http.openapi import Contract, Operation
 from app.http.errors import ApiError, api_of, refuse_websocket, to_api_error
 
 MAX_BODY = 1024 * 1024
+#: how deep a JSON body may nest (the MCP SDK's parser allows about as much): deeper would
+#: exhaust the recursion of the parser or of what walks the body after it (an
+#: Idempotency-Key's hash), a 500 instead of the client's 400
+MAX_DEPTH = 200
+TOO_DEEP = f"malformed JSON: nested deeper than {MAX_DEPTH} levels"
 JSON_TYPES = ("application/json",)
 
 
@@ -71,9 +76,25 @@ async def read_body(req, op: Operation):
         raise ApiError(415, "request body must be application/json")
     try:
         body = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
+    except RecursionError:
+        raise ApiError(400, TOO_DEEP) from None
     except (UnicodeDecodeError, ValueError) as exc:
         raise ApiError(400, f"malformed JSON: {exc}") from exc
+    if _too_deep(body):
+        raise ApiError(400, TOO_DEEP)
     return check_body(op, body)
+
+
+def _too_deep(value) -> bool:
+    """Whether ``value`` nests more than ``MAX_DEPTH`` arrays and objects (no recursion)."""
+    level, containers = 0, [value] if isinstance(value, (dict, list)) else []
+    while containers:
+        level += 1
+        if level > MAX_DEPTH:
+            return True
+        containers = [child for c in containers for child in (c.values() if isinstance(c, dict) else c)
+                      if isinstance(child, (dict, list))]
+    return False
 
 
 def check_body(op: Operation, body):
@@ -153,8 +174,9 @@ def check_params(op: Operation, lookup) -> dict:
 def _coerce(raw, kind: str):
     if not isinstance(raw, str):  # a JSON value (MCP tool arguments) stands when it is of the kind
         numeric = isinstance(raw, (int, float)) and not isinstance(raw, bool)
-        ok = {"integer": numeric and float(raw).is_integer(), "number": numeric,
-              "boolean": isinstance(raw, bool)}.get(kind, False)
+        # an int is whole without a float of it (an int beyond a float's range would overflow)
+        whole = numeric and (isinstance(raw, int) or raw.is_integer())
+        ok = {"integer": whole, "number": numeric, "boolean": isinstance(raw, bool)}.get(kind, False)
         return (int(raw) if ok and kind == "integer" else raw), ok
     try:
         if kind == "integer":

@@ -169,6 +169,8 @@ class McpEndpoint:
                                     "without a stream to GET or a session to DELETE", headers={"Allow": "POST"})
             if self.manager is None or self._task is None or self._task.done():
                 raise ApiError(503, "the MCP endpoint is not running")
+            if (req.content_length or 0) > MAX_BODY:  # as the panel says it (a chunked body: the SDK's 413)
+                raise ApiError(413, "request body is larger than 1 MiB")
         except ApiError as err:
             await _send_error(send, req, err)
             return

@@ -375,7 +375,8 @@ def test_malformed_mcp_requests_are_the_protocols_errors_never_a_500(panel):
     }
     for name, answer in answers.items():
         assert answer.status_code < 500, (name, answer.status_code, answer.text)
-    assert answers["too-big"].status_code == 413
+    assert answers["too-big"].status_code == 413  # declared too big: the panel's error, read no further
+    assert answers["too-big"].json() == {"error": {"code": "bad_request", "message": "request body is larger than 1 MiB"}}
     assert answers["not-json"].status_code == 400
     result = answers["deep"].json()["result"]
     assert result["isError"] is True and json.loads(result["content"][0]["text"])["error"]["code"] == "validation_error"

@@ -167,3 +167,24 @@ def test_the_served_contract_gives_every_post_the_header(setup):
             if keyed:
                 assert {"400", "409"} <= set(op["responses"]), path
     assert "IdempotencyKey" not in str(served["paths"]["/api/auth/key"]["post"])
+
+
+def test_a_kept_answer_is_sealed_with_the_credentials_secret(setup, store):
+    """A new API key's secret, kept for the repeat, is not in the database in the clear
+    (sealed with the caller's key, or its session's cookie)."""
+    client, _, key = setup
+    secret = key()
+    body = {"name": "ci", "role": "viewer", "rateLimitRpm": 60}
+    created = _post(client, secret, "/api/v1/api-keys", body, expect=201)
+    with store.db.connection_context():
+        kept = [bytes(row.body) for row in store.models.IdempotencyKey.select()]
+    assert len(kept) == 1 and created.json["key"].encode() not in kept[0]
+    again = _post(client, secret, "/api/v1/api-keys", body, expect=201)
+    assert again.headers["idempotent-replayed"] == "true" and again.content == created.content
+    signed_in = client.post("/api/auth/key", json_body={"key": secret}, headers=XRW, expect=204)
+    cookie = {"Cookie": f"slipway_session={signed_in.cookies['slipway_session'].value}", **XRW}
+    by_session = client.post("/api/v1/api-keys", json_body=body, headers={"Idempotency-Key": KEY, **cookie},
+                             expect=201)
+    replayed = client.post("/api/v1/api-keys", json_body=body, headers={"Idempotency-Key": KEY, **cookie},
+                           expect=201)
+    assert replayed.headers["idempotent-replayed"] == "true" and replayed.content == by_session.content

@@ -264,3 +264,49 @@ def test_the_served_contract_gives_every_post_the_header(acme):
                 success = next(r for s, r in op["responses"].items() if s.startswith("2"))
                 assert "Idempotent-Replayed" in success["headers"]
     assert served["components"]["parameters"]["IdempotencyKey"]["in"] == "header"
+
+
+@pytest.mark.parametrize("key", [None, KEY])
+def test_a_body_nested_too_deep_is_400_with_or_without_a_key(acme, store, key):
+    """Nesting beyond 200 levels is refused before anything runs: deep enough, it would
+    exhaust the recursion of the JSON parser or of the key's body hash (a 500)."""
+    def nested(depth):
+        return '{"name": "A", "extra": %s}' % ("[" * (depth - 1) + "]" * (depth - 1))
+
+    headers = {"Content-Type": "application/json", **({"Idempotency-Key": key} if key else {})}
+    for depth in (201, 5000):
+        refused = acme.call("POST", "/v1/customers", body=nested(depth), headers=headers, expect=400)
+        assert refused.json["error"] == {"code": "bad-request",
+                                         "message": "malformed JSON: nested deeper than 200 levels"}
+    assert acme.call("GET", "/v1/customers").json["data"] == [] and idempotency_rows(store) == 0
+    acme.call("POST", "/v1/customers", body=nested(200), headers=headers, expect=201)
+
+
+def test_a_claim_whose_row_vanishes_before_it_is_read_claims_again(acme, monkeypatch):
+    """On PostgreSQL the row a claim's insert ran into may be deleted (the first request's
+    claim released after a 5xx, or the clean-up) before the claim reads it: the insert is
+    tried again, rather than reading nothing and failing with a 500."""
+    real, reads = PeeweeIdempotencyKeys.get, []
+
+    def get(self, credential, key):  # the first read comes after that delete
+        reads.append(key)
+        return None if len(reads) == 1 else real(self, credential, key)
+
+    monkeypatch.setattr(PeeweeIdempotencyKeys, "get", get)
+    first = _post(acme, "/v1/customers", {"name": "A"}, expect=201)
+    assert "idempotent-replayed" not in first.headers and len(reads) == 2
+    assert _post(acme, "/v1/customers", {"name": "A"}, expect=201).content == first.content
+    assert len(acme.call("GET", "/v1/customers").json["data"]) == 1
+
+
+def test_a_kept_answer_is_sealed_with_the_credentials_secret(acme, store):
+    """The answer of a token's creation holds its secret, which the database otherwise keeps
+    only as a hash: the kept copy is sealed with the caller's own token, so a copy of the
+    database gives it to nobody, while the caller's repeat still gets it back."""
+    created = _post(acme, "/v1/tokens", {"label": "bot", "scope": "read"}, expect=201)
+    secret = created.json["token"]
+    with store.db.connection_context():
+        kept = [bytes(row.body) for row in store.models.IdempotencyKey.select()]
+    assert len(kept) == 1 and secret.encode() not in kept[0] and b"bot" not in kept[0]
+    again = _post(acme, "/v1/tokens", {"label": "bot", "scope": "read"}, expect=201)
+    assert again.headers["idempotent-replayed"] == "true" and again.content == created.content

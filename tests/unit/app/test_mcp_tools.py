@@ -63,7 +63,8 @@ def test_json_values_are_checked_like_query_values(tools, given, expected):
 
 
 @pytest.mark.parametrize("given, field", [({"page": True}, "page"), ({"page": 1.5}, "page"), ({"page": [1]}, "page"),
-                                          ({"search": 5}, "search"), ({"page": 0}, "page")])
+                                          ({"search": 5}, "search"), ({"page": 0}, "page"),
+                                          ({"page": 10 ** 400}, "page"), ({"per_page": -10 ** 400}, "per_page")])
 def test_json_values_of_another_kind_are_refused(tools, given, field):
     with pytest.raises(ApiError) as refused:
         check_params(tools["list_services"].op, lambda p: given.get(p.name))
