@@ -39,6 +39,16 @@ def payload(event) -> str:
     return json.dumps(event_json(event), separators=(",", ":"))
 
 
+def url_problem(url: str) -> str | None:
+    """Why the HTTP client cannot send to ``url`` (a control character, a name IDNA 2008
+    refuses: what ``urlsplit`` lets through but httpx does not), or None."""
+    try:
+        httpx.URL(url).host  # noqa: B018 (decoding the name is what the attempt does: SNI)
+    except (httpx.InvalidURL, ValueError) as exc:  # idna's errors are ValueErrors
+        return f"is not a valid URL ({exc})"[:300]
+    return None
+
+
 def signed_headers(secret: str, msg_id: str, body: str, at: datetime) -> dict:
     signature = standardwebhooks.Webhook(secret).sign(msg_id, at, body)
     return {"webhook-id": msg_id, "webhook-timestamp": str(int(at.timestamp())), "webhook-signature": signature,
@@ -135,6 +145,9 @@ class WebhookWorker(JobWorker):
         """One attempt: (status code, None) on a 2xx answer, else (status code or None,
         why it failed)."""
         endpoint = claimed.endpoint
+        reason = url_problem(endpoint.url)
+        if reason is not None:  # refused at create; an endpoint stored before that was
+            return None, f"not sent: url {reason}"
         reason, found = webhooks.judge_url(endpoint.url, allow_private=self.allow_private)
         if reason is not None:  # the host may resolve elsewhere than at create
             return None, f"not sent: url {reason}"

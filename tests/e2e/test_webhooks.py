@@ -503,3 +503,18 @@ def test_a_receiver_that_trickles_its_answer_is_cut_off_at_the_timeout(store, cl
         trickle.close()
     assert (delivery.status, delivery.attempts, delivery.last_status_code) == ("pending", 1, None)
     assert delivery.last_error == "timed out after 0.5 s"
+
+
+def test_a_stored_url_the_sender_cannot_parse_fails_its_attempts(store, clock, queue):
+    """An endpoint stored before its URL was refused at create: each attempt is counted
+    (not an error that leaves the delivery claimed, to be taken up again for ever)."""
+    caller, event = queue
+    webhooks.create_endpoint(store.uow(), clock, caller, target=webhooks.Target("http://127.0.0.1:9/hook\x01"))
+    event()
+    worker = _worker(store, clock, allow_private=True)
+    try:
+        delivery = _one_attempt(store, clock, worker)
+    finally:
+        worker.engine.close()
+    assert (delivery.status, delivery.attempts, delivery.last_status_code) == ("pending", 1, None)
+    assert delivery.last_error.startswith("not sent: url is not a valid URL")

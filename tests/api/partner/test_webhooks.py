@@ -113,6 +113,19 @@ def test_urls_outside_the_rule_are_422_on_url(acme, url, why):
     assert acme.call("GET", "/v1/webhooks").json == []
 
 
+@pytest.mark.parametrize("url", [
+    "https://93.184.215.14/hook\x01",  # a control character
+    "https://xn--zz.example/hook",  # not an IDNA name
+    "https://\u2603.example/hook",  # a name IDNA 2008 refuses
+])
+def test_urls_the_sender_cannot_parse_are_422_on_url(acme, url):
+    """Such an endpoint could never be sent to: each of its deliveries would be taken up
+    again and again without an attempt counted."""
+    result = _create(acme, url=url, expect=422)
+    assert "url" in result.json["error"]["message"] and "not a valid URL" in result.json["error"]["message"]
+    assert acme.call("GET", "/v1/webhooks").json == []
+
+
 @pytest.mark.parametrize("body", [
     {"events": ["license.exploded"]},
     {"events": []},
