@@ -3,8 +3,9 @@ deliveries (``core.partner.webhooks``) on threads of its own, never on the event
 that serves requests, so a slow or silent receiver never slows an API call.
 
 Up to ``concurrency`` deliveries are in flight at once, at most one per endpoint in
-this process: a receiver that never answers holds one thread for
-``SLIPWAY_WEBHOOK_TIMEOUT`` seconds, not the queue. A delivery is claimed for
+this process and at most a quarter of them for one partner's endpoints: a receiver that
+never answers holds one thread for ``SLIPWAY_WEBHOOK_TIMEOUT`` seconds, not the queue,
+and a partner with many such receivers holds its share of the threads, not all of them. A delivery is claimed for
 ``2 × timeout + 10`` seconds; when its process dies mid-send the claim lapses and any
 process (a restarted one included) sends it again. An attempt lasts the timeout at most,
 overall: a receiver that trickles its answer a byte at a time has its connection cut
@@ -16,6 +17,7 @@ followed and at most ``BODY_CAP`` bytes of an answer are read.
 """
 from __future__ import annotations
 
+import collections
 import json
 import logging
 import socket
@@ -111,7 +113,8 @@ class WebhookWorker(JobWorker):
         self.concurrency = concurrency
         self.hold = 2 * timeout + 10  # outlives an attempt (see the module's docstring)
         self.engine = EngineCalls(threads=concurrency, name="slipway-webhooks")
-        self._busy: set = set()  # endpoint ids with a delivery in flight here
+        self.share = max(1, concurrency // 4)  # threads one partner's endpoints may hold at once
+        self._busy: dict = {}  # endpoint id → its partner's id, for each delivery in flight here
         self._busy_lock = threading.Lock()
         self._client = None
         self._verify = verify  # httpx's: True (the system's CAs), or an SSLContext (tests)
@@ -122,10 +125,13 @@ class WebhookWorker(JobWorker):
     def claim(self, owner):
         with self._busy_lock:
             busy = frozenset(self._busy)
-        claimed = webhooks.claim_due(self.store.uow(), self.clock, owner or "anonymous", hold=self.hold, busy=busy)
+            held = collections.Counter(self._busy.values())
+        full = frozenset(p for p, n in held.items() if n >= self.share)
+        claimed = webhooks.claim_due(self.store.uow(), self.clock, owner or "anonymous", hold=self.hold, busy=busy,
+                                     full=full)
         if claimed is not None:
             with self._busy_lock:
-                self._busy.add(claimed.delivery.endpoint_id)
+                self._busy[claimed.delivery.endpoint_id] = claimed.endpoint.partner_id
         return claimed
 
     def client(self) -> httpx.Client:
@@ -190,7 +196,7 @@ class WebhookWorker(JobWorker):
                             done.last_error)
         finally:
             with self._busy_lock:
-                self._busy.discard(claimed.delivery.endpoint_id)
+                self._busy.pop(claimed.delivery.endpoint_id, None)
 
     async def stop(self) -> None:
         await super().stop()

@@ -518,3 +518,29 @@ def test_a_stored_url_the_sender_cannot_parse_fails_its_attempts(store, clock, q
         worker.engine.close()
     assert (delivery.status, delivery.attempts, delivery.last_status_code) == ("pending", 1, None)
     assert delivery.last_error.startswith("not sent: url is not a valid URL")
+
+
+def test_one_partners_receivers_hold_at_most_a_share_of_the_delivery_threads(store, clock):
+    """A partner whose many endpoints never answer cannot take every delivery thread:
+    once it has its share in flight, the next claim is another partner's delivery."""
+    world = World(store, clock)
+    greedy, other = world.partner("Greedy"), world.partner("Other")
+    for partner, count in ((greedy, 3), (other, 1)):
+        caller = tokens.authenticate(store.uow(), clock, world.token(partner)[1])
+        for n in range(count):
+            webhooks.create_endpoint(store.uow(), clock, caller,
+                                     target=webhooks.Target(f"https://93.184.215.14/{partner.name}/{n}"))
+    lic = SimpleNamespace(id="6f7d1c9e-0000-4000-8000-000000000002", customer_id=None)
+    for partner in (greedy, other):  # the greedy partner's deliveries are due first
+        with store.uow() as uow:
+            ledger.record(uow, clock, event="license.issued", license=SimpleNamespace(**vars(lic),
+                                                                                       partner_id=partner.id),
+                          actor=None)
+            uow.commit()
+    worker = _worker(store, clock, allow_private=False)  # two threads: one partner's share is one
+    try:
+        first, second = worker.claim("wkr_test"), worker.claim("wkr_test")
+    finally:
+        worker.engine.close()
+    assert first.endpoint.partner_id == greedy.id
+    assert second.endpoint.partner_id == other.id
