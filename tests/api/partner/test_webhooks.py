@@ -98,6 +98,11 @@ def test_another_partners_endpoint_is_404_a_parents_and_a_childs_too(reseller_fa
     ("https://10.1.2.3/hook", "private"),
     ("https://192.168.0.10/hook", "private"),
     ("https://[fd00::1]/hook", "private"),
+    ("https://[fec0::8]/hook", "site-local"),
+    ("https://2130706433/hook", "loopback"),  # decimal, hex and octal spellings of 127.0.0.1
+    ("https://0x7f000001/hook", "loopback"),
+    ("https://0177.0.0.1/hook", "not a valid URL"),  # httpx refuses the octal one outright
+    ("https://[64:ff9b::a9fe:a9fe]/hook", "link-local"),  # NAT64 of the metadata address
     ("http://169.254.169.254/latest/meta-data/", "link-local"),
     ("https://169.254.169.254/latest/meta-data/", "link-local"),
     ("https://0.0.0.0/hook", "unspecified"),
