@@ -3,7 +3,8 @@ follows (git sources, partner webhooks). Pure standard library, no I/O beyond a 
 name lookup.
 
 An address that is not public is loopback, RFC 1918 and ``fc00::/7`` private,
-link-local with the cloud metadata address ``169.254.169.254``, unspecified, multicast,
+``fec0::/10`` site-local, link-local with the cloud metadata address
+``169.254.169.254``, unspecified, multicast,
 and the other special-purpose ranges Python's :mod:`ipaddress` does not call global:
 shared ``100.64.0.0/10``, documentation, benchmarking, reserved. So are IPv6 addresses
 that carry such an IPv4 address (IPv4-mapped ``::ffff:a.b.c.d``, 6to4, NAT64
@@ -55,6 +56,8 @@ def not_public(address) -> str | None:
         return "a multicast address"
     if address.is_private:
         return "a private address"
+    if address.version == 6 and address.is_site_local:  # fec0::/10: deprecated, still routed within a site
+        return "a site-local address"
     if address.is_reserved or not address.is_global:
         return "a special-purpose address"
     return None

@@ -5,6 +5,8 @@ from __future__ import annotations
 from app.http.pipeline import Reply
 from app.http.timefmt import rfc3339
 from app.partner.licensing import _page, _paged
+from app.workers.webhooks import url_problem
+from core.errors import Invalid
 from core.partner import webhooks
 
 
@@ -28,6 +30,9 @@ def webhook_handlers(store, clock, *, allow_private: bool, lookups) -> dict:
     run = store.run
 
     async def create_webhook(call):
+        problem = url_problem(call.body["url"])  # before the DNS lookup: such a URL could never be sent to
+        if problem is not None:
+            raise Invalid("invalid webhook url", fields={"url": problem})
         target = await lookups.run_for(call.caller.partner.id, webhooks.check_url, call.body["url"],
                                        allow_private=allow_private)
         endpoint = await run(webhooks.create_endpoint, store.uow(), clock, call.caller, target=target,

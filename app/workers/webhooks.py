@@ -3,24 +3,25 @@ deliveries (``core.partner.webhooks``) on threads of its own, never on the event
 that serves requests, so a slow or silent receiver never slows an API call.
 
 Up to ``concurrency`` deliveries are in flight at once, at most one per endpoint in
-this process: a receiver that never answers holds one thread for
-``SLIPWAY_WEBHOOK_TIMEOUT`` seconds, not the queue. A delivery is claimed for
+this process and at most a quarter of them for one partner's endpoints: a receiver that
+never answers holds one thread for ``SLIPWAY_WEBHOOK_TIMEOUT`` seconds, not the queue,
+and a partner with many such receivers holds its share of the threads, not all of them. A delivery is claimed for
 ``2 × timeout + 10`` seconds; when its process dies mid-send the claim lapses and any
-process (a restarted one included) sends it again. (An attempt is bounded by the timeout
-per connect, write and read, and the answer's body by the timeout overall; a receiver
-that trickles its headers past the claim may get the message again, from another
-process: its ``webhook-id`` is the same, and only the claim holder's result is kept.) Each attempt is signed as Standard
-Webhooks says (the ``standardwebhooks`` reference implementation), with the delivery id
+process (a restarted one included) sends it again. An attempt lasts the timeout at most,
+overall: a receiver that trickles its answer a byte at a time has its connection cut
+then (``_Deadline``), so it neither holds a thread longer nor outlives the claim. Each
+attempt is signed as Standard Webhooks says (the ``standardwebhooks`` reference implementation), with the delivery id
 as ``webhook-id``, so receivers can drop a repeat. The host's addresses are checked
 before each attempt and the attempt connects to the checked address. Redirects are not
 followed and at most ``BODY_CAP`` bytes of an answer are read.
 """
 from __future__ import annotations
 
+import collections
 import json
 import logging
+import socket
 import threading
-import time
 from datetime import datetime, timezone
 
 import httpx
@@ -40,10 +41,65 @@ def payload(event) -> str:
     return json.dumps(event_json(event), separators=(",", ":"))
 
 
+def url_problem(url: str) -> str | None:
+    """Why the HTTP client cannot send to ``url`` (a control character, a name IDNA 2008
+    refuses: what ``urlsplit`` lets through but httpx does not), or None."""
+    try:
+        httpx.URL(url).host  # noqa: B018 (decoding the name is what the attempt does: SNI)
+    except (httpx.InvalidURL, ValueError) as exc:  # idna's errors are ValueErrors
+        return f"is not a valid URL ({exc})"[:300]
+    return None
+
+
 def signed_headers(secret: str, msg_id: str, body: str, at: datetime) -> dict:
     signature = standardwebhooks.Webhook(secret).sign(msg_id, at, body)
     return {"webhook-id": msg_id, "webhook-timestamp": str(int(at.timestamp())), "webhook-signature": signature,
             "content-type": "application/json", "user-agent": "Slipway-Webhooks/1"}
+
+
+class _Deadline:
+    """Cuts one attempt's connection ``seconds`` after it starts, however it is going:
+    httpx's timeouts bound each connect, read and write, not the whole exchange. The
+    socket comes from httpcore's trace hook (the TCP one, then the TLS one wrapping it);
+    ``shutdown`` wakes the thread blocked reading it, which then fails the attempt."""
+
+    def __init__(self, seconds: float):
+        self.expired = False
+        self._socket = None
+        self._ended = False
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+
+    def __enter__(self):
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._timer.cancel()
+        with self._lock:
+            self._ended, self._socket = True, None
+
+    def trace(self, name: str, info: dict) -> None:
+        if name in ("connection.connect_tcp.complete", "connection.start_tls.complete"):
+            stream = info.get("return_value")
+            with self._lock:
+                self._socket = stream.get_extra_info("socket") if stream is not None else None
+                if self.expired:
+                    self._cut()
+
+    def _expire(self) -> None:
+        with self._lock:
+            if not self._ended:
+                self.expired = True
+                self._cut()
+
+    def _cut(self) -> None:
+        if self._socket is not None:
+            try:  # the plain socket's shutdown, under TLS too: it wakes a blocked read
+                socket.socket.shutdown(self._socket, socket.SHUT_RDWR)
+            except OSError:
+                pass
 
 
 class WebhookWorker(JobWorker):
@@ -57,7 +113,8 @@ class WebhookWorker(JobWorker):
         self.concurrency = concurrency
         self.hold = 2 * timeout + 10  # outlives an attempt (see the module's docstring)
         self.engine = EngineCalls(threads=concurrency, name="slipway-webhooks")
-        self._busy: set = set()  # endpoint ids with a delivery in flight here
+        self.share = max(1, concurrency // 4)  # threads one partner's endpoints may hold at once
+        self._busy: dict = {}  # endpoint id → its partner's id, for each delivery in flight here
         self._busy_lock = threading.Lock()
         self._client = None
         self._verify = verify  # httpx's: True (the system's CAs), or an SSLContext (tests)
@@ -68,10 +125,13 @@ class WebhookWorker(JobWorker):
     def claim(self, owner):
         with self._busy_lock:
             busy = frozenset(self._busy)
-        claimed = webhooks.claim_due(self.store.uow(), self.clock, owner or "anonymous", hold=self.hold, busy=busy)
+            held = collections.Counter(self._busy.values())
+        full = frozenset(p for p, n in held.items() if n >= self.share)
+        claimed = webhooks.claim_due(self.store.uow(), self.clock, owner or "anonymous", hold=self.hold, busy=busy,
+                                     full=full)
         if claimed is not None:
             with self._busy_lock:
-                self._busy.add(claimed.delivery.endpoint_id)
+                self._busy[claimed.delivery.endpoint_id] = claimed.endpoint.partner_id
         return claimed
 
     def client(self) -> httpx.Client:
@@ -91,6 +151,9 @@ class WebhookWorker(JobWorker):
         """One attempt: (status code, None) on a 2xx answer, else (status code or None,
         why it failed)."""
         endpoint = claimed.endpoint
+        reason = url_problem(endpoint.url)
+        if reason is not None:  # refused at create; an endpoint stored before that was
+            return None, f"not sent: url {reason}"
         reason, found = webhooks.judge_url(endpoint.url, allow_private=self.allow_private)
         if reason is not None:  # the host may resolve elsewhere than at create
             return None, f"not sent: url {reason}"
@@ -102,19 +165,21 @@ class WebhookWorker(JobWorker):
         # later (DNS rebinding); the name stays in Host and in TLS (SNI, certificate check)
         url = httpx.URL(endpoint.url)
         headers["host"] = url.netloc.decode("ascii")
+        deadline, status = _Deadline(self.timeout), None
         try:
-            with self.client().stream("POST", url.copy_with(host=found[0]), content=body.encode(), headers=headers,
-                                      extensions={"sni_hostname": url.host}) as answer:
-                read, started = 0, time.monotonic()
-                for chunk in answer.iter_raw():
+            with deadline, self.client().stream("POST", url.copy_with(host=found[0]), content=body.encode(),
+                                                headers=headers, extensions={"sni_hostname": url.host,
+                                                                             "trace": deadline.trace}) as answer:
+                status, read = answer.status_code, 0
+                for chunk in answer.iter_raw():  # the status decides; the body is read only to end the exchange
                     read += len(chunk)
-                    if read >= BODY_CAP or time.monotonic() - started > self.timeout:
+                    if read >= BODY_CAP:
                         break
-                status = answer.status_code
-        except httpx.TimeoutException:
-            return None, f"timed out after {self.timeout:g} s"
         except httpx.HTTPError as exc:
-            return None, f"could not send: {type(exc).__name__}: {exc}"[:300]
+            if status is None:  # no answer (a body cut short after the status still counts)
+                if isinstance(exc, httpx.TimeoutException) or deadline.expired:
+                    return None, f"timed out after {self.timeout:g} s"
+                return None, f"could not send: {type(exc).__name__}: {exc}"[:300]
         if 200 <= status < 300:
             return status, None
         if 300 <= status < 400:
@@ -131,7 +196,7 @@ class WebhookWorker(JobWorker):
                             done.last_error)
         finally:
             with self._busy_lock:
-                self._busy.discard(claimed.delivery.endpoint_id)
+                self._busy.pop(claimed.delivery.endpoint_id, None)
 
     async def stop(self) -> None:
         await super().stop()

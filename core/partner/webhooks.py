@@ -223,13 +223,18 @@ class Claimed:
     event: object  # core.partner.ledger.LedgerEvent
 
 
-def claim_due(uow, clock, owner: str, *, hold: float, busy=frozenset(), batch: int = 10) -> Claimed | None:
+def claim_due(uow, clock, owner: str, *, hold: float, busy=frozenset(), full=frozenset(),
+              batch: int = 10) -> Claimed | None:
     """Claim the oldest due delivery (pending, due, unclaimed or its claim lapsed) whose
-    endpoint is not in ``busy``, for ``hold`` seconds; None when there is none. The claim
-    is a conditional update: of two processes racing for a row, one gets it."""
+    endpoint is not in ``busy`` and not of a partner in ``full`` (one with as many
+    deliveries in flight as it may have), for ``hold`` seconds; None when there is none.
+    The claim is a conditional update: of two processes racing for a row, one gets it."""
     now = clock.now()
     with uow.reading():  # polled often: looking takes no write lock
-        candidates = uow.webhook_deliveries.due(now, exclude=busy, limit=batch)
+        exclude = set(busy)
+        for partner_id in full:
+            exclude.update(e.id for e in uow.webhook_endpoints.list_for_partner(partner_id))
+        candidates = uow.webhook_deliveries.due(now, exclude=frozenset(exclude), limit=batch)
     if not candidates:
         return None
     with uow:

@@ -9,6 +9,7 @@ receiver that never answers, a redirect, the give-up after 8 attempts."""
 from __future__ import annotations
 
 import collections
+import socket
 import ssl
 import subprocess
 import threading
@@ -25,7 +26,7 @@ from core.partner.scope import Page
 from tests.support.partners import World
 from tests.support.processes import slipway
 from tests.support.servers import Server
-from tests.support.silent import silent_listener
+from tests.support.silent import close_listener, silent_listener
 
 pytestmark = pytest.mark.storage  # the queue's claims are the point: both databases
 
@@ -444,3 +445,102 @@ class _Redirecting:
         self.server.shutdown()
         self.server.server_close()
 
+
+
+class _Trickling:
+    """A receiver that sends its answer's headers a byte at a time, each byte well within
+    the read timeout, for ``seconds``, then finishes a 200: a slow loris against the
+    sender."""
+
+    def __init__(self, seconds: float, gap: float = 0.1):
+        self.server = socket.socket()
+        self.server.bind(("127.0.0.1", 0))
+        self.server.listen(8)
+        self.url = f"http://127.0.0.1:{self.server.getsockname()[1]}/hook"
+        self.seconds, self.gap, self.stop = seconds, gap, threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        try:
+            conn, _ = self.server.accept()
+        except OSError:
+            return
+        with conn:
+            conn.recv(65536)
+            end = time.monotonic() + self.seconds
+            try:
+                conn.sendall(b"HTTP/1.1 200 OK\r\nx-pad: ")
+                while time.monotonic() < end and not self.stop.is_set():
+                    conn.sendall(b"a")
+                    time.sleep(self.gap)
+                conn.sendall(b"\r\ncontent-length: 0\r\n\r\n")
+            except OSError:
+                pass
+
+    def close(self):
+        self.stop.set()
+        close_listener(self.server)
+        self.thread.join(timeout=10)
+
+
+def test_a_receiver_that_trickles_its_answer_is_cut_off_at_the_timeout(store, clock, queue):
+    """Each byte arrives within the read timeout, the whole answer does not: the attempt
+    ends at ``SLIPWAY_WEBHOOK_TIMEOUT`` overall, so a slow receiver holds a delivery
+    thread (and its claim) no longer than that."""
+    caller, event = queue
+    trickle = _Trickling(seconds=6.0)  # twelve times the timeout below
+    try:
+        target = webhooks.check_url(trickle.url, allow_private=True)
+        webhooks.create_endpoint(store.uow(), clock, caller, target=target)
+        event()
+        worker = _worker(store, clock, allow_private=True, timeout=0.5)
+        try:
+            delivery = _one_attempt(store, clock, worker)
+        finally:
+            worker.engine.close()
+    finally:
+        trickle.close()
+    assert (delivery.status, delivery.attempts, delivery.last_status_code) == ("pending", 1, None)
+    assert delivery.last_error == "timed out after 0.5 s"
+
+
+def test_a_stored_url_the_sender_cannot_parse_fails_its_attempts(store, clock, queue):
+    """An endpoint stored before its URL was refused at create: each attempt is counted
+    (not an error that leaves the delivery claimed, to be taken up again for ever)."""
+    caller, event = queue
+    webhooks.create_endpoint(store.uow(), clock, caller, target=webhooks.Target("http://127.0.0.1:9/hook\x01"))
+    event()
+    worker = _worker(store, clock, allow_private=True)
+    try:
+        delivery = _one_attempt(store, clock, worker)
+    finally:
+        worker.engine.close()
+    assert (delivery.status, delivery.attempts, delivery.last_status_code) == ("pending", 1, None)
+    assert delivery.last_error.startswith("not sent: url is not a valid URL")
+
+
+def test_one_partners_receivers_hold_at_most_a_share_of_the_delivery_threads(store, clock):
+    """A partner whose many endpoints never answer cannot take every delivery thread:
+    once it has its share in flight, the next claim is another partner's delivery."""
+    world = World(store, clock)
+    greedy, other = world.partner("Greedy"), world.partner("Other")
+    for partner, count in ((greedy, 3), (other, 1)):
+        caller = tokens.authenticate(store.uow(), clock, world.token(partner)[1])
+        for n in range(count):
+            webhooks.create_endpoint(store.uow(), clock, caller,
+                                     target=webhooks.Target(f"https://93.184.215.14/{partner.name}/{n}"))
+    lic = SimpleNamespace(id="6f7d1c9e-0000-4000-8000-000000000002", customer_id=None)
+    for partner in (greedy, other):  # the greedy partner's deliveries are due first
+        with store.uow() as uow:
+            ledger.record(uow, clock, event="license.issued", license=SimpleNamespace(**vars(lic),
+                                                                                       partner_id=partner.id),
+                          actor=None)
+            uow.commit()
+    worker = _worker(store, clock, allow_private=False)  # two threads: one partner's share is one
+    try:
+        first, second = worker.claim("wkr_test"), worker.claim("wkr_test")
+    finally:
+        worker.engine.close()
+    assert first.endpoint.partner_id == greedy.id
+    assert second.endpoint.partner_id == other.id

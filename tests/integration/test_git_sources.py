@@ -106,7 +106,7 @@ def test_file_urls_and_private_hosts_are_refused_at_clone_without_the_setting(tm
 @pytest.mark.parametrize("address, public", [
     ("8.8.8.8", True), ("2606:4700:4700::1111", True), ("100.64.0.1", False), ("192.0.2.1", False),
     ("224.0.0.1", False), ("64:ff9b::a00:1", False), ("2002:7f00:1::", False), ("::ffff:10.0.0.1", False),
-    ("fe80::1%1", False),
+    ("fe80::1%1", False), ("fec0::1", False),
 ])
 def test_address_policy(address, public):
     assert (hosts.not_public(address) is None) is public

@@ -98,6 +98,11 @@ def test_another_partners_endpoint_is_404_a_parents_and_a_childs_too(reseller_fa
     ("https://10.1.2.3/hook", "private"),
     ("https://192.168.0.10/hook", "private"),
     ("https://[fd00::1]/hook", "private"),
+    ("https://[fec0::8]/hook", "site-local"),
+    ("https://2130706433/hook", "loopback"),  # decimal, hex and octal spellings of 127.0.0.1
+    ("https://0x7f000001/hook", "loopback"),
+    ("https://0177.0.0.1/hook", "not a valid URL"),  # httpx refuses the octal one outright
+    ("https://[64:ff9b::a9fe:a9fe]/hook", "link-local"),  # NAT64 of the metadata address
     ("http://169.254.169.254/latest/meta-data/", "link-local"),
     ("https://169.254.169.254/latest/meta-data/", "link-local"),
     ("https://0.0.0.0/hook", "unspecified"),
@@ -110,6 +115,19 @@ def test_urls_outside_the_rule_are_422_on_url(acme, url, why):
     result = _create(acme, url=url, expect=422)
     assert result.json["error"]["code"] == "unprocessable-entity"
     assert "url" in result.json["error"]["message"] and why in result.json["error"]["message"]
+    assert acme.call("GET", "/v1/webhooks").json == []
+
+
+@pytest.mark.parametrize("url", [
+    "https://93.184.215.14/hook\x01",  # a control character
+    "https://xn--zz.example/hook",  # not an IDNA name
+    "https://\u2603.example/hook",  # a name IDNA 2008 refuses
+])
+def test_urls_the_sender_cannot_parse_are_422_on_url(acme, url):
+    """Such an endpoint could never be sent to: each of its deliveries would be taken up
+    again and again without an attempt counted."""
+    result = _create(acme, url=url, expect=422)
+    assert "url" in result.json["error"]["message"] and "not a valid URL" in result.json["error"]["message"]
     assert acme.call("GET", "/v1/webhooks").json == []
 
 

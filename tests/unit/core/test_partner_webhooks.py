@@ -30,6 +30,8 @@ def resolve(host):
     ("https://mapped.example/hook", False, "a link-local address"),
     ("https://169.254.169.254/", False, "169.254.169.254 is a link-local address"),
     ("gopher://public.example/", True, "http(s) URL"),
+    ("https://[fec0::1]/", False, "a site-local address"),  # deprecated, but still routed to a site
+    ("https://[::ffff:fec0::1]/", False, "not a valid URL"),
 ])
 def test_url_rule(url, private_ok, refused):
     reason = webhooks.url_refusal(url, allow_private=private_ok, resolve=resolve)
