@@ -5,12 +5,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from core.errors import Invalid
+from core.partner.events import EVENTS
 from core.partner.scope import Page, subtree, visible
+from core.partner.webhooks import enqueue
 
-EVENTS = (
-    "license.issued", "license.suspended", "license.resumed", "license.terminated",
-    "license.edition_changed", "license.transferred_out", "license.transferred_in", "license.state_changed",
-)
 EXPORT_ROW_LIMIT = 5000
 
 
@@ -46,8 +44,6 @@ def record(uow, clock, *, event: str, license, actor: str | None, data: dict | N
            partner_id: str | None = None, customer_id: str | None = None) -> LedgerEvent:
     """Append one event in the caller's transaction, and queue its webhook deliveries
     in the same transaction (``core.partner.webhooks``): both are kept, or neither."""
-    from core.partner.webhooks import enqueue
-
     assert event in EVENTS, event
     stored = uow.ledger.append(LedgerEvent(
         id=None, event=event, at=clock.now(), actor=actor,

@@ -32,6 +32,7 @@ from urllib.parse import urlsplit
 
 from core import addresses
 from core.errors import Conflict, Invalid, NotFound
+from core.partner.events import EVENTS
 from core.partner.partners import is_uuid
 from core.partner.scope import Page
 
@@ -115,8 +116,6 @@ def url_refusal(url: str, *, allow_private: bool, resolve=None) -> str | None:
 
 
 def _events(events) -> tuple:
-    from core.partner.ledger import EVENTS
-
     if events is None:
         return EVENTS
     wanted = tuple(dict.fromkeys(events))
