@@ -295,6 +295,15 @@ def _one_attempt(store, clock, worker):
         return uow.webhook_deliveries.for_endpoint(claimed.endpoint.id, Page())[0]
 
 
+def _attempt(store, clock, **worker_settings):
+    """One delivery attempt by a worker of its own (closed after), and the delivery after it."""
+    worker = _worker(store, clock, **worker_settings)
+    try:
+        return _one_attempt(store, clock, worker)
+    finally:
+        worker.engine.close()
+
+
 def test_the_address_is_checked_again_at_delivery(store, clock, queue, monkeypatch, receivers):
     """The name resolved to a public address when the endpoint was made and to loopback
     when the delivery goes: the attempt fails saying so, nothing is sent."""
@@ -309,11 +318,7 @@ def test_the_address_is_checked_again_at_delivery(store, clock, queue, monkeypat
     endpoint = webhooks.create_endpoint(store.uow(), clock, caller, target=target)
     event()
     answers["hooks.example.test"] = ["127.0.0.1"]  # DNS changed
-    worker = _worker(store, clock, allow_private=False)
-    try:
-        delivery = _one_attempt(store, clock, worker)
-    finally:
-        worker.engine.close()
+    delivery = _attempt(store, clock, allow_private=False)
     assert delivery.status == "pending" and delivery.attempts == 1 and delivery.last_status_code is None
     assert delivery.last_error == ("not sent: url hooks.example.test resolves to 127.0.0.1, which is a loopback "
                                    "address; only public hosts are allowed (over https)")
@@ -334,11 +339,7 @@ def test_the_attempt_connects_to_the_address_it_checked(store, clock, queue, mon
     endpoint = webhooks.create_endpoint(store.uow(), clock, caller, target=target)
     receiver.secret = endpoint.secret
     event()
-    worker = _worker(store, clock, allow_private=True)
-    try:
-        delivery = _one_attempt(store, clock, worker)
-    finally:
-        worker.engine.close()
+    delivery = _attempt(store, clock, allow_private=True)
     assert (delivery.status, delivery.last_status_code) == ("succeeded", 200), delivery.last_error
     assert receiver.hosts == [f"pinned.test:{port}"] and list(receiver.received) == [delivery.id]
 
@@ -388,11 +389,7 @@ def test_a_receiver_that_never_answers_fails_the_attempt_and_redirects_are_not_f
         target = webhooks.check_url(f"http://{host}:{port}/hook", allow_private=True)
         webhooks.create_endpoint(store.uow(), clock, caller, target=target)
         event()
-        worker = _worker(store, clock, allow_private=True, timeout=0.5)
-        try:
-            delivery = _one_attempt(store, clock, worker)
-        finally:
-            worker.engine.close()
+        delivery = _attempt(store, clock, allow_private=True, timeout=0.5)
     assert delivery.attempts == 1 and delivery.last_error == "timed out after 0.5 s"
 
     # the eighth failed attempt makes it failed: this one, to a redirect
@@ -494,11 +491,7 @@ def test_a_receiver_that_trickles_its_answer_is_cut_off_at_the_timeout(store, cl
         target = webhooks.check_url(trickle.url, allow_private=True)
         webhooks.create_endpoint(store.uow(), clock, caller, target=target)
         event()
-        worker = _worker(store, clock, allow_private=True, timeout=0.5)
-        try:
-            delivery = _one_attempt(store, clock, worker)
-        finally:
-            worker.engine.close()
+        delivery = _attempt(store, clock, allow_private=True, timeout=0.5)
     finally:
         trickle.close()
     assert (delivery.status, delivery.attempts, delivery.last_status_code) == ("pending", 1, None)
@@ -511,11 +504,7 @@ def test_a_stored_url_the_sender_cannot_parse_fails_its_attempts(store, clock, q
     caller, event = queue
     webhooks.create_endpoint(store.uow(), clock, caller, target=webhooks.Target("http://127.0.0.1:9/hook\x01"))
     event()
-    worker = _worker(store, clock, allow_private=True)
-    try:
-        delivery = _one_attempt(store, clock, worker)
-    finally:
-        worker.engine.close()
+    delivery = _attempt(store, clock, allow_private=True)
     assert (delivery.status, delivery.attempts, delivery.last_status_code) == ("pending", 1, None)
     assert delivery.last_error.startswith("not sent: url is not a valid URL")
 
