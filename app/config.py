@@ -147,6 +147,10 @@ class Config:
     deploys_per_customer: int = 2
     #: seconds a deploy's containers must keep running before it is a success
     deploy_settle: float = 3.0
+    #: seconds a deploy's new containers get to run and be healthy (SLIPWAY_DEPLOY_HEALTH_TIMEOUT)
+    deploy_health_timeout: float = 120.0
+    #: seconds after a health-gated switch before the old containers stop (SLIPWAY_DEPLOY_DRAIN)
+    deploy_drain: float = 2.0
     base_domain: str | None = None
     #: seconds an HTTP request waits for the container engine before answering 503
     engine_timeout: float = 30.0
@@ -166,6 +170,13 @@ class Config:
     #: a Traefik dynamic-configuration file kept equal to the route records (None: no file)
     routes_file: str | None = None
     routes_interval: float = 2.0
+    #: the route provider plugin feeding a reverse proxy (SLIPWAY_ROUTES: file or caddy);
+    #: Caddy's admin API, its TLS ("" automatic ACME, "internal" Caddy's own CA) and the
+    #: listen address of the Caddy server Slipway owns
+    routes: str = "file"
+    caddy_admin: str = "http://127.0.0.1:2019"
+    caddy_tls: str = ""
+    caddy_listen: str = ":443"
     #: browser login (OIDC): the provider's issuer URL (None: login off), this client, the
     #: panel's public URL (redirect URI {public_url}/api/auth/callback), session lifetime
     oidc_issuer: str | None = None
@@ -234,6 +245,8 @@ class Config:
             deploy_concurrency=_positive_int(env, "SLIPWAY_DEPLOY_CONCURRENCY", 4),
             deploys_per_customer=_positive_int(env, "SLIPWAY_DEPLOYS_PER_CUSTOMER", 2),
             deploy_settle=_interval(env, "SLIPWAY_DEPLOY_SETTLE", 3.0),
+            deploy_health_timeout=_positive_number(env, "SLIPWAY_DEPLOY_HEALTH_TIMEOUT", 120.0),
+            deploy_drain=_interval(env, "SLIPWAY_DEPLOY_DRAIN", 2.0),
             base_domain=env.get("SLIPWAY_BASE_DOMAIN") or None,
             engine_timeout=_positive_number(env, "SLIPWAY_ENGINE_TIMEOUT", 30.0),
             engine_threads=_positive_int(env, "SLIPWAY_ENGINE_THREADS", 32),
@@ -244,6 +257,10 @@ class Config:
             work_dir=env.get("SLIPWAY_WORK_DIR") or "./work",
             routes_file=env.get("SLIPWAY_ROUTES_FILE") or None,
             routes_interval=_positive_number(env, "SLIPWAY_ROUTES_INTERVAL", 2.0),
+            routes=(env.get("SLIPWAY_ROUTES") or "file").strip().lower(),
+            caddy_admin=(env.get("SLIPWAY_CADDY_ADMIN") or "http://127.0.0.1:2019").strip(),
+            caddy_tls=(env.get("SLIPWAY_CADDY_TLS") or "").strip().lower(),
+            caddy_listen=(env.get("SLIPWAY_CADDY_LISTEN") or ":443").strip(),
             oidc_issuer=(env.get("SLIPWAY_OIDC_ISSUER") or "").strip() or None,
             oidc_client_id=env.get("SLIPWAY_OIDC_CLIENT_ID") or None,
             oidc_client_secret=env.get("SLIPWAY_OIDC_CLIENT_SECRET") or None,

@@ -16,7 +16,7 @@ from app.http.pipeline import add_contract_routes
 from app.http.idempotency import Idempotency
 from app.workers.idempotency import IdempotencyCleanup
 from app.workers.billing import BillingRecompute
-from app.workers.route_file import RouteFile
+from app.workers.routes import RouteSync, reserved_hosts, route_provider
 from app.partner.identity import identity_handlers
 from app.partner.gate import PartnerGate
 from app.partner.billing import billing_handlers
@@ -144,11 +144,16 @@ def create_app(config: Config | None = None, *, store: Store | None = None) -> S
     store.bus = bus
     hub = Hub(store, bus, runtime, engine, limit=config.ws_queue, clock=config.clock, per_key=config.ws_per_key)
     lease = WorkerLease(store, config.clock)  # whose running jobs are whose, across processes
+    # the reverse proxy's feed (SLIPWAY_ROUTES): periodic, and at once when a deploy switches routes
+    provider = route_provider(pm, config)
+    route_sync = RouteSync(store, provider, config.routes_interval) if provider is not None else None
+    switch = {"routes_changed": route_sync.sync_now} if route_sync is not None else {}
     deployer = DeployWorker(store, config.clock, runtime, deploy_engine, base_domain=config.base_domain,
                             health_interval=config.health_interval, methods=methods, work_dir=config.work_dir,
                             progress=DeployProgress(store, bus), lease=lease, health_engine=engine,
                             concurrency=config.deploy_concurrency, per_customer=config.deploys_per_customer,
-                            settle_seconds=config.deploy_settle)
+                            settle_seconds=config.deploy_settle, health_timeout=config.deploy_health_timeout,
+                            drain_seconds=config.deploy_drain, **switch)
     recompute = BillingRecompute(store, config.clock, models, config.billing_interval)
     jobs = ([recompute] if config.billing_interval else []) + ([deployer] if config.deploy_worker else [])
     archives = BackupArchives(config.backup_dir)
@@ -160,9 +165,8 @@ def create_app(config: Config | None = None, *, store: Store | None = None) -> S
     webhook_worker = WebhookWorker(store, config.clock, retry_base=config.webhook_retry_base, lease=lease,
                                    timeout=config.webhook_timeout, allow_private=config.webhook_allow_private)
     jobs += [webhook_worker] if config.deploy_worker else []  # partner webhook deliveries
-    route_file = RouteFile(store, config.routes_file, config.routes_interval) if config.routes_file else None
-    if route_file is not None:
-        jobs.append(route_file)
+    if route_sync is not None:
+        jobs.append(route_sync)
     jobs += [lease] if config.deploy_worker else []  # dropped after the workers stopped
     jobs += [hub, bus]  # stopped last: the jobs before them still publish while stopping
     webhook_lookups = EngineCalls(threads=4, name="slipway-webhook-dns")  # the URL check's DNS, per partner
@@ -191,7 +195,8 @@ def create_app(config: Config | None = None, *, store: Store | None = None) -> S
     panel_ops.update(services_handlers(store, config.clock, runtime, methods, catalog, requests_engine,
                                        wake=deployer.wake, quota=quota,
                                        deleted=lambda service_id: backups.forget_service(archives, service_id),
-                                       base_domain=config.base_domain, parse=compose_parser(methods)))
+                                       base_domain=config.base_domain, parse=compose_parser(methods),
+                                       reserved_hosts=reserved_hosts(config)))
     panel_ops.update(backups_handlers(store, config.clock, archives, compose_parser(methods),
                                       wake=backup_worker.wake))
     panel_ops.update(realtime_handlers(hub, store, runtime, engine, config.ws_queue,
@@ -215,7 +220,7 @@ def create_app(config: Config | None = None, *, store: Store | None = None) -> S
 
     app.slipway = {"store": store, "plugins": pm, "contracts": {"partner": partner, "panel": panel},
                    "license_service": license_service, "billing_recompute": recompute, "runtime": runtime,
-                   "deployer": deployer, "panel_gate": panel_gate, "route_file": route_file, "bus": bus,
+                   "deployer": deployer, "panel_gate": panel_gate, "route_sync": route_sync, "bus": bus,
                    "hub": hub, "backup_worker": backup_worker, "backup_archives": archives,
                    "idempotency": idempotency, "idempotency_cleanup": cleanup,
                    "webhook_worker": webhook_worker}

@@ -79,3 +79,7 @@ def templates(pm) -> dict:
 
 def runtimes(pm) -> dict:
     return _by_name(pm.hook.register_runtimes(), "container runtime")
+
+
+def route_providers(pm) -> dict:
+    return _by_name(pm.hook.register_route_providers(), "route provider")

@@ -86,3 +86,16 @@ def register_runtimes():
     ``SLIPWAY_RUNTIME_URL`` is handed to it; two plugins returning the same name is a
     start-up error.
     """
+
+
+# --- Route providers (reverse proxies) ----------------------------------------------
+
+
+@hookspec
+def register_route_providers():
+    """Return a list of :class:`ports.routes.RouteProviderFactory` instances: objects with
+    ``name`` and ``create(settings) -> ports.routes.RouteProvider | None``.
+
+    ``SLIPWAY_ROUTES`` (``file`` by default, or ``caddy``) picks one; a name no loaded
+    plugin provides, or two plugins returning the same name, is a start-up error.
+    """

@@ -13,13 +13,14 @@ from datetime import datetime
 
 from core.panel.containers import (  # noqa: F401 (part of the port)
     COMPONENT_LABEL,
+    KEPT_IMAGES,
     SERVICE_LABEL,
     ContainerSpec,
     Healthcheck,
     PortSpec,
 )
 
-__all__ = ["COMPONENT_LABEL", "SERVICE_LABEL", "ContainerRuntime", "ContainerSpec", "ContainerState", "EngineError",
+__all__ = ["COMPONENT_LABEL", "KEPT_IMAGES", "SERVICE_LABEL", "ContainerRuntime", "ContainerSpec", "ContainerState", "EngineError",
            "Cancelled", "Healthcheck", "LogLine", "LogStream", "PortSpec", "Usage"]
 
 
@@ -104,6 +105,19 @@ class ContainerRuntime(ABC):
     def remove_image(self, image: str) -> None: ...
 
     @abstractmethod
+    def image_id(self, image: str) -> str | None:
+        """The engine's full image id (``sha256:...``) of ``image``, None when absent."""
+
+    @abstractmethod
+    def tag_image(self, image: str, tag: str) -> None:
+        """Give ``image`` (a name or an image id) the further name ``tag`` (``repo:tag``)."""
+
+    def remove_network(self, name: str) -> None:
+        """Remove the network ``name`` (one with no containers left); idempotent. Not
+        abstract, so runtimes written before it still load: their networks stay until
+        the service is deleted."""
+
+    @abstractmethod
     def create_network(self, name: str, labels: dict) -> None: ...
 
     @abstractmethod
@@ -157,7 +171,8 @@ class ContainerRuntime(ABC):
 
     @abstractmethod
     def remove_service(self, service_id: str) -> None:
-        """Remove every container, volume and network labelled with the service; idempotent."""
+        """Remove every container, volume and network labelled with the service, and the
+        tags its releases kept images under (``KEPT_IMAGES``); idempotent."""
 
     @abstractmethod
     def labelled(self, service_id: str) -> dict:

@@ -26,6 +26,7 @@ from abc import abstractmethod
 from typing import Any, Protocol, get_type_hints
 
 from core.panel.backups import Backup
+from core.panel.releases import Release
 from core.partner.contracts import Contract
 from core.partner.customers import Contact, Customer, Note
 from core.partner.identity import Partner, Token
@@ -569,8 +570,52 @@ class DeployJobRepository(Protocol):
         """Record the step the job is at."""
 
     @abstractmethod
-    def finish(self, job_id: str, state: str, error, now) -> None:
-        """End the job ``succeeded`` or ``failed`` with ``error``."""
+    def finish(self, job_id: str, state: str, error, now, release_id: str | None = None) -> None:
+        """End the job ``succeeded``, ``failed`` or ``cancelled`` with ``error``, its
+        ``finished_at`` now; with ``release_id``, the release it recorded."""
+
+    @abstractmethod
+    def page(self, service_id: str, *, page: int, per_page: int):
+        """The service's jobs, newest (``created_at``, then id) first."""
+
+    @abstractmethod
+    def cancel_queued(self, job_id: str, now) -> bool:
+        """End the job ``cancelled`` (error "cancelled") if it is still queued; whether it was."""
+
+    @abstractmethod
+    def request_cancel(self, job_id: str, now) -> bool:
+        """Set the job's ``cancel_requested`` (its worker, in any process, stops it) unless
+        it has finished; whether it was set."""
+
+    @abstractmethod
+    def cancels_requested(self, job_ids) -> set:
+        """Which of ``job_ids`` have ``cancel_requested`` set."""
+
+
+class ReleaseRepository(Protocol):
+    @abstractmethod
+    def add(self, release: Release) -> None:
+        """Insert a release; a second one of the same service and number fails."""
+
+    @abstractmethod
+    def get(self, release_id: str) -> Release | None:
+        """The release, or None."""
+
+    @abstractmethod
+    def last_number(self, service_id: str) -> int:
+        """The service's highest release number; 0 without any."""
+
+    @abstractmethod
+    def for_service(self, service_id: str) -> list[Release]:
+        """Every release of the service, newest (highest number) first."""
+
+    @abstractmethod
+    def page(self, service_id: str, *, page: int, per_page: int):
+        """The service's releases, newest first."""
+
+    @abstractmethod
+    def delete_for(self, service_id: str) -> None:
+        """Remove every release of the service."""
 
 
 class ServiceEventRepository(Protocol):
@@ -630,16 +675,49 @@ class BackupRepository(Protocol):
 class RouteRepository(Protocol):
     @abstractmethod
     def put(self, route: Route) -> None:
-        """Insert or replace the service's record (a service has at most one; a hostname
-        names one service)."""
+        """Insert or replace the record of ``route.hostname`` (a hostname names one
+        service)."""
+
+    @abstractmethod
+    def replace_for(self, service_id: str, routes: list) -> None:
+        """The service's records become exactly ``routes`` (its name under the base
+        domain and one per custom domain); a hostname another service held is taken over."""
+
+    @abstractmethod
+    def for_service(self, service_id: str) -> list[Route]:
+        """The service's records, by hostname."""
 
     @abstractmethod
     def delete_for(self, service_id: str) -> int:
-        """Remove the service's record; how many went (0 or 1)."""
+        """Remove every record of the service; how many went."""
 
     @abstractmethod
     def all(self) -> list[Route]:
         """Every record, by hostname."""
+
+
+class CustomDomainRepository(Protocol):
+    @abstractmethod
+    def for_service(self, service_id: str) -> list[str]:
+        """The service's custom domains, by name."""
+
+    @abstractmethod
+    def for_services(self, service_ids) -> dict:
+        """service id -> its custom domains (by name), for each of ``service_ids``."""
+
+    @abstractmethod
+    def claim(self, hostname: str, service_id: str, now) -> str:
+        """Insert ``hostname`` for the service unless a service has it; returns the id
+        of the service that has it now. Two concurrent claims of one name: one wins (the
+        database's primary key), the other sees the winner."""
+
+    @abstractmethod
+    def release(self, service_id: str, hostnames) -> int:
+        """Remove those names of the service; how many went."""
+
+    @abstractmethod
+    def delete_for(self, service_id: str) -> int:
+        """Remove every custom domain of the service."""
 
 
 class LeaseRepository(Protocol):
@@ -688,9 +766,11 @@ class UnitOfWork(Protocol):
     panel_logins: PanelLoginRepository
     services: ServiceRepository
     deploy_jobs: DeployJobRepository
+    releases: ReleaseRepository
     service_events: ServiceEventRepository
     backups: BackupRepository
     routes: RouteRepository
+    custom_domains: CustomDomainRepository
     leases: LeaseRepository
 
     @abstractmethod

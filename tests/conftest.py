@@ -123,3 +123,13 @@ def engine_ulimits(runtime_url):
     finally:
         probe.remove_service(service_id)
     return text.replace("unlimited", "-1")
+
+
+@pytest.fixture
+def caddy(tmp_path):
+    """A real Caddy (tests/support/caddy.py); skipped without a caddy binary unless
+    SLIPWAY_REQUIRE_CADDY=1."""
+    from tests.support.caddy import running_caddy
+
+    with running_caddy(tmp_path) as running:
+        yield running

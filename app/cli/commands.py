@@ -226,15 +226,22 @@ def route_list(config, args) -> dict:
 
 
 def route_write(config, args) -> dict:
-    from app.workers.route_file import RouteFile
+    """Bring the reverse proxy (the route provider SLIPWAY_ROUTES names) up to date now."""
+    from app.pluginmanager import make_plugin_manager
+    from app.workers.routes import RouteSync, route_provider
     from core.panel.routes import list_routes
 
-    if not config.routes_file:
-        raise Invalid("SLIPWAY_ROUTES_FILE is not set")
+    provider = route_provider(make_plugin_manager(config.plugins, config.load_entrypoints), config)
+    if provider is None:
+        raise Invalid("SLIPWAY_ROUTES_FILE is not set" if config.routes == "file"
+                      else f"the route provider {config.routes} is off")
     with _opened(config) as store:
-        route_file = RouteFile(store, config.routes_file)
-        route_file.sync()
-        return {"file": str(route_file.path), "routes": [_route_json(r) for r in list_routes(store.uow())]}
+        changed = RouteSync(store, provider).sync()
+        out = {"provider": provider.name, "changed": changed,
+               "routes": [_route_json(r) for r in list_routes(store.uow())]}
+        if getattr(provider, "path", None) is not None:
+            out["file"] = str(provider.path)
+        return out
 
 
 def _user_json(user) -> dict:

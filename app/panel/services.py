@@ -6,7 +6,7 @@ from app.http.pipeline import Reply, time_param
 from app.panel.usage import Resources
 from ports.runtime import EngineError
 from app.http.timefmt import rfc3339
-from core.panel import services
+from core.panel import releases, services
 from core.panel.customers import DEFAULT_QUOTA, Quota
 from core.redaction import redact_url
 
@@ -20,13 +20,27 @@ def service_item(s, resources: dict) -> dict:
 def service_detail(s, resources: dict, customer_name: str) -> dict:
     out = service_item(s, resources)
     out.update({"customer_name": customer_name, "compose": s.compose, "variables": s.variables or {},
-                "custom_domains": [], "deployed_at": rfc3339(s.deployed_at),
+                "custom_domains": list(s.custom_domains), "deployed_at": rfc3339(s.deployed_at),
                 "health": {"status": s.health_status, "last_check": rfc3339(s.health_checked_at),
                            "consecutive_failures": s.health_failures},
                 # the source of git and ai deploys; credentials in a URL are never shown
                 "git_url": redact_url(s.git_url), "git_branch": s.git_branch, "ai_url": redact_url(s.ai_url),
-                "commit": s.commit})
+                "commit": s.commit, "release": s.release})
     return out
+
+
+def release_json(r) -> dict:
+    return {"id": r.id, "service_id": r.service_id, "number": r.number, "deploy_job_id": r.deploy_job_id,
+            "images": [{"component": i["component"], "image": i["image"], "image_id": i.get("image_id")}
+                       for i in r.images],
+            "compose": r.compose, "variables": r.variables or {}, "commit": r.commit,
+            "created_at": rfc3339(r.created_at), "created_by": r.created_by}
+
+
+def job_json(j) -> dict:
+    return {"id": j.id, "kind": j.kind, "status": j.state, "release_id": j.release_id, "error": j.error,
+            "created_at": rfc3339(j.created_at), "finished_at": rfc3339(j.finished_at),
+            "cancel_requested": j.cancel_requested}
 
 
 def event_json(e) -> dict:
@@ -41,12 +55,13 @@ def tenant(caller):
 
 def services_handlers(store, clock, runtime, methods: dict, catalog: dict, engine, wake=lambda: None,
                       deleted=lambda service_id: None, quota: Quota = DEFAULT_QUOTA,
-                      base_domain: str | None = None, parse=None) -> dict:
+                      base_domain: str | None = None, parse=None, reserved_hosts=()) -> dict:
     """``engine`` runs calls that reach the container engine (``app.engine_calls``);
     ``deleted(service_id)`` runs after a service is deleted (its backup archives go);
     ``quota`` holds the operator's customer limits; ``base_domain`` and ``parse`` (the
     compose parser) let start and restart write the route record again for the host
-    port the engine published."""
+    port the engine published; ``reserved_hosts`` are refused as custom domains (the
+    panel's own host, Caddy's admin host: ``reserved_hosts(config)`` in the factory)."""
     run = store.run
     resources = Resources(runtime)
 
@@ -78,11 +93,25 @@ def services_handlers(store, clock, runtime, methods: dict, catalog: dict, engin
                 return service, uow.services.customer_names([service.customer_id]).get(service.customer_id, "")
 
         service, customer_name = await run(read)
+        return Reply(200, await detail(call, service, customer_name))
+
+    async def detail(call, service, customer_name) -> dict:
         try:
             used = await engine.run_for(tenant(call.caller), resources.for_detail, service.id)
         except EngineError:  # a hung engine: the detail still answers, from the database
             used = resources.unknown(detail=True)
-        return Reply(200, service_detail(service, used, customer_name))
+        return service_detail(service, used, customer_name)
+
+    async def update_service(call):
+        def patch():
+            service = services.patch_service(store.uow(), clock, call.caller, call.params["id"], call.body, methods,
+                                             catalog, base_domain=base_domain, quota=quota,
+                                             reserved_hosts=reserved_hosts)
+            with store.uow(write=False) as uow:
+                return service, uow.services.customer_names([service.customer_id]).get(service.customer_id, "")
+
+        service, customer_name = await run(patch)
+        return Reply(200, await detail(call, service, customer_name))
 
     def operation(name):
         async def handler(call):
@@ -135,7 +164,54 @@ def services_handlers(store, clock, runtime, methods: dict, catalog: dict, engin
         return Reply(200, {"logs": [{"timestamp": rfc3339(line.timestamp), "stream": line.stream,
                                      "message": line.message} for line in lines]})
 
-    return {"listServices": list_services, "createService": create_service, "getService": get_service,
+    def listing(found, total, p, shape):
+        return Reply(200, {"data": [shape(x) for x in found], "total": total, "page": p["page"],
+                           "per_page": p["per_page"]})
+
+    async def list_releases(call):
+        p = call.params
+        found, total = await run(releases.list_releases, store.uow(write=False), call.caller, p["id"],
+                                 page=p["page"], per_page=p["per_page"])
+        return listing(found, total, p, release_json)
+
+    async def get_release(call):
+        found = await run(releases.get_release, store.uow(write=False), call.caller, call.params["id"],
+                          call.params["release_id"])
+        return Reply(200, release_json(found))
+
+    async def list_deploys(call):
+        p = call.params
+        found, total = await run(releases.list_jobs, store.uow(write=False), call.caller, p["id"],
+                                 page=p["page"], per_page=p["per_page"])
+        return listing(found, total, p, job_json)
+
+    async def get_deploy(call):
+        found = await run(releases.get_job, store.uow(write=False), call.caller, call.params["id"],
+                          call.params["job_id"])
+        return Reply(200, job_json(found))
+
+    async def cancel_deploy(call):
+        job = await engine.run_for(tenant(call.caller), releases.cancel_job, store.uow(), clock, runtime,
+                                   call.caller, call.params["id"], call.params["job_id"])
+        return Reply(200, job_json(job))
+
+    async def rollback(call):
+        body = call.body if isinstance(call.body, dict) else {}
+
+        def queue():
+            return releases.rollback(store.uow(), clock, runtime, call.caller, call.params["id"],
+                                     body.get("release_id"), services.redeploy, quota)
+
+        service, job, target = await engine.run_for(tenant(call.caller), queue)
+        wake()
+        return Reply(200, {"id": service.id, "status": service.status, "deploy_job_id": job.id,
+                           "release_id": target.id})
+
+    return {"listServiceReleases": list_releases, "getServiceRelease": get_release,
+            "listServiceDeploys": list_deploys, "getServiceDeploy": get_deploy,
+            "cancelServiceDeploy": cancel_deploy, "rollbackService": rollback,
+            "listServices": list_services, "createService": create_service, "getService": get_service,
+            "updateService": update_service,
             "startService": operation("start"), "stopService": operation("stop"),
             "restartService": operation("restart"), "redeployService": redeploy, "deleteService": delete_service,
             "listServiceEvents": list_events, "getServiceLogs": get_logs}

@@ -165,6 +165,20 @@ def _v15_webhooks(db, m):
     db.create_tables([m.WebhookEndpoint, m.WebhookDelivery], safe=True)
 
 
+def _v17_custom_domains(db, m):
+    """Custom domains; a service may have several route records (its name under the base
+    domain and one per custom domain): the unique index on ``service_route.service_id``
+    becomes a plain one. Migration 6 on a new database already makes the plain one."""
+    db.create_tables([m.CustomDomain], safe=True)
+    db.execute_sql("DROP INDEX IF EXISTS service_route_service_id")
+    db.execute_sql("CREATE INDEX IF NOT EXISTS service_route_service_id ON service_route (service_id)")
+def _v16_releases(db, m):
+    db.create_tables([m.Release], safe=True)
+    _add_columns(db, "service", [m.Service.release])
+    _add_columns(db, "deploy_job", [m.DeployJob.release_id, m.DeployJob.target_release_id,
+                                    m.DeployJob.cancel_requested, m.DeployJob.finished_at, m.DeployJob.created_by])
+
+
 def _v8_backups(db, m):
     db.create_tables([m.Backup], safe=True)
 
@@ -185,6 +199,8 @@ MIGRATIONS = [
     (13, "browser sessions opened with an API key (the web frontend's sign-in)", _v13_key_sessions),
     (14, "idempotency keys", _v14_idempotency_keys),
     (15, "partner webhook endpoints and their deliveries", _v15_webhooks),
+    (16, "releases; deploy jobs gain kind rollback, cancel, release, finish time", _v16_releases),
+    (17, "custom domains; several route records per service", _v17_custom_domains),
 ]
 LATEST = max(version for version, _, _ in MIGRATIONS)
 

@@ -303,18 +303,30 @@ def define_models(db: peewee.Database) -> SimpleNamespace:
         # migration 11: what the service counts against its customer's limits
         memory_mb = peewee.BigIntegerField(default=0, constraints=[peewee.SQL("DEFAULT 0")])
         millicpus = peewee.BigIntegerField(default=0, constraints=[peewee.SQL("DEFAULT 0")])
+        release = peewee.IntegerField(null=True, column_name="release_number")  # migration 16: the one running
 
     class ServiceRoute(Base):
-        """The route record of a service under SLIPWAY_BASE_DOMAIN: hostname -> upstream."""
+        """A route record of a service: hostname -> upstream. Its name under
+        SLIPWAY_BASE_DOMAIN and each of its custom domains (migration 17: several per service)."""
 
         hostname = peewee.CharField(max_length=253, primary_key=True)
-        service_id = peewee.CharField(max_length=40, unique=True)
+        service_id = peewee.CharField(max_length=40, index=True)
         target = peewee.CharField(max_length=255)  # e.g. http://127.0.0.1:49153
         created_at = UtcDateTimeField()
         updated_at = UtcDateTimeField()
 
         class Meta:
             table_name = "service_route"
+
+    class CustomDomain(Base):
+        """A custom domain of a service; the primary key makes a name one service's only."""
+
+        hostname = peewee.CharField(max_length=253, primary_key=True)
+        service_id = peewee.CharField(max_length=40, index=True)
+        created_at = UtcDateTimeField()
+
+        class Meta:
+            table_name = "custom_domain"
 
     class WorkerLease(Base):
         """A process that runs jobs, alive while its heartbeat is recent: the jobs it owns
@@ -337,9 +349,34 @@ def define_models(db: peewee.Database) -> SimpleNamespace:
         updated_at = UtcDateTimeField()
         owner = peewee.CharField(max_length=40, null=True)  # the worker running it (WorkerLease)
         attempts = peewee.IntegerField(default=0)  # claims so far (a job that keeps killing its worker stops)
+        # migration 16: releases, rollbacks, cancels
+        release_id = peewee.CharField(max_length=40, null=True)  # the release it recorded
+        target_release_id = peewee.CharField(max_length=40, null=True)  # rollback: the release it runs again
+        cancel_requested = peewee.BooleanField(default=False, constraints=[peewee.SQL("DEFAULT FALSE")])
+        finished_at = UtcDateTimeField(null=True)
+        created_by = peewee.CharField(max_length=80, default="system", constraints=[peewee.SQL("DEFAULT 'system'")])
 
         class Meta:
             table_name = "deploy_job"
+
+    class Release(Base):
+        """What a successful deploy, redeploy or rollback ran (migration 16): its images
+        (kept under tags of the service's own), compose and variables."""
+
+        id = peewee.CharField(max_length=40, primary_key=True)
+        service_id = peewee.CharField(max_length=40)
+        number = peewee.IntegerField()
+        deploy_job_id = peewee.CharField(max_length=40)
+        images = peewee.TextField(default="[]")  # JSON [{component, image, image_id}]
+        compose = peewee.TextField(default="")
+        variables = peewee.TextField(default="{}")
+        commit = peewee.CharField(max_length=64, null=True, column_name="source_commit")
+        created_at = UtcDateTimeField()
+        created_by = peewee.CharField(max_length=80, default="system")
+
+        class Meta:
+            table_name = "service_release"
+            indexes = ((("service_id", "number"), True),)
 
     class ServiceEvent(Base):
         id = peewee.BigAutoField()
@@ -438,7 +475,7 @@ def define_models(db: peewee.Database) -> SimpleNamespace:
 
     webhooks = dict(WebhookEndpoint=WebhookEndpoint, WebhookDelivery=WebhookDelivery)
 
-    return SimpleNamespace(PanelUser=PanelUser, PanelSession=PanelSession, PanelKeySession=PanelKeySession, PanelLogin=PanelLogin, Service=Service, DeployJob=DeployJob, ServiceEvent=ServiceEvent, ServiceRoute=ServiceRoute,
+    return SimpleNamespace(PanelUser=PanelUser, PanelSession=PanelSession, PanelKeySession=PanelKeySession, PanelLogin=PanelLogin, Service=Service, DeployJob=DeployJob, Release=Release, ServiceEvent=ServiceEvent, ServiceRoute=ServiceRoute, CustomDomain=CustomDomain,
                            PanelCustomer=PanelCustomer, PanelApiKey=PanelApiKey, SchemaVersion=SchemaVersion, Partner=Partner, ApiToken=ApiToken, Contract=Contract,
                            HumanIdCounter=HumanIdCounter, Customer=Customer, Contact=Contact, Note=Note,
                            Edition=Edition, License=License, Transfer=Transfer, LedgerEvent=LedgerEvent,

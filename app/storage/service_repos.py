@@ -7,9 +7,11 @@ from dataclasses import asdict, fields, replace
 import peewee
 
 from app.storage.licensing_repos import _for_update
+from core.panel.releases import Release
 from core.panel.services import DeployJob, Service, ServiceEvent
 
 _SERVICE_FIELDS = [f.name for f in fields(Service)]
+_NOT_COLUMNS = ("custom_domains",)  # kept in custom_domain (route_repos.PeeweeCustomDomains)
 _CLAIM_LOCK = 0x736C7730  # pg_advisory_xact_lock key of deploy-job claims ("slw0")
 SORTABLE = ("name", "status", "created_at", "updated_at")
 
@@ -19,11 +21,25 @@ class PeeweeServices:
         self.m = m
 
     def _entity(self, row) -> Service:
-        values = {name: getattr(row, name) for name in _SERVICE_FIELDS if name not in ("customer_id", "variables")}
+        values = {name: getattr(row, name) for name in _SERVICE_FIELDS
+                  if name not in ("customer_id", "variables") + _NOT_COLUMNS}
         return Service(customer_id=row.customer_id, variables=json.loads(row.variables or "{}"), **values)
+
+    def _with_domains(self, services: list) -> list:
+        D = self.m.CustomDomain
+        ids = [s.id for s in services]
+        if not ids:
+            return services
+        found = {}
+        for hostname, service_id in D.select(D.hostname, D.service_id).where(D.service_id.in_(ids)) \
+                .order_by(D.hostname).tuples():
+            found.setdefault(service_id, []).append(hostname)
+        return [replace(s, custom_domains=tuple(found.get(s.id, ()))) for s in services]
 
     def _values(self, s: Service) -> dict:
         values = asdict(s)
+        for name in _NOT_COLUMNS:
+            values.pop(name, None)
         values["customer"] = values.pop("customer_id")
         values["variables"] = json.dumps(s.variables or {}, sort_keys=True)
         return values
@@ -35,7 +51,7 @@ class PeeweeServices:
         S = self.m.Service
         query = S.select().where(S.id == service_id)
         row = (_for_update(query, S._meta.database) if for_update else query).first()
-        return self._entity(row) if row else None
+        return self._with_domains([self._entity(row)])[0] if row else None
 
     def by_name(self, name: str) -> Service | None:
         row = self.m.Service.get_or_none(self.m.Service.name == name)
@@ -75,7 +91,7 @@ class PeeweeServices:
         desc = order == "desc"
         total = query.count()
         rows = query.order_by(column.desc() if desc else column.asc(), S.id.desc() if desc else S.id.asc())
-        return [self._entity(r) for r in rows.paginate(page, per_page)], total
+        return self._with_domains([self._entity(r) for r in rows.paginate(page, per_page)]), total
 
     def customer_names(self, customer_ids) -> dict:
         C = self.m.PanelCustomer
@@ -90,7 +106,9 @@ class PeeweeDeployJobs:
     def _entity(row) -> DeployJob:
         return DeployJob(id=row.id, service_id=row.service_id, kind=row.kind, state=row.state,
                          created_at=row.created_at, updated_at=row.updated_at, step=row.step, error=row.error,
-                         attempts=row.attempts)
+                         attempts=row.attempts, release_id=row.release_id, target_release_id=row.target_release_id,
+                         cancel_requested=bool(row.cancel_requested), finished_at=row.finished_at,
+                         created_by=row.created_by or "system")
 
     def add(self, job: DeployJob) -> None:
         self.m.DeployJob.insert(**asdict(job)).execute()
@@ -146,9 +164,80 @@ class PeeweeDeployJobs:
         J = self.m.DeployJob
         J.update(step=step, updated_at=now).where(J.id == job_id).execute()
 
-    def finish(self, job_id: str, state: str, error, now) -> None:
+    def finish(self, job_id: str, state: str, error, now, release_id: str | None = None) -> None:
         J = self.m.DeployJob
-        J.update(state=state, error=error, updated_at=now).where(J.id == job_id).execute()
+        values = dict(state=state, error=error, updated_at=now, finished_at=now)
+        if release_id is not None:
+            values["release_id"] = release_id
+        J.update(**values).where(J.id == job_id).execute()
+
+    def page(self, service_id: str, *, page: int, per_page: int):
+        J = self.m.DeployJob
+        query = J.select().where(J.service_id == service_id)
+        total = query.count()
+        rows = query.order_by(J.created_at.desc(), J.id.desc()).paginate(page, per_page)
+        return [self._entity(r) for r in rows], total
+
+    def cancel_queued(self, job_id: str, now) -> bool:
+        """End the job ``cancelled`` if it is still queued; whether it was."""
+        J = self.m.DeployJob
+        return J.update(state="cancelled", error="cancelled", updated_at=now, finished_at=now, cancel_requested=True
+                        ).where((J.id == job_id) & (J.state == "queued")).execute() > 0
+
+    def request_cancel(self, job_id: str, now) -> bool:
+        J = self.m.DeployJob
+        return J.update(cancel_requested=True, updated_at=now).where(
+            (J.id == job_id) & J.state.not_in(("succeeded", "failed", "cancelled"))).execute() > 0
+
+    def cancels_requested(self, job_ids) -> set:
+        """Which of ``job_ids`` have a cancel requested."""
+        J = self.m.DeployJob
+        ids = list(job_ids)
+        if not ids:
+            return set()
+        return {r[0] for r in J.select(J.id).where(J.id.in_(ids) & (J.cancel_requested == True)).tuples()}  # noqa: E712
+
+
+class PeeweeReleases:
+    def __init__(self, m):
+        self.m = m
+
+    @staticmethod
+    def _entity(row) -> Release:
+        return Release(id=row.id, service_id=row.service_id, number=row.number, deploy_job_id=row.deploy_job_id,
+                       images=tuple(json.loads(row.images or "[]")), compose=row.compose,
+                       variables=json.loads(row.variables or "{}"), commit=row.commit, created_at=row.created_at,
+                       created_by=row.created_by)
+
+    def add(self, release: Release) -> None:
+        r = release
+        self.m.Release.insert(id=r.id, service_id=r.service_id, number=r.number, deploy_job_id=r.deploy_job_id,
+                              images=json.dumps(list(r.images)), compose=r.compose,
+                              variables=json.dumps(r.variables or {}, sort_keys=True), commit=r.commit,
+                              created_at=r.created_at, created_by=r.created_by).execute()
+
+    def get(self, release_id: str) -> Release | None:
+        row = self.m.Release.get_or_none(self.m.Release.id == release_id)
+        return self._entity(row) if row else None
+
+    def last_number(self, service_id: str) -> int:
+        R = self.m.Release
+        return R.select(peewee.fn.MAX(R.number)).where(R.service_id == service_id).scalar() or 0
+
+    def for_service(self, service_id: str) -> list[Release]:
+        """Every release of the service, newest first."""
+        R = self.m.Release
+        return [self._entity(r) for r in R.select().where(R.service_id == service_id).order_by(R.number.desc())]
+
+    def page(self, service_id: str, *, page: int, per_page: int):
+        R = self.m.Release
+        query = R.select().where(R.service_id == service_id)
+        total = query.count()
+        rows = query.order_by(R.number.desc()).paginate(page, per_page)
+        return [self._entity(r) for r in rows], total
+
+    def delete_for(self, service_id: str) -> None:
+        self.m.Release.delete().where(self.m.Release.service_id == service_id).execute()
 
 
 class PeeweeServiceEvents:

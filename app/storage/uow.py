@@ -171,9 +171,11 @@ class PeeweeUnitOfWork(UnitOfWork):
         self.panel_logins = session_repos.PeeweePanelLogins(models)
         self.services = service_repos.PeeweeServices(models)
         self.deploy_jobs = service_repos.PeeweeDeployJobs(models)
+        self.releases = service_repos.PeeweeReleases(models)
         self.service_events = service_repos.PeeweeServiceEvents(models)
         self.backups = backup_repos.PeeweeBackups(models)
         self.routes = route_repos.PeeweeRoutes(models)
+        self.custom_domains = route_repos.PeeweeCustomDomains(models)
         self.leases = lease_repos.PeeweeLeases(models)
         self._tx = None
         self._committed = False

@@ -6,8 +6,9 @@ with what the engine holds under their labels.
 Up to ``concurrency`` jobs run at once (``SLIPWAY_DEPLOY_CONCURRENCY``), at most
 ``per_customer`` of one customer (``SLIPWAY_DEPLOYS_PER_CUSTOMER``, counted over every
 process sharing the database); the others wait in the queue. Every ``CANCEL_POLL_S``
-seconds one query asks which of the running jobs' services were deleted (by any
-process): those jobs' ``cancel`` events are set, and they stop, clean up and end."""
+seconds two queries ask which of the running jobs' services were deleted, and which jobs
+had a cancel requested (``POST .../deploys/{job_id}/cancel``, in any process): those
+jobs' ``cancel`` events are set (with the reason), and they stop, clean up and end."""
 from __future__ import annotations
 
 import asyncio
@@ -40,6 +41,18 @@ def record_deploy(store, job_id: str, seconds: float) -> None:
         log.warning("could not record the metrics of deploy job %s", job_id, exc_info=True)
 
 
+class CancelEvent(threading.Event):
+    """A job's cancel event; ``reason`` says why it was set ("service deleted" or
+    "cancelled", ``core.panel.deploys``)."""
+
+    reason: str | None = None
+
+    def cancel(self, reason: str) -> None:
+        if not self.is_set():
+            self.reason = reason
+            self.set()
+
+
 class DeployWorker(JobWorker):
     name = "deploy"
     CANCEL_POLL_S = 2.0
@@ -47,13 +60,16 @@ class DeployWorker(JobWorker):
     def __init__(self, store, clock, runtime, engine, *, base_domain=None, health_interval: float = 15.0,
                  progress=lambda *a: None, methods: dict | None = None, work_dir: str = "./work", lease=None,
                  concurrency: int = 4, per_customer: int | None = 2, settle_seconds: float = deploys.SETTLE_SECONDS,
-                 health_engine=None):
+                 health_engine=None, routes_changed=lambda: None, health_timeout: float = 120.0,
+                 drain_seconds: float = deploys.DRAIN_SECONDS):
         self.store, self.clock, self.runtime, self.engine = store, clock, runtime, engine
         self.health_engine = health_engine or engine  # health checks and reconciling: not the jobs' threads
         self.methods, self.work_dir = methods or {}, work_dir
         self.base_domain, self.health_interval, self.progress = base_domain, health_interval, progress
         self.lease = lease  # app.workers.loop.WorkerLease; None: jobs are claimed without an owner
         self.concurrency, self.per_customer, self.settle_seconds = concurrency, per_customer, settle_seconds
+        # routes_changed: blocks until the reverse proxy serves the route records (after a switch)
+        self.routes_changed, self.health_timeout, self.drain_seconds = routes_changed, health_timeout, drain_seconds
         self._active: dict = {}  # job id -> (service id, threading.Event): the jobs running here
         self._active_lock = threading.Lock()
 
@@ -80,19 +96,23 @@ class DeployWorker(JobWorker):
             return {job_id: service_id for job_id, (service_id, _) in self._active.items()}
 
     def cancel_deleted(self) -> list:
-        """Set the cancel event of every running job whose service is gone (one query);
-        returns their ids. Blocking (database)."""
+        """Set the cancel event of every running job whose service is gone, or whose
+        cancel was requested (two queries); returns their ids. Blocking (database)."""
         with self._active_lock:
             active = dict(self._active)
         if not active:
             return []
         with self.store.uow(write=False).reading() as uow:
             alive = uow.services.existing({service_id for service_id, _ in active.values()})
+            requested = uow.deploy_jobs.cancels_requested(list(active))
         gone = [job_id for job_id, (service_id, event) in active.items()
                 if service_id not in alive and not event.is_set()]
         for job_id in gone:
-            active[job_id][1].set()
-        return gone
+            _cancel(active[job_id][1], deploys.DELETED)
+        asked = [job_id for job_id in requested if job_id not in gone and not active[job_id][1].is_set()]
+        for job_id in asked:
+            _cancel(active[job_id][1], deploys.CANCELLED)
+        return gone + asked
 
     def work(self, job) -> None:
         """One job in a work directory of its own (``SLIPWAY_WORK_DIR/<job id>-...``),
@@ -105,14 +125,18 @@ class DeployWorker(JobWorker):
                              RuntimeError(f"cannot create a work directory under SLIPWAY_WORK_DIR: {exc}"),
                              progress=self.progress)
             return
-        cancel = threading.Event()
+        cancel = CancelEvent()
+        if getattr(job, "cancel_requested", False):  # asked for while its last worker ran it, or before
+            cancel.cancel(deploys.CANCELLED)
         with self._active_lock:
             self._active[job.id] = (job.service_id, cancel)
         started = time.perf_counter()
         try:
             deploys.run_job(self.store.uow(), self.clock, self.runtime, job, compose_parser(self.methods),
                             base_domain=self.base_domain, progress=self.progress, methods=self.methods,
-                            workdir=workdir, cancel=cancel, settle_seconds=self.settle_seconds)
+                            workdir=workdir, cancel=cancel, settle_seconds=self.settle_seconds,
+                            wait_seconds=self.health_timeout, routes_changed=self.routes_changed,
+                            drain_seconds=self.drain_seconds)
         finally:
             record_deploy(self.store, job.id, time.perf_counter() - started)  # whatever the job's end
             with self._active_lock:
@@ -125,7 +149,8 @@ class DeployWorker(JobWorker):
             try:
                 cancelled = await self.store.run(self.cancel_deleted)
                 if cancelled:
-                    log.info("cancelling deploy job(s) of deleted services: %s", ", ".join(cancelled))
+                    log.info("cancelling deploy job(s) (service deleted or cancel requested): %s",
+                             ", ".join(cancelled))
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -140,3 +165,10 @@ class DeployWorker(JobWorker):
                 raise
             except Exception:
                 log.exception("health check failed")
+
+
+def _cancel(event, reason: str) -> None:
+    if isinstance(event, CancelEvent):
+        event.cancel(reason)
+    else:  # a plain threading.Event (tests): no reason, "service deleted"
+        event.set()

@@ -9,6 +9,13 @@ from dataclasses import dataclass, field
 SERVICE_LABEL = "slipway.service"
 COMPONENT_LABEL = "slipway.component"
 BUILT_IMAGES = "localhost/slw-"  # the images deploy methods build are named under this
+JOB_LABEL = "slipway.job"  # the deploy job that started a container (its release's set)
+KEPT_IMAGES = "localhost/slw-keep-"  # the tags that keep the images of a service's releases
+
+
+def keep_tag(service_id: str, number: int, component: str) -> str:
+    """The tag under which release ``number`` of ``service_id`` keeps ``component``'s image."""
+    return f"{KEPT_IMAGES}{service_id.lower()}:{number}-{component.lower()}"[:255]
 
 
 def built_image_prefix(service_id: str) -> str:

@@ -14,12 +14,16 @@ container is gone. Afterwards the health check keeps the status true: a running
 service whose container exited (seen on two checks in a row) becomes ``failed``."""
 from __future__ import annotations
 
+import re
+import threading
 import time
 from dataclasses import replace
 
 from core.panel import routes, leases
-from core.panel.containers import BUILT_IMAGES, COMPONENT_LABEL, SERVICE_LABEL, ContainerSpec, built_image_prefix
+from core.panel.containers import (BUILT_IMAGES, COMPONENT_LABEL, JOB_LABEL, SERVICE_LABEL, ContainerSpec,
+                                   built_image_prefix, keep_tag)
 from core.panel.events import deploy_progress, service_status
+from core.panel.releases import keep_images, new_release
 from core.panel.services import NOT_CHECKED, record
 
 WAIT_SECONDS = 90
@@ -29,16 +33,39 @@ DELETED = "service deleted"
 STEPS = ("source", "plan", "images", "network", "volumes", "containers", "wait", "done")
 
 
-def resource_names(service, component: str | None = None, volume: str | None = None) -> str:
+def resource_names(service, component: str | None = None, volume: str | None = None, job=None) -> str:
+    """Engine names: ``slw-<service id>-<volume>`` (volumes, shared by every release),
+    ``slw-<service name>-<component>-<job suffix>`` (containers) and ``slw-<service
+    id>-<job suffix>`` (the job's network): each deploy job's set has names of its own, so
+    a health-gated redeploy starts its set beside the serving one."""
     if volume is not None:
         return f"slw-{service.id}-{volume}"
+    suffix = f"-{job_suffix(job)}" if job is not None else ""
     if component is not None:
-        return f"slw-{service.name}-{component}"
-    return f"slw-{service.id}"
+        return f"slw-{service.name}-{component}{suffix}"
+    return f"slw-{service.id}{suffix}"
+
+
+def job_suffix(job) -> str:
+    """What a job's container and network names end with: the job id's random part."""
+    return job.id.rpartition("_")[2][:8]
 
 
 class JobCancelled(Exception):
-    """The job's ``cancel`` event was set: its service was deleted."""
+    """The job's ``cancel`` event was set: its service was deleted, or a cancel was asked
+    for (the event's ``reason``, "service deleted" when it has none)."""
+
+
+CANCELLED = "cancelled"
+DRAIN_SECONDS = 2.0
+STOP_TIMEOUT = 10  # seconds an old container gets to stop gracefully after the switch
+
+
+def cancel_reason(cancel) -> str | None:
+    """None while ``cancel`` is not set; otherwise why: "cancelled" or "service deleted"."""
+    if cancel is None or not cancel.is_set():
+        return None
+    return getattr(cancel, "reason", None) or DELETED
 
 
 class ContainersGone(RuntimeError):
@@ -94,6 +121,9 @@ def recover_interrupted(uow, clock) -> list[str]:
     return [job.id for job in resumed]
 
 
+_IMAGE_ID = re.compile(r"(sha256:)?[0-9a-f]{1,64}")
+
+
 def _own_builds_only(plan, service_id: str) -> None:
     """A compose may name the images built for its own service only (``image:
     localhost/slw-<another service>-...`` would run another tenant's build)."""
@@ -105,11 +135,28 @@ def _own_builds_only(plan, service_id: str) -> None:
         if named.startswith(BUILT_IMAGES) and not named.startswith(own):
             raise RuntimeError(f"services.{component.name}.image: {component.image} was built for another "
                                "service; a service runs only images it built itself or pulls")
+        if _IMAGE_ID.fullmatch(image):
+            # the engines resolve an image id, or any unique prefix of one (two hex digits
+            # do), to whatever image has it: another tenant's build or kept release
+            raise RuntimeError(f"services.{component.name}.image: {component.image} reads as an image id; "
+                               "name the image (a repository, with a tag or a digest)")
 
 
 def _check(cancel) -> None:
+    reason = cancel_reason(cancel)
+    if reason is not None:
+        raise JobCancelled(reason)
+
+
+def _requested(cancel):
+    """``cancel`` set as "cancelled" (a new event when the job ran without one, or when a
+    cancel was asked for in the database that its worker has not seen yet)."""
     if cancel is not None and cancel.is_set():
-        raise JobCancelled(DELETED)
+        return cancel
+    event = threading.Event()
+    event.reason = CANCELLED
+    event.set()
+    return event
 
 
 def _step(uow, clock, job, step, progress, message, pct, cancel=None):
@@ -122,27 +169,50 @@ def _step(uow, clock, job, step, progress, message, pct, cancel=None):
 
 def run_job(uow, clock, runtime, job, parse, *, base_domain: str | None = None, progress=lambda *a: None,
             wait_seconds: float = WAIT_SECONDS, methods: dict | None = None, workdir: str | None = None,
-            cancel=None, settle_seconds: float = SETTLE_SECONDS):
-    """Deploy (or redeploy) the job's service. Never raises: failures end the job and the
-    service ``failed`` with the reason in the event timeline. With ``methods`` (deploy
-    methods by name) and ``workdir`` (an empty directory for this job), the service's
-    method first prepares its source (step ``source``: git and ai deploys clone and
-    build), and the compose text and commit it answers are kept on the service.
-    ``cancel`` (a ``threading.Event``, or None): once set, the job stops at the next step
-    or poll (clones, builds and pulls are handed it), removes what it made and ends
-    ``failed`` "service deleted". The final ``deploy.progress`` (``done``/``failed``) is
-    announced with the job's last transaction, before the ``service.status`` it leads to."""
+            cancel=None, settle_seconds: float = SETTLE_SECONDS, routes_changed=lambda: None,
+            drain_seconds: float = DRAIN_SECONDS):
+    """Deploy, redeploy or roll back the job's service. Never raises: failures end the job
+    (and a first deploy's service ``failed``) with the reason in the event timeline.
+
+    With ``methods`` (deploy methods by name) and ``workdir`` (an empty directory for this
+    job), the service's method first prepares its source (step ``source``: git and ai
+    deploys clone and build), and the compose text and commit it answers are kept on the
+    service. A rollback (``job.kind`` "rollback") prepares nothing and pulls nothing: it
+    runs its target release's kept images, compose and variables.
+
+    Health gate: a redeploy or rollback of a service whose containers run starts the new
+    set beside them (names and a network of the job's own, label ``slipway.job``); only
+    once all of the new set run and are healthy (``wait_seconds``, then
+    ``settle_seconds``) does one transaction switch the route record, the status and the
+    release; ``routes_changed()`` then returns once the reverse proxy serves the switch,
+    ``drain_seconds`` later the old set is stopped and removed. A failing new set is
+    removed and the old one keeps serving (status ``running`` again). A component with a
+    fixed host port cannot run twice: such a service is stopped, then started (no gate).
+
+    ``cancel`` (a ``threading.Event``, with ``reason`` "cancelled" or none for a deleted
+    service): once set, the job stops at the next step or poll, removes what it made and
+    ends (``cancelled``, or ``failed`` "service deleted"). The final ``deploy.progress``
+    (``done``/``failed``) is announced with the job's last transaction, before the
+    ``service.status`` it leads to."""
     with uow.reading():
         service = uow.services.get(job.service_id)
+        target = uow.releases.get(job.target_release_id) if job.target_release_id else None
     if service is None:  # deleted meanwhile
         with uow:
             uow.deploy_jobs.finish(job.id, "failed", DELETED, clock.now())
             uow.commit()
         return
     note, stale = "", ()
+    try:  # a redeploy or rollback of a running service is gated: its old set keeps serving until the switch
+        gated = job.kind in ("redeploy", "rollback") and any(
+            s.running and s.labels.get(JOB_LABEL) != job.id for s in runtime.containers(service.id))
+    except Exception:  # noqa: BLE001 (an engine that does not answer: the job finds out below)
+        gated = False
     try:
+        if job.kind == "rollback" and (target is None or target.service_id != service.id):
+            raise RuntimeError("the release to roll back to is gone")
         method = (methods or {}).get(service.deploy_method)
-        if method is not None and workdir is not None:
+        if target is None and method is not None and workdir is not None:
             _step(uow, clock, job, "source", progress, "preparing the source", 2, cancel)
             prepared = method.prepare(service, runtime, workdir, lambda message: progress(job, "source", message, 8),
                                       cancel=cancel)
@@ -156,25 +226,39 @@ def run_job(uow, clock, runtime, job, parse, *, base_domain: str | None = None, 
                         uow.services.update(replace(current, compose=service.compose, commit=service.commit))
                     uow.commit()
         _step(uow, clock, job, "plan", progress, "reading the compose definition", 5, cancel)
+        if target is not None:
+            service = replace(service, compose=target.compose, variables=dict(target.variables or {}),
+                              commit=target.commit if target.commit is not None else service.commit)
         plan = parse(service.compose, service.variables or {})
         _own_builds_only(plan, service.id)
         _step(uow, clock, job, "images", progress, "checking images", 15, cancel)
-        for image in sorted({c.image for c in plan.components}):
-            kept = _image(runtime, image, refresh=job.kind == "redeploy", cancel=cancel)
-            _check(cancel)
-            if kept:
-                progress(job, "images", kept, 20)
-        # a resumed or repeated job starts from a clean slate of containers; volumes stay.
-        # The route goes first: the host ports those containers held are given up.
-        with uow:
-            uow.routes.delete_for(service.id)
-            uow.commit()
+        if target is not None:
+            plan, images = _kept_images(runtime, plan, target)
+        else:
+            for image in sorted({c.image for c in plan.components}):
+                kept = _image(runtime, image, refresh=job.kind == "redeploy", cancel=cancel)
+                _check(cancel)
+                if kept:
+                    progress(job, "images", kept, 20)
+            images = None
+        # a resumed or repeated job starts from a clean slate of its own containers
         for state in runtime.containers(service.id):
-            runtime.remove_container(state.id)
+            if state.labels.get(JOB_LABEL) == job.id:
+                runtime.remove_container(state.id)
+        serving, removed = runtime.containers(service.id), []
+        gated = gated and any(s.running for s in serving) and not _fixed_ports(plan)
+        if not gated:  # nothing serves (or a fixed host port): today's way, old set first; volumes stay.
+            # The route goes first: the host ports those containers held are given up.
+            with uow:
+                uow.routes.delete_for(service.id)
+                uow.commit()
+            for state in serving:
+                runtime.remove_container(state.id)
+            removed, serving = serving, []
         _step(uow, clock, job, "network", progress, "creating the network", 30, cancel)
         labels = {SERVICE_LABEL: service.id}
-        network = resource_names(service)
-        runtime.create_network(network, labels)
+        network = resource_names(service, job=job)
+        runtime.create_network(network, {**labels, JOB_LABEL: job.id})
         _step(uow, clock, job, "volumes", progress, "creating volumes", 40, cancel)
         for volume in plan.volumes:
             runtime.create_volume(resource_names(service, volume=volume), labels)
@@ -182,30 +266,43 @@ def run_job(uow, clock, runtime, job, parse, *, base_domain: str | None = None, 
             _step(uow, clock, job, "containers", progress, f"starting {component.name}",
                   45 + int(35 * i / max(1, len(plan.components))), cancel)
             runtime.run(ContainerSpec(
-                name=resource_names(service, component=component.name), image=component.image,
-                labels={**labels, COMPONENT_LABEL: component.name}, command=component.command,
+                name=resource_names(service, component=component.name, job=job), image=component.image,
+                labels={**labels, COMPONENT_LABEL: component.name, JOB_LABEL: job.id}, command=component.command,
                 environment=component.environment, ports=component.ports,
                 volumes=tuple((resource_names(service, volume=v), path) for v, path in component.volumes),
                 network=network, aliases=(component.name,), healthcheck=component.healthcheck,
                 cpus=component.cpus, memory_mb=component.memory_mb))
         _step(uow, clock, job, "wait", progress, "waiting for the containers", 85, cancel)
-        states = _wait(runtime, service.id, len(plan.components), wait_seconds, cancel, settle_seconds)
+        states = _wait(runtime, service.id, len(plan.components), wait_seconds, cancel, settle_seconds,
+                       job_id=job.id)
         upstream = routes.upstream(plan, states)
         url = f"https://{routes.hostname(service.name, base_domain)}" if base_domain else upstream
+        if images is None:
+            images = [{"component": c.name, "image": c.image, "image_id": runtime.image_id(c.image)}
+                      for c in plan.components]
         _check(cancel)
         now = clock.now()
+        release = None
         with uow:
             current = uow.services.get(service.id, for_update=True)
+            if current is not None and uow.deploy_jobs.cancels_requested([job.id]):
+                cancel = _requested(cancel)  # asked for since the worker's last poll: no switch
+                _check(cancel)
             if current is not None:
+                if target is not None:  # the rollback's compose and variables are the service's again
+                    current = replace(current, compose=target.compose, variables=dict(target.variables or {}),
+                                      commit=service.commit)
+                release = new_release(uow, clock, current, job, images)
                 routes.follow(uow, current, upstream, base_domain, now)  # the record the reverse proxy serves
                 uow.services.update(replace(current, status="running", url=url, deployed_at=now, updated_at=now,
                                             health_status=_health(states), health_checked_at=now,
-                                            health_failures=0))
+                                            health_failures=0, release=release.number))
                 uow.emit(deploy_progress(job, "done", "running", 100, current.customer_id))
                 uow.emit(service_status(current, "running"))
-                record(uow, clock, service.id, job.kind, "success", f"{job.kind} succeeded" + (f": {url}" if url else "")
+                record(uow, clock, service.id, job.kind, "success",
+                       f"{job.kind} succeeded (release {release.number})" + (f": {url}" if url else "")
                        + (f" ({note})" if note else ""))
-                uow.deploy_jobs.finish(job.id, "succeeded", None, now)
+                uow.deploy_jobs.finish(job.id, "succeeded", None, now, release_id=release.id)
             uow.commit()
         if current is None:  # deleted while deploying: take away what this job made, then end it
             runtime.remove_service(service.id)  # first: a job that reads failed has left nothing behind
@@ -214,13 +311,117 @@ def run_job(uow, clock, runtime, job, parse, *, base_domain: str | None = None, 
                 uow.commit()
             progress(job, "failed", f"{DELETED} during the deploy", 100)
             return
-        for image in stale:  # what an earlier deploy built; its containers are gone now
-            try:
-                runtime.remove_image(image)
-            except Exception:  # best effort: an image still in use stays
-                pass
     except Exception as exc:  # the reason goes to the timeline, the job and the service
-        fail_job(uow, clock, job, exc, note=note, progress=progress, runtime=runtime, cancel=cancel)
+        if gated and cancel_reason(cancel) != DELETED and not isinstance(exc, ContainersGone):
+            fail_gated(uow, clock, runtime, job, exc, progress=progress, cancel=cancel)
+        else:
+            fail_job(uow, clock, job, exc, note=note, progress=progress, runtime=runtime, cancel=cancel)
+        return
+    _after_switch(uow, runtime, service.id, release, serving if gated else None, removed, stale, routes_changed,
+                  drain_seconds)
+
+
+def _after_switch(uow, runtime, service_id, release, old, removed, stale, routes_changed, drain_seconds) -> None:
+    """What follows a success, outside the job's verdict (it has succeeded): retire the
+    old set of a gated job (``old``), drop the networks of the sets removed, keep the
+    release's images, remove stale builds. Best effort: an engine error here leaves
+    leftovers (the next deploy or the delete removes them), never a failed job."""
+    steps = [(lambda: _retire(runtime, service_id, old, routes_changed, drain_seconds)) if old is not None
+             else (lambda: _drop_networks(runtime, service_id, removed)),
+             lambda: keep_images(uow, runtime, release)]
+    steps += [(lambda image=image: runtime.remove_image(image)) for image in stale]  # an earlier deploy's builds
+    for step in steps:
+        try:
+            step()
+        except Exception:  # noqa: BLE001 (an image still in use stays, ...)
+            pass
+
+
+def _fixed_ports(plan) -> bool:
+    return any(p.host_port is not None for c in plan.components for p in c.ports)
+
+
+def _kept_images(runtime, plan, target):
+    """The plan with each component's image replaced by the rollback target's keep tag,
+    and the release's image records; a RuntimeError when one is gone."""
+    by_component = {i["component"]: i for i in target.images}
+    components = []
+    for component in plan.components:
+        tag = keep_tag(target.service_id, target.number, component.name)
+        if component.name not in by_component or runtime.image_id(tag) is None:
+            raise RuntimeError(f"the image of {component.name} in release {target.number} is gone")
+        components.append(replace(component, image=tag))
+    return replace(plan, components=tuple(components)), [dict(i) for i in target.images]
+
+
+def _retire(runtime, service_id: str, old, routes_changed, drain_seconds: float) -> None:
+    """After the switch: wait for the proxy (``routes_changed``) and the drain, then stop
+    the ``old`` containers (the set that served when the job began: never one a job
+    queued after this one's success started) gracefully, remove them and their networks."""
+    try:
+        routes_changed()
+    except Exception:  # noqa: BLE001 (the proxy catches up on its own loop; the drain still holds)
+        pass
+    time.sleep(max(0.0, drain_seconds))
+    for state in old:
+        try:
+            runtime.stop(state.id, timeout=STOP_TIMEOUT)
+        except Exception:  # noqa: BLE001 (removed below either way)
+            pass
+    for state in old:
+        runtime.remove_container(state.id)
+    _drop_networks(runtime, service_id, old)
+
+
+def _drop_networks(runtime, service_id: str, old) -> None:
+    """Remove the networks of the containers ``old`` (removed now): ``slw-<service
+    id>-<suffix of their job>``, or ``slw-<service id>`` for those made before jobs had
+    networks of their own. Best effort: one still in use stays until the service goes."""
+    names = set()
+    for state in old:
+        job_id = state.labels.get(JOB_LABEL)
+        names.add(f"slw-{service_id}-{job_id.rpartition('_')[2][:8]}" if job_id else f"slw-{service_id}")
+    for name in sorted(names):
+        try:
+            runtime.remove_network(name)
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def _remove_job_set(runtime, service_id: str, job) -> None:
+    """Remove the containers and the network a job made (best effort)."""
+    try:
+        for state in runtime.containers(service_id):
+            if state.labels.get(JOB_LABEL) == job.id:
+                runtime.remove_container(state.id)
+        runtime.remove_network(f"slw-{service_id}-{job_suffix(job)}")
+    except Exception:  # noqa: BLE001 (the engine may be why the job failed)
+        pass
+
+
+def fail_gated(uow, clock, runtime, job, exc: Exception, *, progress=lambda *a: None, cancel=None) -> None:
+    """A health-gated redeploy or rollback that failed (or was cancelled): its new set is
+    removed, the old release keeps serving with its route record untouched, the service
+    is ``running`` again, the timeline has ``<kind>`` ``failed`` with the health output,
+    and the job ends ``failed`` (``cancelled`` when cancelled)."""
+    reason = cancel_reason(cancel) or (str(exc)[-2000:] or type(exc).__name__)
+    state = "cancelled" if reason == CANCELLED else "failed"
+    _remove_job_set(runtime, job.service_id, job)
+    now = clock.now()
+    with uow:
+        current = uow.services.get(job.service_id, for_update=True)
+        if current is not None:
+            if current.status == "deploying":
+                current = replace(current, status="running", updated_at=now)
+                uow.services.update(current)
+            uow.emit(deploy_progress(job, "failed", reason, 100, current.customer_id))
+            uow.emit(service_status(current, current.status))
+            record(uow, clock, job.service_id, job.kind, "failed",
+                   f"{job.kind} {state}: {reason}; the previous release keeps running")
+        uow.deploy_jobs.finish(job.id, state, reason if current is not None else DELETED, now)
+        uow.commit()
+    if current is None:
+        progress(job, "failed", DELETED, 100)
 
 
 def fail_job(uow, clock, job, exc: Exception, *, note: str = "", progress=lambda *a: None, runtime=None,
@@ -233,8 +434,10 @@ def fail_job(uow, clock, job, exc: Exception, *, note: str = "", progress=lambda
     reason = str(exc)[-2000:] or type(exc).__name__
     if isinstance(exc, ContainersGone):
         _await_delete(uow, job.service_id, cancel)
-    if cancel is not None and cancel.is_set():
-        reason = DELETED
+    reason = cancel_reason(cancel) or reason
+    state = "cancelled" if reason == CANCELLED else "failed"
+    if state == "cancelled" and runtime is not None:  # what it made goes
+        _remove_job_set(runtime, job.service_id, job)
     now = clock.now()
     with uow:
         current = uow.services.get(job.service_id, for_update=True)
@@ -244,8 +447,8 @@ def fail_job(uow, clock, job, exc: Exception, *, note: str = "", progress=lambda
             uow.emit(deploy_progress(job, "failed", reason, 100, current.customer_id))
             uow.emit(service_status(current, "failed"))
             record(uow, clock, job.service_id, job.kind, "failed",
-                   f"{job.kind} failed" + (f" ({note})" if note else "") + f": {reason}")
-            uow.deploy_jobs.finish(job.id, "failed", reason, now)
+                   f"{job.kind} {state}" + (f" ({note})" if note else "") + f": {reason}")
+            uow.deploy_jobs.finish(job.id, state, reason, now)
         uow.commit()
     if current is None:  # whatever broke (a network removed under it, ...), the delete is why
         reason = DELETED
@@ -289,10 +492,11 @@ def _image(runtime, image: str, *, refresh: bool, cancel=None) -> str | None:
 
 
 def _wait(runtime, service_id: str, expected: int, seconds: float, cancel=None,
-          settle_seconds: float = 0.0):
+          settle_seconds: float = 0.0, job_id: str | None = None):
     """Poll until every one of the ``expected`` containers runs and is healthy (or has no
     healthcheck), then keep polling for ``settle_seconds``: they must all still run at
     its end. A container that stopped fails the wait with its exit code and last lines.
+    With ``job_id`` only that job's containers (label ``slipway.job``) are looked at.
     Right after a start a container that is about to exit still shows running, so
     without the settle window such a deploy would be called a success."""
     deadline = time.monotonic() + seconds
@@ -300,6 +504,8 @@ def _wait(runtime, service_id: str, expected: int, seconds: float, cancel=None,
     while True:
         _check(cancel)
         states = runtime.containers(service_id)
+        if job_id is not None:
+            states = [s for s in states if s.labels.get(JOB_LABEL) == job_id]
         if len(states) < expected:  # all were started before the wait: someone removed them
             raise ContainersGone(f"{expected - len(states)} of the service's containers were removed during the "
                                  "deploy (the service was deleted, or they were removed in the engine)")
@@ -313,12 +519,25 @@ def _wait(runtime, service_id: str, expected: int, seconds: float, cancel=None,
             if now - settled_at >= settle_seconds:
                 return states
         elif time.monotonic() > deadline:  # an early failing healthcheck may still pass: wait it out
-            sick = [s.name for s in states if s.health != "healthy" and s.health is not None]
+            sick = [s for s in states if s.health != "healthy" and s.health is not None]
             raise RuntimeError(f"containers not running and healthy after {seconds:g} s"
-                               + (f" (healthcheck failing: {', '.join(sick)})" if sick else ""))
+                               + (f" (healthcheck failing: {', '.join(s.name for s in sick)})" if sick else "")
+                               + "".join(_health_output(runtime, s) for s in sick[:3]))
         else:
             settled_at = None
         time.sleep(POLL_SECONDS)
+
+
+def _health_output(runtime, state) -> str:
+    """The last lines of a container whose healthcheck fails (its own output; the
+    engine's healthcheck log when the runtime offers ``health_log``)."""
+    lines = []
+    try:
+        lines = list(getattr(runtime, "health_log", lambda _id: [])(state.id))[-5:]
+        lines += [line.message for line in runtime.logs(state.id, tail=5)]
+    except Exception:  # noqa: BLE001 (the verdict stands without them)
+        pass
+    return f"\n{state.name} ({state.health}): " + "\n".join(lines) if lines else f"\n{state.name} ({state.health})"
 
 
 def exit_report(runtime, state) -> str:
@@ -387,6 +606,25 @@ def check_health(uow, clock, runtime) -> int:
     return changed
 
 
+def _drop_superseded(uow, runtime, service, states) -> list:
+    """A process that stopped between a health-gated switch and the removal of the old set
+    leaves two sets: the containers of every job but the running release's go."""
+    if service.release is None:
+        return states
+    with uow.reading():
+        serving = next((r.deploy_job_id for r in uow.releases.for_service(service.id)
+                        if r.number == service.release), None)
+    if serving is None or not any(s.labels.get(JOB_LABEL) == serving for s in states):
+        return states
+    kept = []
+    for state in states:
+        if state.labels.get(JOB_LABEL) == serving:
+            kept.append(state)
+        else:
+            runtime.remove_container(state.id)
+    return kept
+
+
 def reconcile(uow, clock, runtime) -> list[str]:
     """Rebuild the panel's view from the engine (its ``slipway.service`` labels) at
     start-up: a service the database calls running or stopped whose containers are gone
@@ -397,6 +635,7 @@ def reconcile(uow, clock, runtime) -> list[str]:
     changed = []
     for service in candidates:
         states = runtime.containers(service.id)
+        states = _drop_superseded(uow, runtime, service, states)
         if not states:
             new, message = "failed", "containers missing from the engine: redeploy the service"
         elif service.status == "running" and not any(s.running for s in states):

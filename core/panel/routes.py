@@ -7,8 +7,10 @@ route to a service that is gone. It follows the upstream: a start or restart (wh
 publish another host port) writes it again from the engine's answer; a stop, a
 restart's beginning, a redeploy's clean slate, a failed deploy and a service found
 failed remove it first, so a host port the service gave up (and another tenant may get)
-never receives its hostname. A reverse proxy is fed from these records
-(``app.workers.route_file``)."""
+never receives its hostname. Each custom domain of the service (``core.panel.domains``)
+has a record of its own to the same upstream, with or without a base domain. A reverse
+proxy is fed from these records by a route provider (``ports.routes``,
+``app.workers.routes``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -43,13 +45,38 @@ def upstream(plan, states) -> str:
     return ""
 
 
+def hostnames(uow, service, base_domain: str | None) -> list[str]:
+    """The names the service answers to: ``<name>.<base domain>`` (with a base domain)
+    and each of its custom domains (``uow.custom_domains``). A custom domain under the
+    base domain (claimed before the operator set or changed ``SLIPWAY_BASE_DOMAIN``; PATCH
+    refuses them since) gets no record: those names are the services' own, and a record
+    would take another service's name over (``replace_for``)."""
+    own = [hostname(service.name, base_domain)] if base_domain else []
+    base = (base_domain or "").strip(".").lower()
+    return own + [d for d in uow.custom_domains.for_service(service.id)
+                  if d not in own and not (base and (d == base or d.endswith("." + base)))]
+
+
 def follow(uow, service, target: str, base_domain: str | None, now) -> None:
-    """In the caller's transaction: the service's record points at ``target``, or is gone
-    (no base domain, or nothing published)."""
-    if base_domain and target:
-        uow.routes.put(Route(hostname(service.name, base_domain), service.id, target, now, now))
-    else:
+    """In the caller's transaction: the service's records (its name under the base
+    domain, when there is one, and one per custom domain) all point at ``target``; with
+    ``target`` "" (nothing published) they are all gone."""
+    if not target:
         uow.routes.delete_for(service.id)
+        return
+    uow.routes.replace_for(service.id, [Route(name, service.id, target, now, now)
+                                        for name in hostnames(uow, service, base_domain)])
+
+
+def current_target(uow, service, base_domain: str | None) -> str:
+    """The upstream the service is routed to now, "" when none: the target of its
+    records or, without a base domain, the ``url`` of a running service (which is then
+    its upstream)."""
+    for route in uow.routes.for_service(service.id):
+        return route.target
+    if not base_domain and service.status == "running" and (service.url or "").startswith("http://"):
+        return service.url
+    return ""
 
 
 def list_routes(uow) -> list[Route]:

@@ -9,8 +9,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from core.panel import routes
+from core.panel import domains, routes
 from core.errors import Conflict, Forbidden, Invalid, NotFound
+from core.panel.containers import keep_tag
 from core.panel.events import service_status
 from core.panel.customers import DEFAULT_QUOTA, Footprint, Quota, reserve
 
@@ -44,19 +45,27 @@ class Service:
     #: create and redeploy
     memory_mb: int = 0
     millicpus: int = 0
+    #: its custom domains, by name (``core.panel.domains``; kept in ``uow.custom_domains``)
+    custom_domains: tuple = ()
+    release: int | None = None  # the number of the release running (``core.panel.releases``)
 
 
 @dataclass(frozen=True)
 class DeployJob:
     id: str
     service_id: str
-    kind: str  # deploy or redeploy
-    state: str  # queued, running, succeeded, failed
+    kind: str  # deploy, redeploy or rollback
+    state: str  # queued, running, succeeded, failed, cancelled
     created_at: datetime
     updated_at: datetime
     step: str = ""
     error: str | None = None
     attempts: int = 0  # times a worker claimed it; a job interrupted too often is given up
+    release_id: str | None = None  # the release it recorded (a job that succeeded)
+    target_release_id: str | None = None  # rollback: the release it runs again
+    cancel_requested: bool = False  # a cancel was asked for; the worker running it stops it
+    finished_at: datetime | None = None
+    created_by: str = "system"  # who asked: key:<id>, user:<id>, or system
 
 
 @dataclass(frozen=True)
@@ -78,6 +87,19 @@ def new_id(prefix: str) -> str:
     return f"{prefix}_{secrets.token_hex(8)}"
 
 
+def caller_name(principal) -> str:
+    """Who asked, as a job and its release record it: ``user:<id>`` for a browser session
+    signed in through OIDC, ``key:<id>`` for an API key (or a session opened with one),
+    ``system`` for work nobody asked for."""
+    if principal is None:
+        return "system"
+    user = getattr(principal, "user", None)
+    if user is not None and getattr(user, "id", None):
+        return f"user:{user.id}"
+    key = getattr(principal, "key", None)
+    return f"key:{key.id}" if key is not None else "system"
+
+
 def visible(principal, service: Service | None, service_id: str) -> Service:
     """404 for a missing service and for one a customer key may not see."""
     if service is None or (principal.customer_id is not None and service.customer_id != principal.customer_id):
@@ -97,7 +119,7 @@ def create_service(uow, clock, principal, request: dict, methods: dict, catalog:
     principal.require("services:deploy")
     problems = {}
     name = request.get("name", "")
-    if not _NAME.match(name):
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
         problems["name"] = "1-63 lower-case letters, digits and '-', starting and ending with a letter or digit"
     method = methods.get(request.get("deploy_method"))
     if method is None:
@@ -124,17 +146,17 @@ def create_service(uow, clock, principal, request: dict, methods: dict, catalog:
             raise Conflict(f"a service named {name!r} already exists")
         reserve(uow, quota, customer, footprint, new_service=True)
         uow.services.add(service)
-        job = _queue(uow, clock, service, "deploy")
+        job = _queue(uow, clock, service, "deploy", principal)
         uow.commit()
     return service, job
 
 
-def _queue(uow, clock, service: Service, kind: str) -> DeployJob:
+def _queue(uow, clock, service: Service, kind: str, principal=None, target_release_id=None) -> DeployJob:
     """In the caller's transaction: a queued ``kind`` job for ``service`` (now
     ``deploying``), announced and in its timeline."""
     now = clock.now()
     job = DeployJob(id=new_id("job"), service_id=service.id, kind=kind, state="queued", created_at=now,
-                    updated_at=now)
+                    updated_at=now, created_by=caller_name(principal), target_release_id=target_release_id)
     uow.emit(service_status(service))
     uow.deploy_jobs.add(job)
     record(uow, clock, service.id, kind, "started", f"{kind} job {job.id} queued")
@@ -157,21 +179,25 @@ def list_services(uow, principal, *, page: int, per_page: int, status=None, cust
                                  sort=sort or "created_at", order=order, search=search)
 
 
-def redeploy(uow, clock, principal, service_id: str, quota: Quota = DEFAULT_QUOTA) -> tuple[Service, DeployJob]:
-    """Queue a redeploy. The service counts what its kept compose says now (for git and
-    ai services, the compose their last build ran); 409 when that grows a total past
-    the customer's limit."""
+def redeploy(uow, clock, principal, service_id: str, quota: Quota = DEFAULT_QUOTA, *, kind: str = "redeploy",
+             release=None) -> tuple[Service, DeployJob]:
+    """Queue a redeploy (or, with ``kind`` "rollback" and ``release``, a rollback to that
+    release: its compose and variables count). The service counts what its kept compose
+    says now (for git and ai services, the compose their last build ran); 409 when that
+    grows a total past the customer's limit."""
     principal.require("services:deploy")
     with uow.reading():
         found = visible(principal, uow.services.get(service_id), service_id)
-    footprint = quota.footprint_of_compose(found.compose, found.variables)
+    compose, variables = (release.compose, release.variables) if release is not None else (found.compose,
+                                                                                            found.variables)
+    footprint = quota.footprint_of_compose(compose, variables)
     with uow:
         # the customer's row first, then the service's: the order create takes too
         customer = uow.panel_customers.get(found.customer_id, for_update=True)
         service = visible(principal, uow.services.get(service_id, for_update=True), service_id)
         if service.status == "deploying":
             raise Conflict("the service is deploying")
-        if service.compose != found.compose:  # a deploy ended meanwhile with another compose
+        if release is None and service.compose != found.compose:  # a deploy ended meanwhile with another compose
             footprint = quota.footprint_of_compose(service.compose, service.variables)
         if footprint is None:  # nothing to read (yet): what was counted stays
             footprint = Footprint(service.memory_mb, service.millicpus)
@@ -181,7 +207,7 @@ def redeploy(uow, clock, principal, service_id: str, quota: Quota = DEFAULT_QUOT
         service = replace(service, status="deploying", updated_at=clock.now(), memory_mb=footprint.memory_mb,
                           millicpus=footprint.millicpus)
         uow.services.update(service)
-        job = _queue(uow, clock, service, "redeploy")
+        job = _queue(uow, clock, service, kind, principal, target_release_id=release.id if release else None)
         uow.commit()
     return service, job
 
@@ -292,10 +318,98 @@ def delete_service(uow, runtime, principal, service_id: str) -> Service:
     # also while deploying (the spec allows delete from any state): the job notices the
     # service is gone when it ends and removes whatever it made after this
     runtime.remove_service(service.id)
+    with uow.reading():
+        kept = [keep_tag(r.service_id, r.number, i["component"]) for r in uow.releases.for_service(service.id)
+                for i in r.images]
+    for tag in kept:  # the images its releases kept
+        try:
+            runtime.remove_image(tag)
+        except Exception:  # noqa: BLE001 (best effort: the service goes either way)
+            pass
     with uow:
+        # the service's row first: a PATCH holding it (claiming a domain, writing route
+        # records) finishes before its rows are deleted here, so none is left dangling
+        if uow.services.get(service.id, for_update=True) is None:
+            raise NotFound(f"service {service_id} not found")
         uow.routes.delete_for(service.id)
+        uow.custom_domains.delete_for(service.id)
+        uow.releases.delete_for(service.id)
         uow.services.delete(service.id)
         uow.emit(service_status(service, "deleted"))
+        uow.commit()
+    return service
+
+
+#: what PATCH /api/services/{id} changes; the other three belong to the deploy methods whose
+#: create request has them (``DeployMethod.request_schema``)
+PATCHABLE = ("variables", "custom_domains", "compose", "git_branch")
+
+
+def patch_service(uow, clock, principal, service_id: str, body: dict, methods: dict, catalog: dict, *,
+                  base_domain: str | None = None, quota: Quota = DEFAULT_QUOTA, reserved_hosts=()) -> Service:
+    """Change a service's settings in one transaction. ``variables`` (the whole map),
+    ``compose`` and ``git_branch`` are validated as create validates them (the deploy
+    method's ``plan``; a compose or variables that would take the customer past a limit
+    at the next redeploy: 409) and stored: they apply at the next redeploy.
+    ``custom_domains`` (the whole list) apply at once: names dropped lose their route
+    records, new ones get records to the service's current upstream. 409 for a name
+    another service has (also when two requests race for it: the database decides) and
+    while the service is deploying. A refused request changes nothing. ``reserved_hosts``:
+    the hosts Slipway answers on or talks to, refused as custom domains with the names
+    under them (``core.panel.domains``)."""
+    principal.require("services:deploy")
+    with uow.reading():
+        found = visible(principal, uow.services.get(service_id), service_id)
+    body = body if isinstance(body, dict) else {}
+    if not body:
+        raise Invalid("nothing to change", fields={"body": "give at least one of " + ", ".join(PATCHABLE)})
+    problems = {name: "not a field PATCH changes (" + ", ".join(PATCHABLE) + ")" for name in body
+                if name not in PATCHABLE}
+    method = methods.get(found.deploy_method)
+    allowed = set((getattr(method, "request_schema", None) or {}).get("properties", {}))
+    problems.update({name: f"{found.deploy_method} services have no {name}" for name in body
+                     if name in PATCHABLE and name != "custom_domains" and name not in allowed})
+    if problems:
+        raise Invalid("invalid change", fields=problems)
+    wanted = domains.check(body["custom_domains"], base_domain, reserved_hosts) if "custom_domains" in body else None
+    changes, footprint = {}, None
+    settings = {name: body[name] for name in ("variables", "compose", "git_branch") if name in body}
+    if settings:
+        request = {"template_id": found.template_id, "compose": found.compose, "variables": found.variables or {},
+                   "git_url": found.git_url, "git_branch": found.git_branch, "ai_url": found.ai_url,
+                   "customer_id": found.customer_id, "name": found.name, "deploy_method": found.deploy_method}
+        request = {k: v for k, v in request.items() if v is not None}
+        request.update(settings)
+        plan = method.plan(request, catalog)
+        if "git_branch" in settings:
+            changes["git_branch"] = plan.source.get("git_branch", settings["git_branch"])
+        if "compose" in settings or "variables" in settings:
+            changes.update(compose=plan.compose, variables=dict(plan.variables or {}))
+            footprint = quota.footprint(plan.components) if plan.components else None
+    with uow:
+        # the customer's row first, then the service's: the order create and redeploy take
+        customer = uow.panel_customers.get(found.customer_id, for_update=True) if footprint else None
+        service = visible(principal, uow.services.get(service_id, for_update=True), service_id)
+        if service.status == "deploying":
+            raise Conflict("the service is deploying")
+        if footprint is not None and customer is not None:  # what the next redeploy will count
+            reserve(uow, quota, customer, footprint, new_service=False,
+                    replacing=Footprint(service.memory_mb, service.millicpus))
+        now = clock.now()
+        if wanted is not None:
+            had = set(service.custom_domains)
+            target = routes.current_target(uow, service, base_domain)
+            uow.custom_domains.release(service.id, had - set(wanted))
+            taken = [name for name in wanted
+                     if name not in had and uow.custom_domains.claim(name, service.id, now) != service.id]
+            if taken:
+                raise Conflict("custom domain " + ", ".join(taken) + (" is" if len(taken) == 1 else " are")
+                               + " another service's")
+            if target:
+                routes.follow(uow, service, target, base_domain, now)
+            changes["custom_domains"] = tuple(sorted(wanted))
+        service = replace(service, updated_at=now, **changes)
+        uow.services.update(service)
         uow.commit()
     return service
 

@@ -34,6 +34,7 @@ from plugins.runtime_common.parsing import (
 )
 from plugins.runtime_common.settings import RuntimeSettings
 from ports.runtime import (
+    KEPT_IMAGES,
     SERVICE_LABEL,
     ContainerRuntime,
     ContainerSpec,
@@ -161,6 +162,26 @@ class ClientRuntime(ContainerRuntime):
             except self.not_found:
                 return False
         return True
+
+    def image_id(self, image: str) -> str | None:
+        """The engine's full id (``sha256:...``) of ``image``, None when it has none."""
+        with self.engine(f"looking up image {image}"):
+            try:
+                found = self._read(lambda: self.client.images.get(image))
+            except self.not_found:
+                return None
+        ident = found.id or ""
+        return ident if ident.startswith("sha256:") else f"sha256:{ident}"
+
+    def tag_image(self, image: str, tag: str) -> None:
+        """Tag ``image`` (a name or an id) as ``tag`` (``repository:tag``)."""
+        repository, _, name = tag.rpartition(":")
+        if not repository or "/" in name:
+            repository, name = tag, "latest"
+        with self.engine(f"tagging image {image} as {tag}"):
+            found = self._read(lambda: self.client.images.get(image))
+            if not found.tag(repository, name):
+                raise EngineError(f"tagging image {image} as {tag}: refused by the engine")
 
     def pull_image(self, image: str, *, timeout: float | None = None, cancel=None) -> None:
         """Pull ``image`` within ``timeout`` seconds (default ``SLIPWAY_PULL_TIMEOUT``) unless
@@ -307,6 +328,14 @@ class ClientRuntime(ContainerRuntime):
                     self.client.networks.get(name).remove()
                 raise EngineError(f"creating network {name}: the engine did not isolate it "
                                   f"(netavark's isolate option); refusing to run services on it")
+
+    def remove_network(self, name: str) -> None:
+        """Remove network ``name``; a missing one is fine."""
+        with self.engine(f"removing network {name}"):
+            try:
+                self._read(lambda: self.client.networks.get(name)).remove()
+            except self.not_found:
+                pass
 
     def create_volume(self, name: str, labels: dict) -> None:
         """Create a local volume; an existing volume of that name is kept as it is."""
@@ -553,6 +582,23 @@ class ClientRuntime(ContainerRuntime):
                     network.remove()
                 except self.not_found:
                     pass
+            self._remove_kept_images(service_id)
+
+    def _remove_kept_images(self, service_id: str) -> None:
+        """Untag the images the service's releases kept (``localhost/slw-keep-<service
+        id>:...``); an image with no other name goes with its last tag. Best effort."""
+        prefix = f"{KEPT_IMAGES}{service_id.lower()}:"
+        try:
+            found = self._read(lambda: self.client.images.list(filters={"reference": prefix[:-1]}))
+        except self.errors:
+            return
+        for image in found:
+            for tag in image.tags or ():
+                if tag.startswith(prefix):
+                    try:
+                        self.client.images.remove(tag)
+                    except self.errors:
+                        pass
 
     def _discard(self, container_id: str, volumes: bool = True) -> None:
         """Force-remove: SIGKILL first (a forced remove would otherwise wait out the stop

@@ -160,7 +160,7 @@ def check_source(url: str, field: str, settings: Settings) -> None:
 def check_branch(branch, field: str = "git_branch") -> None:
     if branch is None:
         return
-    if not isinstance(branch, str) or len(branch) > 255 or not _BRANCH.match(branch):
+    if not isinstance(branch, str) or len(branch) > 255 or not _BRANCH.fullmatch(branch):
         raise Invalid("invalid branch", fields={field: "not a valid branch name"})
 
 

@@ -8,6 +8,7 @@ import pytest
 from ports.runtime import ContainerRuntime
 from tests.support.engine import BUSYBOX, _factories
 from tests.support.panel_server import admin_key, serve_panel
+from tests.support.releases import page_images  # noqa: F401 (a fixture: three local images serving pages)
 
 
 @pytest.fixture(params=["podman", "docker"])

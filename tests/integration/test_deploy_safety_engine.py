@@ -74,8 +74,13 @@ class Server:
         return {r["service_id"]: r["target"] for r in slipway(self.database_url, "route", "list")[1]["routes"]}
 
     def published(self, service_id: str) -> str:
-        [state] = self.engine.containers(service_id)
-        return f"http://127.0.0.1:{state.ports[8080]}"
+        """The host port of the service's one container; after a health-gated redeploy
+        the old set goes ``SLIPWAY_DEPLOY_DRAIN`` seconds after the switch: waited out."""
+        deadline = time.monotonic() + 30
+        while len(states := self.engine.containers(service_id)) != 1:
+            assert time.monotonic() < deadline, states
+            time.sleep(0.2)
+        return f"http://127.0.0.1:{states[0].ports[8080]}"
 
     def close(self):
         for service_id in self.made:

@@ -172,3 +172,52 @@ def test_deploy_claims_routes_and_panel_deletes(uow, clock):
 class _NoEngine:
     def remove_service(self, service_id):
         pass
+
+
+def test_releases_job_pages_and_cancels(uow, clock):
+    from core.panel.releases import Release
+
+    admin = principal_of(uow, clock)
+    a = customers.create_customer(uow, clock, name="A")
+    created = []
+    for name in ("r1", "r2"):
+        created.append(services.create_service(uow, clock, admin, {"name": name, "deploy_method": "compose",
+                                                                   "customer_id": a.id},
+                                               {"compose": FakeMethod()}, {}, Quota(read_compose=parse)))
+        clock.advance(1)
+    (s1, j1), (s2, j2) = created
+    with uow:
+        for number in (1, 2, 3):
+            uow.releases.add(Release(id=f"rel_{number}", service_id=s1.id, number=number, deploy_job_id=j1.id,
+                                     images=({"component": "web", "image": "x", "image_id": "sha256:1"},),
+                                     compose="c", variables={"A": "b"}, commit=None, created_at=clock.now()))
+        uow.commit()
+    with pytest.raises(DUPLICATE):
+        with uow:
+            uow.releases.add(replace(uow.releases.get("rel_1"), id="rel_again"))
+            uow.commit()
+    with uow:
+        assert uow.releases.last_number(s1.id) == 3 and uow.releases.last_number(s2.id) == 0
+        assert [r.number for r in uow.releases.for_service(s1.id)] == [3, 2, 1]
+        found, total = uow.releases.page(s1.id, page=2, per_page=2)
+        assert ([r.id for r in found], total) == (["rel_1"], 3)
+        assert uow.releases.get("rel_2").images[0]["image_id"] == "sha256:1"
+        assert uow.releases.get("rel_2").variables == {"A": "b"}
+        assert uow.deploy_jobs.cancel_queued(j1.id, clock.now()) is True
+        assert uow.deploy_jobs.cancel_queued(j1.id, clock.now()) is False
+        assert uow.deploy_jobs.request_cancel(j2.id, clock.now()) is True
+        assert uow.deploy_jobs.request_cancel(j1.id, clock.now()) is False  # finished (cancelled)
+        assert uow.deploy_jobs.cancels_requested([j1.id, j2.id, "job_nope"]) == {j1.id, j2.id}
+        uow.deploy_jobs.finish(j2.id, "succeeded", None, clock.now(), release_id="rel_3")
+        assert uow.deploy_jobs.request_cancel(j2.id, clock.now()) is False
+        uow.commit()
+    with uow:
+        cancelled, done = uow.deploy_jobs.get(j1.id), uow.deploy_jobs.get(j2.id)
+        assert (cancelled.state, cancelled.error, cancelled.finished_at is not None) == ("cancelled", "cancelled", True)
+        assert (done.state, done.release_id, done.cancel_requested, done.created_by) == (
+            "succeeded", "rel_3", True, f"key:{admin.key.id}")
+        assert [j.id for j in uow.deploy_jobs.page(s1.id, page=1, per_page=5)[0]] == [j1.id]
+        uow.releases.delete_for(s1.id)
+        uow.commit()
+    with uow:
+        assert uow.releases.for_service(s1.id) == []

@@ -7,6 +7,8 @@ with the llm analyzer (a fake chat endpoint on loopback), and its compose is sho
 Once through the Podman client and once through the Docker client."""
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from tests.support.processes import free_port
@@ -36,7 +38,12 @@ def test_a_git_repository_deploys_and_redeploys_its_latest_commit(start_panel, t
     assert any(f"commit {first[:12]} on main" in m and m.startswith("deploy succeeded") for m in successes), successes
     assert any(f"commit {second[:12]} on main" in m and m.startswith("redeploy succeeded") for m in successes)
     engine = start_panel.engine
-    assert not engine.has_image(f"localhost/slw-{service_id}-app:{first[:12]}")  # the replaced build is removed
+    # the replaced build is removed once the old container is (a health-gated redeploy: after the switch,
+    # SLIPWAY_DEPLOY_DRAIN and the old container's graceful stop)
+    deadline = time.monotonic() + 60
+    while engine.has_image(f"localhost/slw-{service_id}-app:{first[:12]}"):
+        assert time.monotonic() < deadline, "the replaced build is removed"
+        time.sleep(0.5)
     assert engine.has_image(f"localhost/slw-{service_id}-app:{second[:12]}")
     assert client.delete(f"/api/services/{service_id}").status_code == 204
     assert not engine.has_image(f"localhost/slw-{service_id}-app:{second[:12]}")  # and the last one on delete

@@ -1,6 +1,7 @@
 """Route records under ``SLIPWAY_BASE_DOMAIN``: a deploy writes the record (and the
 Traefik file the proxy reads), the url is ``https://<name>.<base domain>``, the upstream
-in the record answers HTTP, and delete removes the record with the service."""
+in the record answers HTTP, a custom domain gets a record (and a router) of its own, and
+delete removes the records with the service."""
 from __future__ import annotations
 
 import os
@@ -61,6 +62,17 @@ def test_deploy_writes_a_route_record_and_delete_removes_it(runtime_url, databas
 
         in_file = _eventually(lambda: _file_routes(routes_file))
         assert list(in_file.values()) == [(f"Host(`{hostname}`)", route["target"])]
+
+        # a custom domain gets a router of its own, to the same upstream, at once
+        patched = client.patch(f"/api/services/{service_id}", json={"custom_domains": ["www.routed.test"]})
+        assert patched.status_code == 200, patched.text
+        assert sorted(r["hostname"] for r in slipway(database_url, "route", "list")[1]["routes"]) == [
+            hostname, "www.routed.test"]
+        in_file = _eventually(lambda: len(_file_routes(routes_file) or {}) == 2 and _file_routes(routes_file))
+        assert sorted(in_file.values()) == sorted([(f"Host(`{hostname}`)", route["target"]),
+                                                   ("Host(`www.routed.test`)", route["target"])])
+        _, written = slipway(database_url, "route", "write", env={"SLIPWAY_ROUTES_FILE": str(routes_file)})
+        assert (written["provider"], written["file"], written["changed"]) == ("file", str(routes_file), False)
 
         assert client.delete(f"/api/services/{service_id}").status_code == 204
         assert slipway(database_url, "route", "list")[1] == {"routes": []}

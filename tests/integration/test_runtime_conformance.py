@@ -364,3 +364,27 @@ def test_volume_export_and_import_errors(runtime, service):
         list(runtime.export_volume(volume))
     assert _helpers(runtime) == []
     assert runtime.labelled(service.id)["volumes"] == [volume]  # nothing was created on the way
+
+
+def test_image_ids_tags_and_networks(runtime, request):
+    """``image_id`` answers the engine's sha256 id (None when absent), ``tag_image`` gives
+    an image another name (releases keep their images so), ``remove_network`` is
+    idempotent."""
+    found = runtime.image_id(BUSYBOX)
+    assert found is not None and found.startswith("sha256:") and len(found) == 71
+    tag = f"localhost/slw-keep-conformance-{secrets.token_hex(4)}:1-web"
+    request.addfinalizer(lambda: runtime.remove_image(tag))
+    assert runtime.image_id(tag) is None
+    runtime.tag_image(found, tag)  # by id
+    assert runtime.image_id(tag) == found
+    runtime.remove_image(tag)  # the tag only: the image stays
+    assert runtime.image_id(tag) is None and runtime.image_id(BUSYBOX) == found
+    network = f"slw-conformance-{secrets.token_hex(4)}"
+    runtime.create_network(network, {SERVICE_LABEL: "svc_conformance"})
+    runtime.remove_network(network)
+    runtime.remove_network(network)
+    assert network not in runtime.labelled("svc_conformance")["networks"]
+    kept = f"localhost/slw-keep-svc_conformance{secrets.token_hex(4)}"
+    runtime.tag_image(found, f"{kept}:1-web")
+    runtime.remove_service(kept.rpartition("/")[2][len("slw-keep-"):])  # a service's kept images go with it
+    assert runtime.image_id(f"{kept}:1-web") is None and runtime.image_id(BUSYBOX) == found

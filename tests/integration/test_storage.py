@@ -99,3 +99,28 @@ def test_an_unsupported_database_url_is_a_clear_error():
 
     with pytest.raises(DatabaseUrlError, match="unsupported scheme 'mysql'"):
         open_database("mysql://root@localhost/db")
+
+
+def test_migration_17_lets_a_service_have_several_route_records(database_url, clock):
+    """A database made before migration 17 has a unique index on service_route.service_id;
+    17 makes it a plain one and adds custom_domain (whose primary key is the name)."""
+    from core.panel.routes import Route
+
+    store = Store(database_url)
+    try:
+        store.migrate()
+        db, m = store.db, store.models
+        db.execute_sql("DROP INDEX IF EXISTS service_route_service_id")  # as migration 6 made it before 17
+        db.execute_sql("CREATE UNIQUE INDEX service_route_service_id ON service_route (service_id)")
+        m.SchemaVersion.delete().where(m.SchemaVersion.version == 17).execute()
+        assert store.migrate() == [17]
+        now = clock.now()
+        with store.uow() as uow:
+            uow.routes.replace_for("svc_1", [Route("a.test", "svc_1", "http://127.0.0.1:1", now, now),
+                                             Route("web.apps.test", "svc_1", "http://127.0.0.1:1", now, now)])
+            assert uow.custom_domains.claim("a.test", "svc_1", now) == "svc_1"
+            assert uow.custom_domains.claim("a.test", "svc_2", now) == "svc_1"  # the first keeps it
+            uow.commit()
+        assert [r.hostname for r in store.uow(write=False).routes.all()] == ["a.test", "web.apps.test"]
+    finally:
+        store.close()

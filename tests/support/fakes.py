@@ -34,7 +34,7 @@ from datetime import datetime, timedelta, timezone
 from core.panel import access as panel_access
 from core.partner import partners, tokens
 from core.partner.billing import billable_days, quantity
-from core.panel.containers import SERVICE_LABEL, PortSpec
+from core.panel.containers import KEPT_IMAGES, SERVICE_LABEL, PortSpec
 from ports.billing import Line, LineDetail
 from ports.clock import Clock
 from ports.deploy import Component, DeployPlan
@@ -685,9 +685,11 @@ class InMemoryPanelLogins(_Repo):
 class InMemoryServices(_Repo):
     table = "services"
 
-    @staticmethod
-    def _copy(s):
-        return None if s is None else replace(s, variables=dict(s.variables or {}))
+    def _copy(self, s):
+        if s is None:
+            return None
+        domains = tuple(sorted(h for h, (owner, _) in self.uow._rows("custom_domains").items() if owner == s.id))
+        return replace(s, variables=dict(s.variables or {}), custom_domains=domains)
 
     def add(self, s):
         if s.customer_id not in self.uow._rows("panel_customers"):
@@ -780,9 +782,59 @@ class InMemoryDeployJobs(_Repo):
         if job_id in self.rows:
             self._put(job_id, replace(self.rows[job_id], step=step, updated_at=now))
 
-    def finish(self, job_id, state, error, now):
+    def finish(self, job_id, state, error, now, release_id=None):
         if job_id in self.rows:
-            self._put(job_id, replace(self.rows[job_id], state=state, error=error, updated_at=now))
+            job = self.rows[job_id]
+            self._put(job_id, replace(job, state=state, error=error, updated_at=now, finished_at=now,
+                                      release_id=release_id if release_id is not None else job.release_id))
+
+    def page(self, service_id, *, page, per_page):
+        rows = _sorted([j for j in self.rows.values() if j.service_id == service_id], "created_at", "id", desc=True)
+        return _paginate(rows, page, per_page), len(rows)
+
+    def cancel_queued(self, job_id, now):
+        job = self.rows.get(job_id)
+        if job is None or job.state != "queued":
+            return False
+        self._put(job_id, replace(job, state="cancelled", error="cancelled", updated_at=now, finished_at=now,
+                                  cancel_requested=True))
+        return True
+
+    def request_cancel(self, job_id, now):
+        job = self.rows.get(job_id)
+        if job is None or job.state in ("succeeded", "failed", "cancelled"):
+            return False
+        self._put(job_id, replace(job, cancel_requested=True, updated_at=now))
+        return True
+
+    def cancels_requested(self, job_ids):
+        return {i for i in job_ids if i in self.rows and self.rows[i].cancel_requested}
+
+
+class InMemoryReleases(_Repo):
+    table = "releases"
+
+    def add(self, release):
+        if any(r.service_id == release.service_id and r.number == release.number for r in self.rows.values()):
+            raise IntegrityError(f"duplicate release number {release.number}")
+        self._insert(release.id, release)
+
+    def get(self, release_id):
+        return self.rows.get(release_id)
+
+    def last_number(self, service_id):
+        return max((r.number for r in self.rows.values() if r.service_id == service_id), default=0)
+
+    def for_service(self, service_id):
+        return _sorted([r for r in self.rows.values() if r.service_id == service_id], "number", desc=True)
+
+    def page(self, service_id, *, page, per_page):
+        rows = self.for_service(service_id)
+        return _paginate(rows, page, per_page), len(rows)
+
+    def delete_for(self, service_id):
+        for key in [k for k, r in self.rows.items() if r.service_id == service_id]:
+            self._delete(key)
 
 
 class InMemoryServiceEvents(_Repo):
@@ -861,10 +913,17 @@ class InMemoryRoutes(_Repo):
     table = "routes"
 
     def put(self, route):
-        for r in list(self.rows.values()):
-            if r.service_id == route.service_id or r.hostname == route.hostname:
-                self._delete(r.hostname)
+        self._delete(route.hostname)
         self._insert(route.hostname, route)
+
+    def replace_for(self, service_id, routes):
+        self.delete_for(service_id)
+        for route in routes:
+            self._delete(route.hostname)
+            self._insert(route.hostname, route)
+
+    def for_service(self, service_id):
+        return _sorted([r for r in self.rows.values() if r.service_id == service_id], "hostname")
 
     def delete_for(self, service_id):
         gone = [r for r in self.rows.values() if r.service_id == service_id]
@@ -874,6 +933,30 @@ class InMemoryRoutes(_Repo):
 
     def all(self):
         return _sorted(self.rows.values(), "hostname")
+
+
+class InMemoryCustomDomains(_Repo):
+    table = "custom_domains"  # hostname -> (service_id, created_at)
+
+    def for_service(self, service_id):
+        return sorted(h for h, (owner, _) in self.rows.items() if owner == service_id)
+
+    def for_services(self, service_ids):
+        return {i: self.for_service(i) for i in service_ids}
+
+    def claim(self, hostname, service_id, now):
+        if hostname not in self.rows:
+            self._insert(hostname, (service_id, now))
+        return self.rows[hostname][0]
+
+    def release(self, service_id, hostnames):
+        gone = [h for h in hostnames if self.rows.get(h, (None,))[0] == service_id]
+        for h in gone:
+            self._delete(h)
+        return len(gone)
+
+    def delete_for(self, service_id):
+        return self.release(service_id, list(self.rows))
 
 
 class InMemoryLeases(_Repo):
@@ -932,9 +1015,11 @@ class FakeUnitOfWork:
         self.panel_logins = InMemoryPanelLogins(self)
         self.services = InMemoryServices(self)
         self.deploy_jobs = InMemoryDeployJobs(self)
+        self.releases = InMemoryReleases(self)
         self.service_events = InMemoryServiceEvents(self)
         self.backups = InMemoryBackups(self)
         self.routes = InMemoryRoutes(self)
+        self.custom_domains = InMemoryCustomDomains(self)
         self.leases = InMemoryLeases(self)
 
     def fork(self) -> "FakeUnitOfWork":
@@ -1133,6 +1218,8 @@ class FakeRuntime:
     exit_code: int = 3  # of a container that exits at once
     next_port: int = 40000
     fail: set = field(default_factory=set)
+    tags: dict = field(default_factory=dict)  # keep tag -> image id
+    gone_images: set = field(default_factory=set)  # images image_id() answers None for
 
     def _call(self, op, *args):
         self.calls.append((op, *args))
@@ -1192,6 +1279,25 @@ class FakeRuntime:
 
     def remove_image(self, image):
         self._call("remove_image", image)
+        self.tags.pop(image, None)
+
+    def image_id(self, image):
+        """Keep tags answer while tagged; any other image is present with an id of its name."""
+        if image in self.gone_images:
+            return None
+        if image.startswith(KEPT_IMAGES):
+            return self.tags.get(image)
+        return image if image.startswith("sha256:") else "sha256:" + hashlib.sha256(image.encode()).hexdigest()
+
+    def tag_image(self, image, tag):
+        self._call("tag_image", image, tag)
+        self.tags[tag] = self.image_id(image)
+
+    def remove_network(self, name):
+        self._call("remove_network", name)
+
+    def labelled(self, service_id):
+        return {"containers": sorted(s.name for s in self.containers(service_id)), "volumes": [], "networks": []}
 
     def logs(self, cid, tail=100, since=None):
         return []

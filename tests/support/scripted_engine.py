@@ -33,6 +33,21 @@ class ScriptedEngine:
     def remove_container(self, cid):
         self.containers_by_id.pop(cid, None)
 
+    def image_id(self, image):
+        return "sha256:" + "0" * 64
+
+    def tag_image(self, image, tag):
+        pass
+
+    def remove_image(self, image):
+        pass
+
+    def remove_network(self, name):
+        pass
+
+    def stop(self, cid, timeout=10):
+        pass
+
     def remove_service(self, service_id):
         self.removed_services.append(service_id)
         for c in self.containers(service_id):

@@ -120,3 +120,26 @@ def test_a_compose_cannot_run_another_services_build(panel, store, clock, other)
     assert client.get(f"/api/services/{created.json['id']}", token=admin).json["status"] == "failed"
     events = client.get(f"/api/services/{created.json['id']}/events", token=admin).json["data"]
     assert "was built for another service" in events[0]["message"], events
+
+
+@pytest.mark.parametrize("other, words", [
+    ("localhost/slw-keep-svc_0123456789abcdef:1-web", "was built for another service"),  # a kept release
+    ("slw-keep-svc_0123456789abcdef:3-app", "was built for another service"),
+    ("ef", "reads as an image id"),  # the engines resolve a unique id prefix of two hex digits
+    ("ef919a2dc7aa", "reads as an image id"),
+    ("sha256:ef919a2dc7aaa07ccdff212f078626a95280646d1a27f3b04a42270b2b678f39", "reads as an image id"),
+])
+def test_a_compose_cannot_run_another_services_release_or_an_image_by_id(panel, store, clock, other, words):
+    """Releases keep their images under ``localhost/slw-keep-<service id>:...``, and an
+    image id (or any unique prefix of one) names whatever image has it: both would run
+    another tenant's build. The deploy fails, saying why."""
+    make, acme, admin = panel
+    client, app = make()
+    created = create_service(client, admin, acme, deploy_method="compose",
+                             compose=f"services:\n  app:\n    image: \"{other}\"\n")
+    assert created.status_code == 201, created.text
+    job = deploys.claim_next(store.uow(), clock)
+    deploys.run_job(store.uow(), clock, None, job, compose_parser(app.slipway["deployer"].methods))
+    assert client.get(f"/api/services/{created.json['id']}", token=admin).json["status"] == "failed"
+    events = client.get(f"/api/services/{created.json['id']}/events", token=admin).json["data"]
+    assert words in events[0]["message"], events

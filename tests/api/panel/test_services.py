@@ -48,6 +48,8 @@ def test_create_queues_a_deploy_job(setup, store):
     ({"deploy_method": "compose", "compose": "services:\n  a:\n    image: x\n    privileged: true\n"}, "compose"),
     ({"deploy_method": "compose", "compose": "services: {}"}, "compose"),
     ({"deploy_method": "compose", "compose": "services:\n  a: {image: x}\n", "name": "Bad Name"}, "name"),
+    # the name becomes a host name: `$` let a trailing newline by (review t14-rreview)
+    ({"deploy_method": "compose", "compose": "services:\n  a: {image: x}\n", "name": "web\n"}, "name"),
     ({"deploy_method": "compose", "compose": "services:\n  a: {image: x}\n", "customer_id": "cust_nope"},
      "customer_id"),
 ])

@@ -86,7 +86,8 @@ def test_a_restore_stops_what_ran_refills_the_volumes_and_starts_it_again(uow, c
                                                                           archives):
     _backup(uow, clock, admin, running)
     done = backups.run_backup(uow, clock, runtime, archives, backups.claim_next(uow, clock)[1])
-    side = next(s for s in runtime.containers(running.id) if s.name.endswith("-side"))
+    side = next(s for s in runtime.containers(running.id) if s.labels["slipway.component"] == "side")
+    db = next(s for s in runtime.containers(running.id) if s.labels["slipway.component"] == "db")
     runtime.stop(side.id)  # not running before the restore: stays stopped
     queued = backups.restore_backup(uow, clock, admin, running.id, done.id)
     assert queued.restore_status == "pending"
@@ -101,7 +102,7 @@ def test_a_restore_stops_what_ran_refills_the_volumes_and_starts_it_again(uow, c
     ops = [c[0] for c in runtime.calls]
     assert ops == ["stop", "import_volume", "start"]
     assert runtime.calls[1][2] == f"slw-{running.id}-data".encode()
-    assert stored.restore_containers == ("slw-db-db",)
+    assert stored.restore_containers == (db.name,) and db.name.startswith("slw-db-db-")  # slw-<name>-<component>-<job>
 
 
 def test_interrupted_backups_fail_and_restores_run_again(uow, clock, admin, running, runtime, archives):
