@@ -161,6 +161,9 @@ class Config:
     backup_dir: str = "./backups"
     #: real-time events: "memory" (this process) or "postgres" (LISTEN/NOTIFY, PostgreSQL only)
     event_bus: str = "memory"
+    #: where the rate-limit buckets live: ``memory`` (each process its own) or a URL a
+    #: rate-store plugin serves (``redis://host:6379/0``: shared by every process)
+    rate_store: str = "memory"
     #: messages a WebSocket client may have waiting before it is disconnected as too slow
     ws_queue: int = 1000
     #: open WebSockets one key or session may hold in this process (SLIPWAY_WS_PER_KEY)
@@ -252,6 +255,7 @@ class Config:
             engine_threads=_positive_int(env, "SLIPWAY_ENGINE_THREADS", 32),
             backup_dir=env.get("SLIPWAY_BACKUP_DIR") or "./backups",
             event_bus=(env.get("SLIPWAY_EVENT_BUS") or "memory").strip().lower(),
+            rate_store=(env.get("SLIPWAY_RATE_STORE") or "memory").strip(),
             ws_queue=_positive_int(env, "SLIPWAY_WS_QUEUE", 1000),
             ws_per_key=_positive_int(env, "SLIPWAY_WS_PER_KEY", 20),
             work_dir=env.get("SLIPWAY_WORK_DIR") or "./work",

@@ -31,6 +31,7 @@ from app.panel.backups import backups_handlers
 from app.workers.loop import WorkerLease
 from app.http.observability import Observer, worker_exiting
 from app.http.probes import add_probe_routes
+from app.http.ratestore import make_rate_store
 from app.engine_calls import EngineCalls
 from app.panel.docs import docs_handlers
 from app.panel.frontend import Frontend
@@ -140,6 +141,7 @@ def create_app(config: Config | None = None, *, store: Store | None = None) -> S
     # one customer's slow engine calls hold at most a quarter of these threads (run_for)
     requests_engine = EngineCalls(threads=config.engine_threads, deadline=config.engine_timeout,
                                   name="slipway-engine-req")
+    rates = make_rate_store(pm, config)  # SLIPWAY_RATE_STORE: every rate-limit bucket of both APIs
     bus = make_bus(config)  # SLIPWAY_EVENT_BUS; use cases publish through their units of work
     store.bus = bus
     hub = Hub(store, bus, runtime, engine, limit=config.ws_queue, clock=config.clock, per_key=config.ws_per_key)
@@ -183,7 +185,7 @@ def create_app(config: Config | None = None, *, store: Store | None = None) -> S
     handlers.update(billing_handlers(store, config.clock))
     handlers.update(webhook_handlers(store, config.clock, allow_private=config.webhook_allow_private,
                                      lookups=webhook_lookups))
-    add_contract_routes(app, partner, PartnerGate(store, config), handlers, idempotency)
+    add_contract_routes(app, partner, PartnerGate(store, config, rates), handlers, idempotency)
 
     panel = Contract.load("panel", deploy_methods=methods)  # names and per-method required fields
     catalog = templates(pm)
@@ -201,11 +203,12 @@ def create_app(config: Config | None = None, *, store: Store | None = None) -> S
                                       wake=backup_worker.wake))
     panel_ops.update(realtime_handlers(hub, store, runtime, engine, config.ws_queue,
                                        logs_http=panel_ops["getServiceLogs"]))
-    panel_gate = PanelGate(store, config)  # API keys and browser sessions; app.slipway["panel_gate"]
+    panel_gate = PanelGate(store, config, rates)  # API keys and browser sessions; app.slipway["panel_gate"]
     panel_ops.update(auth_handlers(store, config, panel_gate))
     add_contract_routes(app, panel, panel_gate, panel_ops, idempotency)
     app.mcp = McpEndpoint(panel, panel_gate, panel_ops)  # /api/mcp: tools over these handlers
     lifespan.jobs.insert(-2, app.mcp)  # before the hub and bus, like the workers
+    lifespan.jobs.append(rates)  # its connections closed after every request has been answered
 
     # the web frontend: GET / and client-side routes answer the page, /assets/... its files
     Frontend(config.web_dir, oidc=bool(config.oidc_issuer)).add_to(app)

@@ -83,3 +83,15 @@ def runtimes(pm) -> dict:
 
 def route_providers(pm) -> dict:
     return _by_name(pm.hook.register_route_providers(), "route provider")
+
+
+def rate_stores(pm) -> dict:
+    """Rate-store factories by URL scheme."""
+    found = {}
+    for batch in pm.hook.register_rate_stores():
+        for factory in batch or ():
+            for scheme in factory.schemes:
+                if scheme in found:
+                    raise PluginError(f"two plugins provide rate store scheme {scheme!r}")
+                found[scheme] = factory
+    return found

@@ -19,6 +19,15 @@ class Decision:
     full_after: float = 0.0  # seconds until the bucket is full again
 
 
+def decide(allowed: bool, tokens: float, rate: float, capacity: float) -> Decision:
+    """The decision for a bucket of ``capacity`` filling at ``rate`` that holds ``tokens``
+    after the request (one taken when ``allowed``)."""
+    full_after = (capacity - tokens) / rate
+    if allowed:
+        return Decision(True, int(tokens), 0, int(capacity), full_after)
+    return Decision(False, 0, max(1, math.ceil((1.0 - tokens) / rate)), int(capacity), full_after)
+
+
 class TokenBucket:
     __slots__ = ("rate", "capacity", "tokens", "stamp")
 
@@ -32,12 +41,10 @@ class TokenBucket:
         elapsed = max(0.0, now - self.stamp)
         self.tokens = min(self.capacity, self.tokens + elapsed * self.rate)
         self.stamp = now
-        limit = int(self.capacity)
-        if self.tokens >= 1.0:
+        allowed = self.tokens >= 1.0
+        if allowed:
             self.tokens -= 1.0
-            return Decision(True, int(self.tokens), 0, limit, (self.capacity - self.tokens) / self.rate)
-        wait = (1.0 - self.tokens) / self.rate
-        return Decision(False, 0, max(1, math.ceil(wait)), limit, (self.capacity - self.tokens) / self.rate)
+        return decide(allowed, self.tokens, self.rate, self.capacity)
 
 
 class BucketTable:

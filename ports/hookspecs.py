@@ -99,3 +99,17 @@ def register_route_providers():
     ``SLIPWAY_ROUTES`` (``file`` by default, or ``caddy``) picks one; a name no loaded
     plugin provides, or two plugins returning the same name, is a start-up error.
     """
+
+
+# --- Rate stores -------------------------------------------------------------------
+
+
+@hookspec
+def register_rate_stores():
+    """Return a list of :class:`ports.ratestore.RateStoreFactory` instances: objects with
+    ``schemes`` and ``create(url) -> ports.ratestore.RateStore``.
+
+    ``SLIPWAY_RATE_STORE`` is ``memory`` (built in, the default) or a URL; its scheme picks
+    the factory. A scheme no loaded plugin serves, or two plugins serving one scheme, is a
+    start-up error.
+    """

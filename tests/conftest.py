@@ -133,3 +133,22 @@ def caddy(tmp_path):
 
     with running_caddy(tmp_path) as running:
         yield running
+
+
+@pytest.fixture(scope="session")
+def redis_url():
+    """A Redis for the shared rate store (``SLIPWAY_TEST_REDIS_URL``, default
+    ``redis://127.0.0.1:6379/0``). Unreachable, the tests that need it skip, unless
+    ``SLIPWAY_REQUIRE_REDIS=1`` (CI), where they fail."""
+    import socket
+    from urllib.parse import urlsplit
+
+    url = os.environ.get("SLIPWAY_TEST_REDIS_URL") or "redis://127.0.0.1:6379/0"
+    parts = urlsplit(url)
+    try:
+        socket.create_connection((parts.hostname, parts.port or 6379), timeout=2).close()
+    except OSError as exc:
+        if os.environ.get("SLIPWAY_REQUIRE_REDIS") == "1":
+            pytest.fail(f"SLIPWAY_REQUIRE_REDIS=1 but no Redis answers at {url}: {exc}")
+        pytest.skip(f"no Redis at {url} (set SLIPWAY_TEST_REDIS_URL)")
+    return url

@@ -36,7 +36,7 @@ from app.http.errors import RATE_LIMIT_MESSAGE, ApiError
 from app.partner.gate import bearer
 from core.panel import access, sessions
 from core.errors import Forbidden, Unauthorized
-from core.ratelimit import BucketTable
+from ports.ratestore import RateStore
 
 UNAUTHENTICATED_RPM = 60
 AUTHENTICATED_RPM = 120
@@ -67,7 +67,7 @@ def session_cookie(req) -> str | None:
 
 
 class PanelGate:
-    def __init__(self, store, config):
+    def __init__(self, store, config, rates: RateStore):
         self.store = store
         self.clock = config.clock
         self.trusted = config.trusted_proxies
@@ -77,9 +77,9 @@ class PanelGate:
         anon = getattr(config, "rate_anon_rpm", UNAUTHENTICATED_RPM)
         self.auth_rpm = getattr(config, "rate_auth_rpm", AUTHENTICATED_RPM)
         deploy = getattr(config, "rate_deploy_rpm", DEPLOY_RPM)
-        self.by_address = BucketTable(anon / 60, anon)
-        self.by_key = BucketTable(self.auth_rpm / 60, self.auth_rpm)
-        self.deploys = BucketTable(deploy / 60, deploy)
+        self.by_address = rates.table("panel-address", anon / 60, anon)
+        self.by_key = rates.table("panel-key", self.auth_rpm / 60, self.auth_rpm)
+        self.deploys = rates.table("panel-deploy", deploy / 60, deploy)
 
     #: ``security: []`` operations come through ``admit`` too (per-address tier)
     guards_open_operations = True
@@ -158,31 +158,31 @@ class PanelGate:
     async def admit(self, req, op, *, cookies: bool = True):
         now = self.clock.monotonic()
         if not op.secured:  # the login flow: no credentials needed, per-address tier
-            self._headers(req, [self.by_address.take(self._source(req), now)])
+            self._headers(req, [await self.by_address.take(self._source(req), now)])
             return None
         try:
             principal = await self.authenticate(req, cookies=cookies)
         except ApiError:
-            self._headers(req, [self.by_address.take(self._source(req), now)])
+            self._headers(req, [await self.by_address.take(self._source(req), now)])
             raise
         bucket, rpm = principal.bucket_id, principal.rate_limit_rpm  # a key's id and rpm, or the session's
         if isinstance(principal, sessions.SessionPrincipal) and principal.key is None:  # login sessions: the operator's tier
             rpm = self.auth_rpm
-        decisions = [self.by_key.take(bucket, now, rate=rpm / 60, burst=rpm)]
-        decisions += self._tier(principal, op, now)
+        decisions = [await self.by_key.take(bucket, now, rate=rpm / 60, burst=rpm)]
+        decisions += await self._tier(principal, op, now)
         self._headers(req, decisions)
         self.check_origin(req, principal)
         self.permit(principal, op)
         return principal
 
-    def _tier(self, principal, op, now) -> list:
+    async def _tier(self, principal, op, now) -> list:
         """The decisions of the operation's own rate tier beyond the caller's bucket."""
-        return [self.deploys.take(principal.bucket_id, now)] if op.rate_tier == "deploy" else []
+        return [await self.deploys.take(principal.bucket_id, now)] if op.rate_tier == "deploy" else []
 
-    def enter(self, principal, op) -> None:
+    async def enter(self, principal, op) -> None:
         """For a caller the request already admitted, one more operation (an MCP tool call,
         app/panel/mcp.py): its rate tier, then its permissions, as ``admit`` checks them."""
-        refused = next((d for d in self._tier(principal, op, self.clock.monotonic()) if not d.allowed), None)
+        refused = next((d for d in await self._tier(principal, op, self.clock.monotonic()) if not d.allowed), None)
         if refused is not None:
             raise ApiError(429, RATE_LIMIT_MESSAGE, headers={"Retry-After": str(refused.retry_after)})
         self.permit(principal, op)

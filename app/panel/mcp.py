@@ -200,7 +200,7 @@ class McpEndpoint:
                 raise ApiError(404, f"no tool named {params.name!r}")
             arguments = params.arguments or {}
             # in the pipeline's order: rate tier, permission, body, parameters, the handler
-            self.gate.enter(principal, tool.op)
+            await self.gate.enter(principal, tool.op)
             body = tool.body(arguments)
             if body is not None:
                 body = check_body(tool.op, body)

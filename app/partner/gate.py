@@ -7,7 +7,7 @@ from app.http.clientaddr import client_address
 from app.http.errors import RATE_LIMIT_MESSAGE, ApiError
 from core.partner import tokens
 from core.errors import Forbidden, Unauthorized
-from core.ratelimit import BucketTable
+from ports.ratestore import RateStore
 
 
 def bearer(req) -> str | None:
@@ -21,12 +21,12 @@ def bearer(req) -> str | None:
 
 
 class PartnerGate:
-    def __init__(self, store, config):
+    def __init__(self, store, config, rates: RateStore):
         self.store = store
         self.clock = config.clock
         self.trusted = config.trusted_proxies
-        self.per_token = BucketTable(config.rate_rps, config.rate_burst)
-        self.brake = BucketTable(config.authfail_rps, max(1.0, math.ceil(config.authfail_rps)))
+        self.per_token = rates.table("partner-token", config.rate_rps, config.rate_burst)
+        self.brake = rates.table("partner-authfail", config.authfail_rps, max(1.0, math.ceil(config.authfail_rps)))
 
     async def admit(self, req, op):
         secret = bearer(req)
@@ -37,11 +37,11 @@ class PartnerGate:
                                           secret)
         except Unauthorized as exc:
             source = client_address(req.remote_addr, req.get_header("X-Forwarded-For"), self.trusted)
-            decision = self.brake.take(source, self.clock.monotonic())
+            decision = await self.brake.take(source, self.clock.monotonic())
             if not decision.allowed:
                 raise ApiError(429, RATE_LIMIT_MESSAGE, headers={"Retry-After": str(decision.retry_after)}) from exc
             raise ApiError(401, exc.message) from exc
-        decision = self.per_token.take(caller.token.id, self.clock.monotonic())
+        decision = await self.per_token.take(caller.token.id, self.clock.monotonic())
         if not decision.allowed:
             raise ApiError(429, RATE_LIMIT_MESSAGE, headers={"Retry-After": str(decision.retry_after)})
         try:

@@ -1,0 +1,122 @@
+"""Rate store ``redis://`` / ``rediss://`` (``SLIPWAY_RATE_STORE=redis://host:6379/0``):
+every token bucket lives in Redis, so every Slipway process behind a load balancer spends
+one bucket per key.
+
+Each bucket is a hash ``slipway:rate:<table>:<key>`` of ``tokens`` and ``stamp``, updated by
+one Lua script (atomic in Redis: no two processes ever spend the same token). The script
+reads Redis's own clock (``TIME``), so processes on hosts whose clocks differ agree; the
+hash expires once it would be full again, so idle keys cost nothing.
+
+Redis is asked with short timeouts (``socket_timeout`` 0.5 s). When it cannot be reached,
+the request is decided by a bucket of this process instead (the limit then holds per
+process, as with ``memory``) and Redis is tried again after a second; a warning is logged
+at most once a minute. A rate store that is down never refuses nor fails a request."""
+from __future__ import annotations
+
+import logging
+import time
+from urllib.parse import urlsplit
+
+import redis.asyncio as redis
+from redis.exceptions import RedisError
+
+from core.ratelimit import BucketTable, decide
+from ports import hookimpl
+from ports.ratestore import RateStore, RateStoreFactory, RateTable
+
+log = logging.getLogger("slipway.ratestore")
+
+PREFIX = "slipway:rate:"
+TIMEOUT = 0.5  # seconds for a connect or a reply
+RETRY_AFTER = 1.0  # seconds a failed Redis is left alone
+WARN_EVERY = 60.0
+
+# KEYS[1]: the bucket; ARGV: rate (tokens/s), burst. Returns {allowed (0/1), tokens left}.
+# Floats leave Lua as strings (a Lua number would be cut to an integer reply).
+TAKE = """
+local rate = tonumber(ARGV[1])
+local burst = tonumber(ARGV[2])
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
+local held = redis.call('HMGET', KEYS[1], 'tokens', 'stamp')
+local tokens = tonumber(held[1])
+local stamp = tonumber(held[2])
+if tokens == nil or stamp == nil then
+  tokens = burst
+  stamp = now
+end
+tokens = math.min(burst, tokens + math.max(0, now - stamp) * rate)
+local allowed = 0
+if tokens >= 1 then
+  tokens = tokens - 1
+  allowed = 1
+end
+redis.call('HSET', KEYS[1], 'tokens', string.format('%.17g', tokens), 'stamp', string.format('%.17g', now))
+redis.call('PEXPIRE', KEYS[1], math.ceil((burst - tokens) / rate * 1000) + 1000)
+return {allowed, string.format('%.17g', tokens)}
+"""
+
+
+class RedisTable(RateTable):
+    def __init__(self, store: "RedisRateStore", name: str, rate: float, burst: float):
+        self.store, self.name, self.rate, self.burst = store, name, rate, burst
+        self.local = BucketTable(rate, burst)  # while Redis cannot be reached
+
+    async def take(self, key, now, *, rate=None, burst=None):
+        rate, burst = rate or self.rate, burst or self.burst
+        if self.store.available():
+            try:
+                allowed, tokens = await self.store.script(keys=[f"{PREFIX}{self.name}:{key}"], args=[rate, burst])
+                return decide(bool(int(allowed)), float(tokens), rate, burst)
+            except (RedisError, OSError, ValueError, TypeError) as exc:
+                self.store.failed(exc)
+        return self.local.take(key, now, rate=rate, burst=burst)
+
+
+class RedisRateStore(RateStore):
+    def __init__(self, url: str):
+        self.url = url
+        self.client = redis.Redis.from_url(url, socket_timeout=TIMEOUT, socket_connect_timeout=TIMEOUT,
+                                           health_check_interval=30)
+        self.script = self.client.register_script(TAKE)
+        self._down_until = 0.0
+        self._warned = 0.0
+
+    def table(self, name, rate, burst):
+        return RedisTable(self, name, rate, burst)
+
+    def available(self) -> bool:
+        return time.monotonic() >= self._down_until
+
+    def failed(self, exc) -> None:
+        now = time.monotonic()
+        self._down_until = now + RETRY_AFTER
+        if now - self._warned >= WARN_EVERY:
+            self._warned = now
+            log.warning("rate store unreachable (%s): limits hold per process until it answers",
+                        type(exc).__name__)
+
+    async def stop(self):
+        await self.client.aclose()
+
+
+class RedisFactory(RateStoreFactory):
+    schemes = ("redis", "rediss")
+
+    def create(self, url):
+        parts = urlsplit(url)
+        if not parts.hostname:
+            raise ValueError("a redis:// URL names a host (redis://host:6379/0)")
+        try:
+            parts.port  # noqa: B018 (raises on a bad port)
+            database = parts.path.strip("/")
+            if database and not database.isdigit():
+                raise ValueError
+        except ValueError:
+            raise ValueError("a redis:// URL is redis://[user:password@]host[:port][/database number]") from None
+        return RedisRateStore(url)
+
+
+@hookimpl
+def register_rate_stores():
+    return [RedisFactory()]

@@ -1,0 +1,99 @@
+"""The Redis rate store (plugins/ratestore_redis) against a real Redis: one bucket per
+key whoever asks, atomically; per-key limits; Redis's clock; a Redis that cannot be
+reached degrades to this process's buckets (never a refusal, never an error); bad
+``SLIPWAY_RATE_STORE`` values stop start-up naming the variable."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+
+import pytest
+
+from app.config import Config, ConfigError
+from app.http.ratestore import MemoryRateStore, make_rate_store
+from app.pluginmanager import make_plugin_manager
+from plugins.ratestore_redis import PREFIX, RedisFactory
+from tests.support.processes import free_port
+
+
+def _table(url, rate=1.0, burst=30):
+    store = RedisFactory().create(url)
+    return store, store.table("test-" + secrets.token_hex(4), rate, burst)
+
+
+def test_two_stores_spend_one_bucket_atomically(redis_url):
+    """Two stores (two processes' connections) taking 80 tokens at once from a burst of
+    30 with a slow refill: exactly 30 allowed, whichever store asked."""
+    async def run():
+        one, table = _table(redis_url, rate=0.001)
+        two = RedisFactory().create(redis_url)
+        other = two.table(table.name, table.rate, table.burst)
+        key = "tok_" + secrets.token_hex(4)
+        try:
+            decisions = await asyncio.gather(*[(table if i % 2 else other).take(key, 0.0) for i in range(80)])
+            assert sum(d.allowed for d in decisions) == 30
+            refused = [d for d in decisions if not d.allowed]
+            assert all(d.retry_after >= 1 and d.remaining == 0 and d.limit == 30 for d in refused)
+            assert sorted(d.remaining for d in decisions if d.allowed) == list(range(30))
+            # another key has a bucket of its own
+            assert (await other.take(key + "x", 0.0)).allowed
+            ttl = await one.client.pttl(f"{PREFIX}{table.name}:{key}")
+            assert 0 < ttl <= (30 / 0.001 + 1) * 1000  # the hash goes once it would be full
+        finally:
+            await one.stop()
+            await two.stop()
+
+    asyncio.run(run())
+
+
+def test_per_key_limits_refill_on_redis_clock(redis_url):
+    """``rate``/``burst`` of the key (a panel key's rpm) apply; tokens come back with time
+    on Redis's clock, whatever ``now`` the caller passes."""
+    async def run():
+        store, table = _table(redis_url, rate=1.0, burst=30)
+        key = "key_" + secrets.token_hex(4)
+        try:
+            first = [await table.take(key, 1e9, rate=20.0, burst=2) for _ in range(3)]
+            assert [d.allowed for d in first] == [True, True, False] and first[0].limit == 2
+            await asyncio.sleep(0.2)  # 20 tokens a second: ~4 back, capped at 2
+            assert (await table.take(key, 0.0, rate=20.0, burst=2)).allowed
+        finally:
+            await store.stop()
+
+    asyncio.run(run())
+
+
+def test_an_unreachable_redis_degrades_to_buckets_of_this_process(caplog):
+    """Nothing listens: every take answers at once from a local bucket (the limit still
+    holds, per process), one warning is logged, no exception reaches the request."""
+    async def run():
+        store, table = _table(f"redis://127.0.0.1:{free_port()}/0", rate=0.001, burst=3)
+        try:
+            decisions = [await table.take("tok_a", 0.0) for _ in range(5)]
+            assert [d.allowed for d in decisions] == [True, True, True, False, False]
+        finally:
+            await store.stop()
+
+    with caplog.at_level(logging.WARNING, logger="slipway.ratestore"):
+        asyncio.run(run())
+    assert len([r for r in caplog.records if "rate store unreachable" in r.getMessage()]) == 1
+
+
+@pytest.mark.parametrize("value, words", [
+    ("memcached://127.0.0.1:11211", "scheme 'memcached'"),
+    ("redis://", "names a host"),
+    ("redis://127.0.0.1:6379/zero", "database number"),
+    ("redis://127.0.0.1:port/0", "database number"),
+    ("nonsense", "scheme ''"),
+])
+def test_a_bad_rate_store_stops_start_up_naming_the_variable(value, words):
+    config = Config(database_url="sqlite:///:memory:", rate_store=value)
+    with pytest.raises(ConfigError, match="SLIPWAY_RATE_STORE") as raised:
+        make_rate_store(make_plugin_manager(), config)
+    assert words in str(raised.value)
+
+
+def test_memory_is_the_default():
+    assert Config.from_env({}).rate_store == "memory"
+    assert isinstance(make_rate_store(make_plugin_manager(), Config.from_env({})), MemoryRateStore)
