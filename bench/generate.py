@@ -173,7 +173,7 @@ def fill(url: str, partner_id: str, contract_id: str, licenses: int, events: int
             kinds = weighted(rng, EVENTS, events)
             step = year / max(events, 1)
             first_at = now - year
-            fields = [E.event, E.at, E.actor, E.partner_id, E.customer_id, E.license_id, E.data]
+            fields = [E.event, E.at, E.actor, E.partner_id, E.customer_id, E.license_id, E.data, E.reach_customer_id]
             size = batch_size(len(fields))
             null_customer = hot_null = 0
             choice, rand = rng.choice, rng.random
@@ -190,7 +190,7 @@ def fill(url: str, partner_id: str, contract_id: str, licenses: int, events: int
                         cid = customer_of[lid]
                     text = issued_data[lid] if kind == "license.issued" else choice(data[kind])
                     rows.append((kind, first_at + step * i, None if kind == "license.state_changed" else partner_id,
-                                 partner_id, cid, lid, text))
+                                 partner_id, cid, lid, text, customer_of[lid]))  # as the repository appends
                     if len(rows) == size:
                         E.insert_many(rows, fields=fields).execute()
                         rows = []

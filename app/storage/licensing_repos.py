@@ -7,7 +7,6 @@ from dataclasses import asdict, fields
 from datetime import date, datetime
 
 import peewee
-from peewee import SQL
 
 from core.partner.customers import Contact, Customer, Note
 from core.partner.ledger import LedgerEvent
@@ -263,13 +262,12 @@ class PeeweeLedger:
         return LedgerEvent(id=row.id, event=row.event, at=row.at, actor=row.actor, partner_id=row.partner_id,
                            customer_id=row.customer_id, license_id=row.license_id, data=json.loads(row.data))
 
-    def _branches(self, customer_id: str, filters, before_id=None):
-        """The customer's events as two id-ordered queries: those that name it, and older
-        ones without a customer reference, reached through its licenses. Kept apart (and
-        joined by UNION ALL) because one ``OR`` makes the database read every
-        unattributed event of the ledger and sort the lot on each page."""
-        E, L = self.m.LedgerEvent, self.m.License
-        where = peewee.Value(True)
+    def _of_customer(self, customer_id: str, filters, before_id=None):
+        """The customer's events: those naming it and older ones without a customer
+        reference reached through its licenses, one range of the internal
+        ``(reach_customer_id, id)`` index (the database fills and keeps it, migration 18)."""
+        E = self.m.LedgerEvent
+        where = E.reach_customer_id == customer_id
         if filters.event is not None:
             where &= E.event == filters.event
         if filters.actor_given:
@@ -280,19 +278,11 @@ class PeeweeLedger:
             where &= E.at < filters.until
         if before_id is not None:
             where &= E.id < before_id
-        theirs = L.select(L.id).where(L.customer == customer_id)
-        direct = E.select().where((E.customer_id == customer_id) & where)
-        older = E.select().where(E.customer_id.is_null() & E.license_id.in_(theirs) & where)
-        return direct, older
+        return E.select().where(where)
 
     def _newest_first(self, customer_id, filters, limit, offset=0, before_id=None) -> list[LedgerEvent]:
-        direct, older = self._branches(customer_id, filters, before_id)
-        # each branch stops early on its (customer_id, id) / (license_id, id) index
-        direct = direct.order_by(self.m.LedgerEvent.id.desc()).limit(limit + offset)
-        older = older.order_by(self.m.LedgerEvent.id.desc()).limit(limit + offset)
-        union = (direct.select_from(SQL("*")) + older.select_from(SQL("*")))
-        query = (self.m.LedgerEvent.select(SQL("*")).from_(union.alias("activity"))
-                 .order_by(SQL("id").desc()).limit(limit).offset(offset))
+        query = (self._of_customer(customer_id, filters, before_id).order_by(self.m.LedgerEvent.id.desc())
+                 .limit(limit).offset(offset))
         return [self._entity(r) for r in query]
 
     def for_customer(self, customer_id: str, filters, page) -> list[LedgerEvent]:
@@ -308,14 +298,14 @@ class PeeweeLedger:
         E = self.m.LedgerEvent
         by_event, first, last = {}, None, None
         python_value = E.at.python_value
-        for branch in self._branches(customer_id, filters):
-            rows = (branch.select(E.event, peewee.fn.COUNT(E.id), peewee.fn.MIN(E.at), peewee.fn.MAX(E.at))
-                    .group_by(E.event).tuples())
-            for event, count, low, high in rows:
-                by_event[event] = by_event.get(event, 0) + count
-                low, high = python_value(low), python_value(high)
-                first = low if first is None or low < first else first
-                last = high if last is None or high > last else last
+        rows = (self._of_customer(customer_id, filters)
+                .select(E.event, peewee.fn.COUNT(E.id), peewee.fn.MIN(E.at), peewee.fn.MAX(E.at))
+                .group_by(E.event).tuples())
+        for event, count, low, high in rows:
+            by_event[event] = count
+            low, high = python_value(low), python_value(high)
+            first = low if first is None or low < first else first
+            last = high if last is None or high > last else last
         return by_event, first, last
 
 

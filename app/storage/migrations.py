@@ -21,18 +21,25 @@ DEFAULT_EDITIONS = ("web-host", "web-pro", "power-user")
 APPEND_ONLY = ("note", "ledger_event")
 
 
-def _append_only(db, table: str) -> None:
-    """The database itself refuses to change or remove rows of ``table``."""
+#: the columns of the ledger's events (every one but the internal reach_customer_id, which
+#: follows a moved license, migration 18): no UPDATE may name them
+LEDGER_COLUMNS = ("id", "event", "at", "actor", "partner_id", "customer_id", "license_id", "data")
+
+
+def _append_only(db, table: str, columns: tuple[str, ...] = ()) -> None:
+    """The database itself refuses to change or remove rows of ``table`` (with
+    ``columns``: to change those columns; an UPDATE of any other is let through)."""
+    update = f"UPDATE OF {', '.join(columns)}" if columns else "UPDATE"
     if is_postgres(db):
         db.execute_sql(
             "CREATE OR REPLACE FUNCTION slipway_append_only() RETURNS trigger AS $$ BEGIN "
             "RAISE EXCEPTION '%% is append-only', TG_TABLE_NAME; END $$ LANGUAGE plpgsql")
         db.execute_sql(f"DROP TRIGGER IF EXISTS {table}_append_only ON {table}")
-        db.execute_sql(f"CREATE TRIGGER {table}_append_only BEFORE UPDATE OR DELETE ON {table} "
+        db.execute_sql(f"CREATE TRIGGER {table}_append_only BEFORE {update} OR DELETE ON {table} "
                        "FOR EACH ROW EXECUTE FUNCTION slipway_append_only()")
     else:
-        for action in ("UPDATE", "DELETE"):
-            db.execute_sql(f"CREATE TRIGGER IF NOT EXISTS {table}_no_{action.lower()} BEFORE {action} ON {table} "
+        for action, when in (("UPDATE", update), ("DELETE", "DELETE")):
+            db.execute_sql(f"CREATE TRIGGER IF NOT EXISTS {table}_no_{action.lower()} BEFORE {when} ON {table} "
                            f"BEGIN SELECT RAISE(ABORT, '{table} is append-only'); END")
 
 
@@ -179,6 +186,53 @@ def _v16_releases(db, m):
                                     m.DeployJob.cancel_requested, m.DeployJob.finished_at, m.DeployJob.created_by])
 
 
+_REACH = "COALESCE({event}.customer_id, (SELECT l.customer_id FROM license l WHERE l.id = {event}.license_id))"
+
+
+def _v18_ledger_reach(db, m):
+    """The customer each ledger event's activity belongs to, in an internal column with an
+    index, so a customer's activity is one index range (events without ``customer_id``
+    reach their license's customer). The database keeps it, whoever writes: an insert
+    that leaves it empty gets it, and when a license moves to another customer its events
+    without ``customer_id`` follow (as reading through the license did before). Filled
+    here; the append-only trigger then refuses an UPDATE of every other column."""
+    _add_columns(db, "ledger_event", [m.LedgerEvent.reach_customer_id])
+    if is_postgres(db):
+        db.execute_sql("DROP TRIGGER IF EXISTS ledger_event_append_only ON ledger_event")
+    else:
+        db.execute_sql("DROP TRIGGER IF EXISTS ledger_event_no_update")
+    db.execute_sql("UPDATE ledger_event SET reach_customer_id = customer_id WHERE customer_id IS NOT NULL")
+    db.execute_sql("UPDATE ledger_event SET reach_customer_id = "
+                   "(SELECT l.customer_id FROM license l WHERE l.id = ledger_event.license_id) "
+                   "WHERE customer_id IS NULL")
+    db.execute_sql("CREATE INDEX IF NOT EXISTS ledger_event_reach_customer_id_id "
+                   "ON ledger_event (reach_customer_id, id)")
+    _append_only(db, "ledger_event", LEDGER_COLUMNS)
+    moved = ("UPDATE ledger_event SET reach_customer_id = NEW.customer_id WHERE license_id = NEW.id "
+             "AND customer_id IS NULL")
+    if is_postgres(db):
+        db.execute_sql(
+            "CREATE OR REPLACE FUNCTION slipway_ledger_reach() RETURNS trigger AS $$ BEGIN "
+            f"IF NEW.reach_customer_id IS NULL THEN NEW.reach_customer_id := {_REACH.format(event='NEW')}; END IF; "
+            "RETURN NEW; END $$ LANGUAGE plpgsql")
+        db.execute_sql("DROP TRIGGER IF EXISTS ledger_event_reach ON ledger_event")
+        db.execute_sql("CREATE TRIGGER ledger_event_reach BEFORE INSERT ON ledger_event "
+                       "FOR EACH ROW EXECUTE FUNCTION slipway_ledger_reach()")
+        db.execute_sql(
+            "CREATE OR REPLACE FUNCTION slipway_license_moved() RETURNS trigger AS $$ BEGIN "
+            f"{moved}; RETURN NEW; END $$ LANGUAGE plpgsql")
+        db.execute_sql("DROP TRIGGER IF EXISTS license_moved ON license")
+        db.execute_sql("CREATE TRIGGER license_moved AFTER UPDATE OF customer_id ON license FOR EACH ROW "
+                       "WHEN (OLD.customer_id IS DISTINCT FROM NEW.customer_id) "
+                       "EXECUTE FUNCTION slipway_license_moved()")
+    else:
+        db.execute_sql("CREATE TRIGGER IF NOT EXISTS ledger_event_reach AFTER INSERT ON ledger_event "
+                       "WHEN NEW.reach_customer_id IS NULL BEGIN UPDATE ledger_event SET reach_customer_id = "
+                       f"{_REACH.format(event='NEW')} WHERE id = NEW.id; END")
+        db.execute_sql("CREATE TRIGGER IF NOT EXISTS license_moved AFTER UPDATE OF customer_id ON license "
+                       f"WHEN OLD.customer_id IS NOT NEW.customer_id BEGIN {moved}; END")
+
+
 def _v8_backups(db, m):
     db.create_tables([m.Backup], safe=True)
 
@@ -201,6 +255,7 @@ MIGRATIONS = [
     (15, "partner webhook endpoints and their deliveries", _v15_webhooks),
     (16, "releases; deploy jobs gain kind rollback, cancel, release, finish time", _v16_releases),
     (17, "custom domains; several route records per service", _v17_custom_domains),
+    (18, "ledger events: the customer whose activity each belongs to (internal, indexed)", _v18_ledger_reach),
 ]
 LATEST = max(version for version, _, _ in MIGRATIONS)
 

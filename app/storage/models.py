@@ -180,10 +180,15 @@ def define_models(db: peewee.Database) -> SimpleNamespace:
         customer_id = peewee.CharField(max_length=36, null=True)
         license_id = peewee.CharField(max_length=36)
         data = peewee.TextField(default="{}")
+        #: internal, never in an answer: the customer whose activity the event belongs to
+        #: (``customer_id``, or for an event without one, its license's customer, kept
+        #: equal to it when the license moves); the activity reads one index range of it
+        reach_customer_id = peewee.CharField(max_length=36, null=True)
 
         class Meta:
             table_name = "ledger_event"
-            indexes = ((("customer_id", "id"), False), (("license_id", "id"), False))
+            indexes = ((("customer_id", "id"), False), (("license_id", "id"), False),
+                       (("reach_customer_id", "id"), False))
 
     class Statement(Base):
         id = peewee.CharField(max_length=36, primary_key=True)

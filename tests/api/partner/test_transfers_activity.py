@@ -163,6 +163,35 @@ def test_older_events_without_a_customer_are_found_through_licenses(acme, store,
     assert [e["customerId"] for e in events] == [None, customer["id"]]
 
 
+def test_older_events_without_a_customer_follow_their_license_when_it_moves(family, store, clock):
+    """An event written without a customer reference belongs to the activity of its
+    license's customer, whoever that is now: after a transfer, the new customer's (list,
+    summary and export), no longer the old one's. The event itself is unchanged."""
+    parent, child = family
+    old, new = parent.customer("old"), child.customer("new")
+    lic = parent.license(old)["license"]
+    with store.db.connection_context():
+        store.models.LedgerEvent.insert(event="license.suspended", at=clock.now(), actor=None,
+                                        partner_id=parent.id, customer_id=None, license_id=lic["id"],
+                                        data='{"old":true}').execute()
+
+    def legacy(actor, customer):
+        base = f"/v1/customers/{customer['id']}/activity"
+        listed = [e for e in actor.call("GET", base).json["data"] if e["customerId"] is None]
+        summary = actor.call("GET", f"{base}/summary", params={"event": "license.suspended"}).json["total"]
+        exported = actor.call("GET", f"{base}/export").text.count('{""old"":true}')
+        return len(listed), summary, exported
+
+    assert legacy(parent, old) == (1, 1, 1)
+    clock.advance(60)
+    _transfer(parent, lic, child, new)
+    assert legacy(parent, old) == (0, 0, 0)
+    assert legacy(child, new) == (1, 1, 1)
+    moved = [e for e in child.call("GET", f"/v1/customers/{new['id']}/activity").json["data"]
+             if e["customerId"] is None][0]
+    assert (moved["event"], moved["partnerId"], moved["data"]) == ("license.suspended", parent.id, {"old": True})
+
+
 def test_export_csv_with_truncation_headers(acme, store, clock):
     customer = acme.customer()
     lic = acme.license(customer)["license"]
