@@ -32,16 +32,21 @@ async def read_response(reader: asyncio.StreamReader) -> int:
     return int(status_line.split(None, 2)[1])
 
 
-async def connection(host: str, port: int, request: bytes, counting_from: float, stop_at: float, results: Results):
-    """One keep-alive connection sending requests back to back until ``stop_at``; only
-    responses that complete in [counting_from, stop_at] are counted."""
+async def connection(host: str, port: int, request, counting_from: float, stop_at: float, results: Results,
+                     offset: int = 0):
+    """One keep-alive connection sending requests back to back until ``stop_at`` (one
+    request's bytes, or a list of them taken in turn from ``offset``); only responses
+    that complete in [counting_from, stop_at] are counted."""
+    mix = request if isinstance(request, list) else [request]
+    turn = offset
     reader = writer = None
     while True:
         start = time.perf_counter()
         try:
             if writer is None:
                 reader, writer = await asyncio.open_connection(host, port)
-            writer.write(request)
+            writer.write(mix[turn % len(mix)])
+            turn += 1
             status = await read_response(reader)
         except (OSError, asyncio.IncompleteReadError, ValueError):
             status = "connection-error"
@@ -58,17 +63,24 @@ async def connection(host: str, port: int, request: bytes, counting_from: float,
         writer.close()
 
 
-async def run(url: str, token: str, connections: int, duration: float, warmup: float) -> dict:
+def get_request(url: str, token: str) -> bytes:
+    target = urlsplit(url)
+    path = (target.path or "/") + (f"?{target.query}" if target.query else "")
+    return (f"GET {path} HTTP/1.1\r\nHost: {target.netloc}\r\n"
+            f"Authorization: Bearer {token}\r\n\r\n").encode()
+
+
+async def run(url: str, token: str, connections: int, duration: float, warmup: float, mix=None) -> dict:
+    """Load ``url`` with ``token``; or, with ``mix`` (``[(url, token), ...]`` on one host),
+    each connection sends those requests in turn, starting at a different one."""
     target = urlsplit(url)
     host, port = target.hostname, target.port or 80
-    path = (target.path or "/") + (f"?{target.query}" if target.query else "")
-    request = (f"GET {path} HTTP/1.1\r\nHost: {target.netloc}\r\n"
-               f"Authorization: Bearer {token}\r\n\r\n").encode()
+    request = [get_request(u, t) for u, t in mix] if mix else get_request(url, token)
     counting_from = time.perf_counter() + warmup
     stop_at = counting_from + duration
     results = Results()
-    await asyncio.gather(*(connection(host, port, request, counting_from, stop_at, results)
-                           for _ in range(connections)))
+    await asyncio.gather(*(connection(host, port, request, counting_from, stop_at, results, offset=i)
+                           for i in range(connections)))
     requests = len(results.latencies)
     cuts = statistics.quantiles(results.latencies, n=100) if requests >= 2 else None
     return {
@@ -89,8 +101,11 @@ def main(argv=None) -> None:
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--duration", type=float, default=5.0, help="seconds counted")
     parser.add_argument("--warmup", type=float, default=1.0, help="seconds of load before counting")
+    parser.add_argument("--mix", default=None,
+                        help='JSON [[url, token], ...]: each connection sends these in turn (--url names the host)')
     args = parser.parse_args(argv)
-    print(json.dumps(asyncio.run(run(args.url, args.token, args.connections, args.duration, args.warmup))))
+    mix = json.loads(args.mix) if args.mix else None
+    print(json.dumps(asyncio.run(run(args.url, args.token, args.connections, args.duration, args.warmup, mix))))
 
 
 if __name__ == "__main__":

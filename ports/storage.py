@@ -250,6 +250,11 @@ class LedgerRepository(Protocol):
         when None)."""
 
     @abstractmethod
+    def export_rows(self, customer_id: str, filters: ActivityFilter, before_id, size: int) -> list:
+        """As ``for_customer_before``, as ``core.partner.ledger.ExportRow`` tuples (``data``
+        the stored canonical JSON text): what the CSV export writes, with nothing decoded."""
+
+    @abstractmethod
     def histories_for_partner(self, partner_id: str) -> list:
         """Every license the partner ever owned (issued to it or transferred in), with its
         billing-relevant events: ``[(core.partner.billing.LicenseHistory, {contract ids it was

@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import functools
 import io
-import json
 import re
 from datetime import datetime
 
@@ -199,9 +198,8 @@ def licensing_handlers(store, clock, license_service) -> dict:
                     break
                 out.seek(0)
                 out.truncate()
-                for e in batch:
-                    writer.writerow([e.id, rfc3339(e.at), e.event, e.actor or "", e.partner_id, e.customer_id or "",
-                                     e.license_id, json.dumps(e.data, sort_keys=True, separators=(",", ":"))])
+                writer.writerows([e.id, rfc3339(e.at), e.event, e.actor or "", e.partner_id, e.customer_id or "",
+                                  e.license_id, e.data] for e in batch)
                 yield out.getvalue().encode()
                 sent += len(batch)
                 before = batch[-1].id

@@ -9,7 +9,7 @@ from datetime import date, datetime
 import peewee
 
 from core.partner.customers import Contact, Customer, Note
-from core.partner.ledger import LedgerEvent
+from core.partner.ledger import ExportRow, LedgerEvent, canonical_json
 from core.partner.licenses import License
 from core.partner.transfers import Transfer
 
@@ -249,7 +249,7 @@ class PeeweeLedger:
         new_id = self.m.LedgerEvent.insert(
             event=event.event, at=event.at, actor=event.actor, partner_id=event.partner_id,
             customer_id=event.customer_id, license_id=event.license_id,
-            data=json.dumps(event.data, sort_keys=True, separators=(",", ":"))).execute()
+            data=canonical_json(event.data)).execute()
         return LedgerEvent(id=new_id, event=event.event, at=event.at, actor=event.actor,
                            partner_id=event.partner_id, customer_id=event.customer_id,
                            license_id=event.license_id, data=event.data)
@@ -290,6 +290,13 @@ class PeeweeLedger:
 
     def for_customer_before(self, customer_id: str, filters, before_id, size: int) -> list[LedgerEvent]:
         return self._newest_first(customer_id, filters, size, 0, before_id)
+
+    def export_rows(self, customer_id: str, filters, before_id, size: int) -> list[ExportRow]:
+        E = self.m.LedgerEvent
+        query = (self._of_customer(customer_id, filters, before_id)
+                 .select(E.id, E.at, E.event, E.actor, E.partner_id, E.customer_id, E.license_id, E.data)
+                 .order_by(E.id.desc()).limit(size).tuples())
+        return [ExportRow._make(row) for row in query]
 
     def histories_for_partner(self, partner_id: str) -> list:
         return ledger_histories(self.m, partner_id)

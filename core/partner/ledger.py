@@ -1,8 +1,10 @@
 """The activity ledger: append-only events of every license change, and how they are read."""
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import NamedTuple
 
 from core.errors import Invalid
 from core.partner.events import EVENTS
@@ -10,6 +12,25 @@ from core.partner.scope import Page, subtree, visible
 from core.partner.webhooks import enqueue
 
 EXPORT_ROW_LIMIT = 5000
+
+
+class ExportRow(NamedTuple):
+    """One line of the activity export: an event as stored, its ``data`` the canonical
+    JSON text it was written as (sorted keys, no spaces), so the export never decodes
+    and re-encodes it."""
+    id: int
+    at: datetime
+    event: str
+    actor: str | None
+    partner_id: str
+    customer_id: str | None
+    license_id: str
+    data: str
+
+
+def canonical_json(data: dict) -> str:
+    """How a ledger event's ``data`` is stored and exported."""
+    return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
 
 @dataclass(frozen=True)
@@ -73,10 +94,11 @@ def check_customer_visible(uow, caller, customer_id: str) -> None:
         visible(uow.customers.get(customer_id), subtree(uow, caller), "customer", customer_id)
 
 
-def export_batches(uow, customer_id: str, filters: ActivityFilter, after_id: int | None, size: int):
+def export_batches(uow, customer_id: str, filters: ActivityFilter, after_id: int | None,
+                   size: int) -> list[ExportRow]:
     """One batch of the export, newest first, continuing below ``after_id``."""
     with uow:
-        return uow.ledger.for_customer_before(customer_id, filters, after_id, size)
+        return uow.ledger.export_rows(customer_id, filters, after_id, size)
 
 
 def export_count(uow, customer_id: str, filters: ActivityFilter) -> int:

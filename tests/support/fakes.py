@@ -384,6 +384,12 @@ class InMemoryLedger(_Repo):
     def for_customer_before(self, customer_id, filters, before_id, size):
         return self._matching(customer_id, filters, before_id)[:size]
 
+    def export_rows(self, customer_id, filters, before_id, size):
+        from core.partner.ledger import ExportRow, canonical_json
+
+        return [ExportRow(e.id, e.at, e.event, e.actor, e.partner_id, e.customer_id, e.license_id,
+                          canonical_json(e.data)) for e in self.for_customer_before(customer_id, filters, before_id, size)]
+
     def histories_for_partner(self, partner_id):
         from core.partner.billing import LicenseHistory, change_from_event
 
