@@ -17,7 +17,7 @@ import time
 
 import httpx
 
-from bench.servers import ROOT, cli, free_port
+from bench.servers import ROOT, cli, free_port, stop
 
 LEVELS = (0, 9, 12, 30)  # 0: the baseline, a small compose without aliases refused for its port
 
@@ -77,12 +77,7 @@ def panel_server(database_url: str, **settings):
                 time.sleep(0.1)
         yield base, proc, key
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
 
 
 def attack(base: str, key: str, pid: int, levels: int) -> dict:

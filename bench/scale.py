@@ -23,7 +23,7 @@ import sys
 import urllib.request
 from urllib.parse import urlsplit, urlunsplit
 
-from bench.servers import ROOT, cli, free_port, uvicorn, wait_until_answering
+from bench.servers import ROOT, cli, free_port, stop, uvicorn, wait_until_answering
 
 PATHS_PARTNER = ("/v1/me", "/v1/customers", "/v1/licenses?limit=20")
 PATHS_PANEL = ("/api/services?per_page=20", "/api/templates")
@@ -58,12 +58,7 @@ def serve(env: dict, workers: int):
         wait_until_answering(proc, port, timeout=60)
         yield f"http://127.0.0.1:{port}"
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
 
 
 def post(url: str, token: str, body: dict) -> dict:

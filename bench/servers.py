@@ -53,6 +53,16 @@ def wait_until_answering(proc: subprocess.Popen, port: int, timeout: float = 20.
     raise RuntimeError(f"server on port {port} did not answer within {timeout:g} s")
 
 
+def stop(proc: subprocess.Popen, timeout: float = 20.0) -> None:
+    """Terminate a server process, killing it when it does not end within ``timeout``."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 @contextlib.contextmanager
 def uvicorn(app: str, env: dict):
     """Serve ``app`` ("module:attribute") with one uvicorn worker on a free loopback port;
@@ -64,12 +74,7 @@ def uvicorn(app: str, env: dict):
         wait_until_answering(proc, port)
         yield f"http://127.0.0.1:{port}"
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
 
 
 def load(url: str, token: str, args) -> dict:
