@@ -133,6 +133,40 @@ class _NotCommitted(Exception):
     """Handed to peewee's transaction to make it roll back."""
 
 
+#: every repository of a unit of work, by attribute: made on first use (a request that
+#: reads one token makes one, not 29)
+REPOSITORY_TYPES = {
+    "partners": PeeweePartners,
+    "tokens": PeeweeTokens,
+    "contracts": PeeweeContracts,
+    "human_ids": repos.PeeweeHumanIds,
+    "customers": repos.PeeweeCustomers,
+    "contacts": repos.PeeweeContacts,
+    "notes": repos.PeeweeNotes,
+    "editions": repos.PeeweeEditions,
+    "licenses": repos.PeeweeLicenses,
+    "transfers": repos.PeeweeTransfers,
+    "ledger": repos.PeeweeLedger,
+    "webhook_endpoints": webhook_repos.PeeweeWebhookEndpoints,
+    "webhook_deliveries": webhook_repos.PeeweeWebhookDeliveries,
+    "statements": repos.PeeweeStatements,
+    "api_keys": panel_repos.PeeweeApiKeys,
+    "panel_customers": panel_repos.PeeweePanelCustomers,
+    "panel_users": session_repos.PeeweePanelUsers,
+    "panel_sessions": session_repos.PeeweePanelSessions,
+    "panel_key_sessions": session_repos.PeeweePanelKeySessions,
+    "panel_logins": session_repos.PeeweePanelLogins,
+    "services": service_repos.PeeweeServices,
+    "deploy_jobs": service_repos.PeeweeDeployJobs,
+    "releases": service_repos.PeeweeReleases,
+    "service_events": service_repos.PeeweeServiceEvents,
+    "backups": backup_repos.PeeweeBackups,
+    "routes": route_repos.PeeweeRoutes,
+    "custom_domains": route_repos.PeeweeCustomDomains,
+    "leases": lease_repos.PeeweeLeases,
+}
+
+
 class PeeweeUnitOfWork(UnitOfWork):
     """One database transaction; ``commit()`` keeps it, leaving the block otherwise rolls back.
 
@@ -149,36 +183,17 @@ class PeeweeUnitOfWork(UnitOfWork):
         self._outbox: list = []
         self.transaction = transaction
         self.write = write
-        self.partners = PeeweePartners(models)
-        self.tokens = PeeweeTokens(models)
-        self.contracts = PeeweeContracts(models)
-        self.human_ids = repos.PeeweeHumanIds(models)
-        self.customers = repos.PeeweeCustomers(models)
-        self.contacts = repos.PeeweeContacts(models)
-        self.notes = repos.PeeweeNotes(models)
-        self.editions = repos.PeeweeEditions(models)
-        self.licenses = repos.PeeweeLicenses(models)
-        self.transfers = repos.PeeweeTransfers(models)
-        self.ledger = repos.PeeweeLedger(models)
-        self.webhook_endpoints = webhook_repos.PeeweeWebhookEndpoints(models)
-        self.webhook_deliveries = webhook_repos.PeeweeWebhookDeliveries(models)
-        self.statements = repos.PeeweeStatements(models)
-        self.api_keys = panel_repos.PeeweeApiKeys(models)
-        self.panel_customers = panel_repos.PeeweePanelCustomers(models)
-        self.panel_users = session_repos.PeeweePanelUsers(models)
-        self.panel_sessions = session_repos.PeeweePanelSessions(models)
-        self.panel_key_sessions = session_repos.PeeweePanelKeySessions(models)
-        self.panel_logins = session_repos.PeeweePanelLogins(models)
-        self.services = service_repos.PeeweeServices(models)
-        self.deploy_jobs = service_repos.PeeweeDeployJobs(models)
-        self.releases = service_repos.PeeweeReleases(models)
-        self.service_events = service_repos.PeeweeServiceEvents(models)
-        self.backups = backup_repos.PeeweeBackups(models)
-        self.routes = route_repos.PeeweeRoutes(models)
-        self.custom_domains = route_repos.PeeweeCustomDomains(models)
-        self.leases = lease_repos.PeeweeLeases(models)
+        self._models = models
         self._tx = None
         self._committed = False
+
+    def __getattr__(self, name):
+        """A repository, made on first use and kept (``REPOSITORY_TYPES``)."""
+        factory = REPOSITORY_TYPES.get(name)
+        if factory is None or name.startswith("_"):
+            raise AttributeError(name)
+        repository = self.__dict__[name] = factory(self.__dict__["_models"])
+        return repository
 
     def __enter__(self):
         self.db.connect(reuse_if_open=True)

@@ -63,10 +63,19 @@ def test_fake_repository_implements_its_protocol(name):
 
 
 def test_units_of_work_hold_exactly_the_declared_repositories():
-    for uow in (_real_uow(), FakeUnitOfWork()):
-        held = {name for name, value in vars(uow).items()
-                if type(value).__module__.startswith(("app.storage", "tests.support.fakes")) and name != "store"}
-        assert held == set(REPOSITORIES), type(uow).__name__
+    from app.storage.uow import REPOSITORY_TYPES
+
+    assert set(REPOSITORY_TYPES) == set(REPOSITORIES)  # the peewee unit of work makes them on first use
+    real = _real_uow()
+    assert all(type(getattr(real, name)) is REPOSITORY_TYPES[name] for name in REPOSITORIES)
+    held = {name for name, value in vars(real).items() if type(value).__module__.startswith("app.storage")}
+    assert held == set(REPOSITORIES)
+    with pytest.raises(AttributeError):
+        real.no_such_repository  # noqa: B018
+    fake = FakeUnitOfWork()
+    held = {name for name, value in vars(fake).items()
+            if type(value).__module__.startswith("tests.support.fakes") and name != "store"}
+    assert held == set(REPOSITORIES)
     for method in ("__enter__", "__exit__", "commit", "emit", "reading"):
         assert callable(getattr(FakeUnitOfWork, method)) and callable(getattr(PeeweeUnitOfWork, method))
     assert mismatches(UnitOfWork, PeeweeUnitOfWork) == [] and mismatches(UnitOfWork, FakeUnitOfWork) == []
