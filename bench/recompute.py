@@ -39,6 +39,7 @@ def generate(url: str, licenses: int, seed: int = 7) -> str:
     from app.pluginmanager import license_services, make_plugin_manager
     from app.storage.store import Store
     from core.partner import contracts, partners
+    from core.partner.ledger import canonical_json
 
     rng = random.Random(seed)
     store = Store(url, threads=1)
@@ -102,7 +103,7 @@ def generate(url: str, licenses: int, seed: int = 7) -> str:
             for start in range(0, len(events), 5000):
                 m.LedgerEvent.insert_many([
                     {"at": at, "event": ev, "actor": actor, "partner_id": actor or p.id, "customer_id": cust,
-                     "license_id": lid, "data": json.dumps(data)}
+                     "license_id": lid, "data": canonical_json(data)}
                     for at, ev, actor, cust, lid, data in events[start:start + 5000]]).execute()
     store.close()
     return p.id, len(events)

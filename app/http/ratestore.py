@@ -31,9 +31,12 @@ def make_rate_store(pm, config) -> RateStore:
     """``memory``, or the store of the plugin serving the URL's scheme (ConfigError
     naming ``SLIPWAY_RATE_STORE`` otherwise)."""
     value = config.rate_store
-    if value == "memory":
+    if value.lower() == "memory":
         return MemoryRateStore()
-    scheme = urlsplit(value).scheme
+    try:
+        scheme = urlsplit(value).scheme
+    except ValueError as exc:  # e.g. an unclosed [IPv6 address
+        raise ConfigError(f"SLIPWAY_RATE_STORE: not a URL ({exc}); redis://[user:password@]host[:port][/db]") from None
     factories = rate_stores(pm)
     if scheme not in factories:
         raise ConfigError(f"SLIPWAY_RATE_STORE: memory, or a URL of a scheme a loaded plugin serves "

@@ -193,9 +193,10 @@ def _v18_ledger_reach(db, m):
     """The customer each ledger event's activity belongs to, in an internal column with an
     index, so a customer's activity is one index range (events without ``customer_id``
     reach their license's customer). The database keeps it, whoever writes: an insert
-    that leaves it empty gets it, and when a license moves to another customer its events
-    without ``customer_id`` follow (as reading through the license did before). Filled
-    here; the append-only trigger then refuses an UPDATE of every other column."""
+    gets it (whatever value it named), when a license moves to another customer its
+    events without ``customer_id`` follow (as reading through the license did before), and
+    an UPDATE to any other value is refused. Filled here; the append-only trigger then
+    refuses an UPDATE of every other column."""
     _add_columns(db, "ledger_event", [m.LedgerEvent.reach_customer_id])
     if is_postgres(db):
         db.execute_sql("DROP TRIGGER IF EXISTS ledger_event_append_only ON ledger_event")
@@ -210,14 +211,17 @@ def _v18_ledger_reach(db, m):
     _append_only(db, "ledger_event", LEDGER_COLUMNS)
     moved = ("UPDATE ledger_event SET reach_customer_id = NEW.customer_id WHERE license_id = NEW.id "
              "AND customer_id IS NULL")
+    reach = f"({_REACH.format(event='NEW')})"
     if is_postgres(db):
         db.execute_sql(
             "CREATE OR REPLACE FUNCTION slipway_ledger_reach() RETURNS trigger AS $$ BEGIN "
-            f"IF NEW.reach_customer_id IS NULL THEN NEW.reach_customer_id := {_REACH.format(event='NEW')}; END IF; "
+            f"IF TG_OP = 'INSERT' THEN NEW.reach_customer_id := {reach}; "
+            f"ELSIF NEW.reach_customer_id IS DISTINCT FROM {reach} THEN "
+            "RAISE EXCEPTION '%% is append-only', TG_TABLE_NAME; END IF; "
             "RETURN NEW; END $$ LANGUAGE plpgsql")
         db.execute_sql("DROP TRIGGER IF EXISTS ledger_event_reach ON ledger_event")
-        db.execute_sql("CREATE TRIGGER ledger_event_reach BEFORE INSERT ON ledger_event "
-                       "FOR EACH ROW EXECUTE FUNCTION slipway_ledger_reach()")
+        db.execute_sql("CREATE TRIGGER ledger_event_reach BEFORE INSERT OR UPDATE OF reach_customer_id "
+                       "ON ledger_event FOR EACH ROW EXECUTE FUNCTION slipway_ledger_reach()")
         db.execute_sql(
             "CREATE OR REPLACE FUNCTION slipway_license_moved() RETURNS trigger AS $$ BEGIN "
             f"{moved}; RETURN NEW; END $$ LANGUAGE plpgsql")
@@ -227,8 +231,11 @@ def _v18_ledger_reach(db, m):
                        "EXECUTE FUNCTION slipway_license_moved()")
     else:
         db.execute_sql("CREATE TRIGGER IF NOT EXISTS ledger_event_reach AFTER INSERT ON ledger_event "
-                       "WHEN NEW.reach_customer_id IS NULL BEGIN UPDATE ledger_event SET reach_customer_id = "
-                       f"{_REACH.format(event='NEW')} WHERE id = NEW.id; END")
+                       f"WHEN NEW.reach_customer_id IS NOT {reach} BEGIN UPDATE ledger_event SET reach_customer_id = "
+                       f"{reach} WHERE id = NEW.id; END")
+        db.execute_sql("CREATE TRIGGER IF NOT EXISTS ledger_event_reach_kept BEFORE UPDATE OF reach_customer_id "
+                       f"ON ledger_event WHEN NEW.reach_customer_id IS NOT {reach} "
+                       "BEGIN SELECT RAISE(ABORT, 'ledger_event is append-only'); END")
         db.execute_sql("CREATE TRIGGER IF NOT EXISTS license_moved AFTER UPDATE OF customer_id ON license "
                        f"WHEN OLD.customer_id IS NOT NEW.customer_id BEGIN {moved}; END")
 

@@ -7,12 +7,18 @@ one Lua script (atomic in Redis: no two processes ever spend the same token). Th
 reads Redis's own clock (``TIME``), so processes on hosts whose clocks differ agree; the
 hash expires once it would be full again, so idle keys cost nothing.
 
-Redis is asked with short timeouts (``socket_timeout`` 0.5 s). When it cannot be reached,
-the request is decided by a bucket of this process instead (the limit then holds per
-process, as with ``memory``) and Redis is tried again after a second; a warning is logged
-at most once a minute. A rate store that is down never refuses nor fails a request."""
+Each take has 0.5 s in all (``asyncio.timeout``: waiting for one of the pool's 64
+connections, connecting, the script's reply); a request waits for a free connection
+rather than failing when many are in flight. When Redis does not answer in time or
+fails, the request is decided by a bucket of this process instead (the limit then holds
+per process, as with ``memory``), and for the next second so are the others; then one
+request tries Redis again while the rest stay local until it has answered. A warning is
+logged at most once a minute, and start-up logs an error when Redis does not answer a
+``PING`` (a wrong host or password). A rate store that is down never refuses nor fails a
+request. Needs Redis 5 or newer (the script reads ``TIME`` before writing)."""
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from urllib.parse import urlsplit
@@ -27,7 +33,8 @@ from ports.ratestore import RateStore, RateStoreFactory, RateTable
 log = logging.getLogger("slipway.ratestore")
 
 PREFIX = "slipway:rate:"
-TIMEOUT = 0.5  # seconds for a connect or a reply
+TIMEOUT = 0.5  # seconds a take may spend on Redis, all in (a free connection, connect, reply)
+CONNECTIONS = 64  # per process; more takes in flight wait for one
 RETRY_AFTER = 1.0  # seconds a failed Redis is left alone
 WARN_EVERY = 60.0
 
@@ -64,37 +71,63 @@ class RedisTable(RateTable):
 
     async def take(self, key, now, *, rate=None, burst=None):
         rate, burst = rate or self.rate, burst or self.burst
-        if self.store.available():
+        if self.store.admit():
             try:
-                allowed, tokens = await self.store.script(keys=[f"{PREFIX}{self.name}:{key}"], args=[rate, burst])
-                return decide(bool(int(allowed)), float(tokens), rate, burst)
-            except (RedisError, OSError, ValueError, TypeError) as exc:
+                async with asyncio.timeout(TIMEOUT):
+                    allowed, tokens = await self.store.script(keys=[f"{PREFIX}{self.name}:{key}"],
+                                                              args=[rate, burst])
+                decision = decide(bool(int(allowed)), float(tokens), rate, burst)
+            except (RedisError, OSError, TimeoutError, ValueError, TypeError) as exc:
                 self.store.failed(exc)
+            else:
+                self.store.answered()
+                return decision
         return self.local.take(key, now, rate=rate, burst=burst)
 
 
 class RedisRateStore(RateStore):
     def __init__(self, url: str):
         self.url = url
-        self.client = redis.Redis.from_url(url, socket_timeout=TIMEOUT, socket_connect_timeout=TIMEOUT,
-                                           health_check_interval=30)
+        pool = redis.BlockingConnectionPool.from_url(url, max_connections=CONNECTIONS, timeout=TIMEOUT,
+                                                     socket_timeout=TIMEOUT, socket_connect_timeout=TIMEOUT,
+                                                     health_check_interval=30)
+        self.client = redis.Redis(connection_pool=pool)
         self.script = self.client.register_script(TAKE)
-        self._down_until = 0.0
+        self._down_until = 0.0  # monotonic time before which Redis is left alone
+        self._probing = False  # one take is trying Redis again after it failed
         self._warned = 0.0
 
     def table(self, name, rate, burst):
         return RedisTable(self, name, rate, burst)
 
-    def available(self) -> bool:
-        return time.monotonic() >= self._down_until
+    def admit(self) -> bool:
+        """Whether this take may ask Redis: always while it answers; after a failure, none
+        for a second, then one at a time until one gets an answer."""
+        if not self._down_until:
+            return True
+        if self._probing or time.monotonic() < self._down_until:
+            return False
+        self._probing = True
+        return True
+
+    def answered(self) -> None:
+        self._down_until, self._probing = 0.0, False
 
     def failed(self, exc) -> None:
         now = time.monotonic()
-        self._down_until = now + RETRY_AFTER
+        self._down_until, self._probing = now + RETRY_AFTER, False
         if now - self._warned >= WARN_EVERY:
             self._warned = now
             log.warning("rate store unreachable (%s): limits hold per process until it answers",
                         type(exc).__name__)
+
+    async def start(self):
+        try:
+            async with asyncio.timeout(2 * TIMEOUT):
+                await self.client.ping()
+        except (RedisError, OSError, TimeoutError) as exc:
+            log.error("SLIPWAY_RATE_STORE: Redis does not answer (%s: %s); rate limits hold per process "
+                      "until it does", type(exc).__name__, exc)
 
     async def stop(self):
         await self.client.aclose()
@@ -104,7 +137,10 @@ class RedisFactory(RateStoreFactory):
     schemes = ("redis", "rediss")
 
     def create(self, url):
-        parts = urlsplit(url)
+        try:
+            parts = urlsplit(url)
+        except ValueError:
+            raise ValueError("a redis:// URL is redis://[user:password@]host[:port][/database number]") from None
         if not parts.hostname:
             raise ValueError("a redis:// URL names a host (redis://host:6379/0)")
         try:

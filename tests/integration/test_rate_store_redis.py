@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+import time
 
 import pytest
 
@@ -64,6 +65,64 @@ def test_per_key_limits_refill_on_redis_clock(redis_url):
     asyncio.run(run())
 
 
+def test_more_takes_at_once_than_connections_still_share_one_bucket(redis_url, caplog):
+    """400 takes in flight on one store (more than its 64 connections): they wait for a
+    connection instead of failing over to local buckets; exactly the burst is allowed and
+    nothing is logged as unreachable."""
+    async def run():
+        store, table = _table(redis_url, rate=0.001, burst=30)
+        try:
+            decisions = await asyncio.gather(*[table.take("tok_" + table.name, 0.0) for _ in range(400)])
+            assert sum(d.allowed for d in decisions) == 30
+        finally:
+            await store.stop()
+
+    with caplog.at_level(logging.WARNING, logger="slipway.ratestore"):
+        asyncio.run(run())
+    assert not [r for r in caplog.records if "unreachable" in r.getMessage()]
+
+
+def test_a_redis_that_never_answers_costs_a_take_at_most_its_timeout(caplog):
+    """A listener that accepts and never replies (a hung Redis): the first takes give up
+    after the store's timeout and decide locally; for the next second the others do not
+    wait at all; one take then tries Redis again. Start-up logs an error naming the
+    setting."""
+    from plugins.ratestore_redis import RETRY_AFTER, TIMEOUT
+
+    async def run():
+        held = []
+
+        async def silent(reader, writer):
+            held.append(writer)  # read nothing, answer nothing
+            await asyncio.sleep(3600)
+
+        server = await asyncio.start_server(silent, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        store, table = _table(f"redis://127.0.0.1:{port}/0", rate=0.001, burst=3)
+        try:
+            await store.start()
+            started = time.monotonic()
+            first = await asyncio.gather(*[table.take("tok_h", 0.0) for _ in range(20)])
+            waited = time.monotonic() - started
+            assert sum(d.allowed for d in first) == 3  # the local bucket decided
+            assert waited < TIMEOUT * 4, waited  # no take waited for more than the timeout
+            started = time.monotonic()
+            again = await asyncio.gather(*[table.take("tok_h", 0.0) for _ in range(20)])
+            assert not any(d.allowed for d in again) and time.monotonic() - started < TIMEOUT / 2
+            await asyncio.sleep(RETRY_AFTER)
+            assert store.admit() and not store.admit()  # one probe at a time
+        finally:
+            await store.stop()
+            for writer in held:
+                writer.close()
+            server.close()
+
+    with caplog.at_level(logging.WARNING, logger="slipway.ratestore"):
+        asyncio.run(run())
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("SLIPWAY_RATE_STORE" in m and "does not answer" in m for m in messages)
+
+
 def test_an_unreachable_redis_degrades_to_buckets_of_this_process(caplog):
     """Nothing listens: every take answers at once from a local bucket (the limit still
     holds, per process), one warning is logged, no exception reaches the request."""
@@ -86,6 +145,7 @@ def test_an_unreachable_redis_degrades_to_buckets_of_this_process(caplog):
     ("redis://127.0.0.1:6379/zero", "database number"),
     ("redis://127.0.0.1:port/0", "database number"),
     ("nonsense", "scheme ''"),
+    ("redis://[::1", "redis://[user:password@]host"),
 ])
 def test_a_bad_rate_store_stops_start_up_naming_the_variable(value, words):
     config = Config(database_url="sqlite:///:memory:", rate_store=value)
@@ -96,4 +156,6 @@ def test_a_bad_rate_store_stops_start_up_naming_the_variable(value, words):
 
 def test_memory_is_the_default():
     assert Config.from_env({}).rate_store == "memory"
+    assert isinstance(make_rate_store(make_plugin_manager(), Config.from_env({"SLIPWAY_RATE_STORE": "Memory"})),
+                      MemoryRateStore)
     assert isinstance(make_rate_store(make_plugin_manager(), Config.from_env({})), MemoryRateStore)
