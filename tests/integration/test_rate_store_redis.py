@@ -159,3 +159,33 @@ def test_memory_is_the_default():
     assert isinstance(make_rate_store(make_plugin_manager(), Config.from_env({"SLIPWAY_RATE_STORE": "Memory"})),
                       MemoryRateStore)
     assert isinstance(make_rate_store(make_plugin_manager(), Config.from_env({})), MemoryRateStore)
+
+
+def test_a_plugin_adds_a_rate_store_through_register_rate_stores():
+    """A plugin's factory serves its URL scheme; two plugins serving one scheme stop
+    start-up."""
+    from app.pluginmanager import PluginError
+    from ports import hookimpl
+    from ports.ratestore import RateStoreFactory
+
+    class Factory(RateStoreFactory):
+        schemes = ("memcached",)
+
+        def create(self, url):
+            return MemoryRateStore()
+
+    class Plugin:
+        @hookimpl
+        def register_rate_stores(self):
+            return [Factory()]
+
+    class Clash:
+        @hookimpl
+        def register_rate_stores(self):
+            return [RedisFactory()]
+
+    config = Config(database_url="sqlite:///:memory:", rate_store="memcached://127.0.0.1:11211")
+    assert isinstance(make_rate_store(make_plugin_manager([Plugin()]), config), MemoryRateStore)
+    with pytest.raises(PluginError, match="'redis'"):
+        make_rate_store(make_plugin_manager([Clash()]), Config(database_url="sqlite:///:memory:",
+                                                               rate_store="redis://127.0.0.1:6379/0"))
