@@ -83,6 +83,19 @@ def runtime_url():
     return url
 
 
+@pytest.fixture(scope="session")
+def swarm_url():
+    """A Docker Swarm manager's socket (``SLIPWAY_TEST_SWARM_URL``, as
+    ``../shared/tools/swarm-service`` prints it). Without one, the Swarm tests skip,
+    unless ``SLIPWAY_REQUIRE_SWARM=1`` (CI), where they fail."""
+    url = os.environ.get("SLIPWAY_TEST_SWARM_URL")
+    if not url:
+        if os.environ.get("SLIPWAY_REQUIRE_SWARM") == "1":
+            pytest.fail("SLIPWAY_REQUIRE_SWARM=1 but SLIPWAY_TEST_SWARM_URL is not set")
+        pytest.skip("no Docker Swarm (set SLIPWAY_TEST_SWARM_URL, e.g. from ../shared/tools/swarm-service)")
+    return url
+
+
 def pytest_collection_modifyitems(config, items):
     """Mark storage-sensitive tests: every test on the database fixture that needs no
     container engine, plus those marked ``storage`` by hand (engine or server tests whose

@@ -59,7 +59,13 @@ def start_panel(request, runtime_url, database_url, engine_ulimits, tmp_path):
     assert not work.exists() or not os.listdir(work), "job work directories are removed"
 
 
-@pytest.fixture(params=["podman", "docker"])
-def runtime(request, runtime_url, engine_ulimits, monkeypatch) -> ContainerRuntime:
+@pytest.fixture(params=["podman", "docker", "swarm"])
+def runtime(request, monkeypatch) -> ContainerRuntime:
+    """Each runtime plugin on its engine: ``podman`` and ``docker`` on the Podman service
+    (``SLIPWAY_RUNTIME_URL``), ``swarm`` on the Swarm manager (``SLIPWAY_TEST_SWARM_URL``;
+    Debian's dockerd, whose runc sets rlimits itself, so no ulimits are pinned)."""
     monkeypatch.setenv("SLIPWAY_RUNTIME_HELPER_IMAGE", BUSYBOX)  # volume export/import helpers
-    return _factories()[request.param].create(runtime_url, ulimits=engine_ulimits)
+    if request.param == "swarm":
+        return _factories()["swarm"].create(request.getfixturevalue("swarm_url"), ulimits="")
+    url, ulimits = request.getfixturevalue("runtime_url"), request.getfixturevalue("engine_ulimits")
+    return _factories()[request.param].create(url, ulimits=ulimits)

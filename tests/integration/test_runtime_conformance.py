@@ -44,20 +44,20 @@ def free_port() -> int:
 
 
 def test_is_a_runtime_and_answers(runtime):
-    assert isinstance(runtime, ContainerRuntime) and runtime.name in ("podman", "docker")
+    assert isinstance(runtime, ContainerRuntime) and runtime.name in ("podman", "docker", "swarm")
     assert runtime.ping() is True
     assert runtime.has_image(BUSYBOX)
     assert not runtime.has_image("localhost/slipway-no-such-image:none")
     assert runtime.inspect("slipway-no-such-container") is None
 
 
-def test_register_runtimes_provides_podman_and_docker(monkeypatch):
+def test_register_runtimes_provides_podman_docker_and_swarm(monkeypatch):
     from app.pluginmanager import make_plugin_manager
 
     names = [factory.name for batch in make_plugin_manager().hook.register_runtimes() for factory in batch]
-    assert {"podman", "docker"} <= set(names)
+    assert {"podman", "docker", "swarm"} <= set(names)
     monkeypatch.setenv("SLIPWAY_RUNTIME_ULIMITS", "nofile=1024:2048, nproc=512")
-    for name in ("podman", "docker"):
+    for name in ("podman", "docker", "swarm"):
         runtime = _factories()[name].create(None)  # the client's default engine, contacted on first use
         assert isinstance(runtime, ContainerRuntime) and runtime.name == name
         assert runtime.ulimits == (("nofile", 1024, 2048), ("nproc", 512, 512))
@@ -66,7 +66,7 @@ def test_register_runtimes_provides_podman_and_docker(monkeypatch):
             _factories()[name].create(None, ulimits="nofile")
 
 
-@pytest.mark.parametrize("name", ["podman", "docker"])
+@pytest.mark.parametrize("name", ["podman", "docker", "swarm"])
 def test_an_unreachable_engine_does_not_answer_ping(name):
     dead = _factories()[name].create("unix:///nonexistent/slipway.sock")
     assert dead.ping() is False
