@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from plugins.runtime_common import ulimits_from_environment
 from plugins.runtime_common.settings import RuntimeSettings
-from plugins.runtime_docker.runtime import DockerRuntime
+from plugins.runtime_common.docker_api import DockerRuntime
 from ports import hookimpl
 
 

@@ -26,6 +26,7 @@ How the port maps onto Swarm:
 """
 from __future__ import annotations
 
+import logging
 import time
 from datetime import datetime, timezone
 
@@ -37,9 +38,11 @@ from plugins.runtime_common.parsing import (
     parse_timestamp,
     state_from_attrs,
 )
-from plugins.runtime_docker.runtime import DockerRuntime
+from plugins.runtime_common.docker_api import DockerRuntime
 from ports.runtime import SERVICE_LABEL, ContainerSpec, ContainerState, EngineError, Usage
 
+log = logging.getLogger("slipway.runtime.swarm")
+PRIVILEGES_API = (1, 44)  # the first API whose service specs carry NoNewPrivileges
 TASK_SERVICE_LABEL = "com.docker.swarm.service.id"  # Swarm labels each task's container with its service
 START_S = 120.0  # seconds a new task may take to start (its image is local or pulled meanwhile)
 SCHEDULE_GRACE_S = 5.0  # seconds a task may stay unschedulable before run() gives up
@@ -59,6 +62,7 @@ class SwarmRuntime(DockerRuntime):
     def __init__(self, url: str | None = None, *, ulimits=(), settings=None):
         super().__init__(url, ulimits=ulimits, settings=settings)
         self._manager_node = None
+        self._privileges = None
 
     # --- swarm plumbing -----------------------------------------------------------------
 
@@ -75,6 +79,25 @@ class SwarmRuntime(DockerRuntime):
                                   "(run `docker swarm init` there, or name a manager in SLIPWAY_RUNTIME_URL)")
             self._manager_node = swarm["NodeID"]
         return self._manager_node
+
+    def _no_new_privileges(self) -> bool:
+        """Whether service specs can ask for ``no-new-privileges`` (API 1.44 and later).
+        Older engines cannot: unless the daemon sets it for every container
+        (``"no-new-privileges": true`` in daemon.json), a warning is logged once."""
+        if self._privileges is None:
+            version = str(self._read(self.client.version).get("ApiVersion") or "0.0")
+            try:
+                number = tuple(int(part) for part in version.split(".")[:2])
+            except ValueError:
+                number = (0, 0)
+            self._privileges = number >= PRIVILEGES_API
+            if not self._privileges:
+                options = (self._read(self.client.info) or {}).get("SecurityOptions") or ()
+                if not any("no-new-privileges" in str(option) for option in options):
+                    log.warning("swarm engine API %s cannot set no-new-privileges per service and the daemon "
+                                "does not set it for every container: set \"no-new-privileges\": true in the "
+                                "daemon.json of every node", version)
+        return self._privileges
 
     def _service(self, ref: str) -> dict | None:
         """The service's inspect answer, or None. Only an exact id or name counts (the
@@ -154,6 +177,8 @@ class SwarmRuntime(DockerRuntime):
             container["Healthcheck"] = {"Test": check["test"], "Interval": check["interval"],
                                         "Timeout": check["timeout"], "Retries": check["retries"],
                                         "StartPeriod": check["start_period"]}
+        if self._no_new_privileges():
+            container["Privileges"] = {"NoNewPrivileges": True}
         if self.ulimits:
             container["Ulimits"] = [{"Name": name, "Soft": soft, "Hard": hard} for name, soft, hard in self.ulimits]
         cpus = spec.cpus or settings.default_cpus
@@ -184,8 +209,8 @@ class SwarmRuntime(DockerRuntime):
     def _run_once(self, spec: ContainerSpec) -> str:
         api = self.client.api
         with self.engine(f"creating service {spec.name}"):
+            body = self._service_spec(spec)  # first: it fails on an engine that is no swarm manager
             self._ensure_volumes(spec)
-            body = self._service_spec(spec)
             response = api._post_json(api._url("/services/create"), data=body)
             service_id = api._result(response, True)["ID"]
         try:

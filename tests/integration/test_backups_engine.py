@@ -15,15 +15,16 @@ import httpx
 import pytest
 
 from ports.runtime import ContainerSpec
-from tests.support.engine import _tree
+from tests.support.engine import ENGINES, _tree, engine_for
 from tests.support.panel_server import _until, admin_key, serve_panel
 
 pytestmark = pytest.mark.runtime
 IMAGE = "localhost/busybox:latest"
 
 
-@pytest.fixture(params=["podman", "docker"])
-def panel(request, runtime_url, database_url, engine_ulimits, tmp_path):
+@pytest.fixture(params=ENGINES)
+def panel(request, database_url, tmp_path):
+    runtime_url, engine_ulimits = engine_for(request, request.param)
     backup_dir = tmp_path / "backups"
     key = admin_key(database_url)
     env = dict(os.environ, SLIPWAY_RUNTIME_ULIMITS=engine_ulimits, SLIPWAY_DATABASE_URL=database_url,

@@ -1,7 +1,8 @@
 """Services on a real engine, through a real uvicorn server: template and compose deploys
 reach running, answer HTTP on their url, stop, start, restart, redeploy, show logs and
-events, and are deleted with nothing left in the engine. Once through the Podman client
-and once through the Docker client (Podman serves Docker's API on the same socket)."""
+events, and are deleted with nothing left in the engine. Once through the Podman client,
+once through the Docker client (Podman serves Docker's API on the same socket), and once
+as Swarm services on the single-node swarm."""
 from __future__ import annotations
 
 import os
@@ -9,6 +10,7 @@ import time
 
 import pytest
 
+from tests.support.engine import ENGINES, engine_for
 from tests.support.panel_server import IMAGE, _get, _until, admin_key, serve_panel
 
 pytestmark = pytest.mark.runtime
@@ -36,8 +38,9 @@ volumes:
 """
 
 
-@pytest.fixture(params=["podman", "docker"])
-def panel(request, runtime_url, database_url, engine_ulimits):
+@pytest.fixture(params=ENGINES)
+def panel(request, database_url):
+    runtime_url, engine_ulimits = engine_for(request, request.param)
     key = admin_key(database_url)
     env = dict(os.environ, SLIPWAY_RUNTIME_ULIMITS=engine_ulimits, SLIPWAY_DATABASE_URL=database_url, SLIPWAY_RUNTIME=request.param,
                SLIPWAY_RUNTIME_URL=runtime_url, SLIPWAY_HEALTH_INTERVAL="1", SLIPWAY_BILLING_INTERVAL="0")

@@ -90,3 +90,15 @@ def _tree(archive: bytes) -> dict:
             tree[name] = ("file" if member.isfile() else "dir" if member.isdir() else "link",
                           member.mode & 0o7777, content)
     return tree
+
+
+ENGINES = ["podman", "docker", "swarm"]  # the runtime plugins the engine tests run on
+
+
+def engine_for(request, name: str) -> tuple:
+    """(``SLIPWAY_RUNTIME_URL``, ``SLIPWAY_RUNTIME_ULIMITS``) for runtime plugin ``name``:
+    ``podman`` and ``docker`` on the Podman service (``runtime_url``, its pinned ulimits),
+    ``swarm`` on the Swarm manager (``swarm_url``; Debian's dockerd needs no ulimits)."""
+    if name == "swarm":
+        return request.getfixturevalue("swarm_url"), ""
+    return request.getfixturevalue("runtime_url"), request.getfixturevalue("engine_ulimits")

@@ -1,4 +1,8 @@
-"""``DockerRuntime``: :class:`plugins.runtime_common.ClientRuntime` on docker-py (Docker API)."""
+"""``DockerRuntime``: :class:`plugins.runtime_common.ClientRuntime` on docker-py (Docker API).
+
+Shared by the ``docker`` plugin (one engine) and the ``swarm`` plugin (a manager of a
+swarm, which subclasses it and keeps its image, volume and helper-container calls).
+"""
 from __future__ import annotations
 
 import time
