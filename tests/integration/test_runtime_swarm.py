@@ -88,4 +88,5 @@ def test_an_engine_that_is_no_swarm_manager_is_an_engine_error(runtime_url):
     volume = service.name("v" + secrets.token_hex(2))
     with pytest.raises(EngineError, match="not a swarm manager"):
         podman.run(service.spec("x", "true", volumes=((volume, "/v"),)))
-    assert podman.labelled(service.id) == {"containers": [], "volumes": [], "networks": []}  # nothing made
+    plain = _factories()["podman"].create(runtime_url, ulimits="")
+    assert plain.labelled(service.id) == {"containers": [], "volumes": [], "networks": []}  # nothing made
