@@ -71,16 +71,23 @@ def world(store, clock):
     return World(store, clock)
 
 
+def _required_url(variable: str, require: str, missing: str) -> str:
+    """The URL in ``variable``; without one the test skips (``missing`` says how to get
+    one), unless ``require`` is ``1`` (CI), where it fails."""
+    url = os.environ.get(variable)
+    if not url:
+        if os.environ.get(require) == "1":
+            pytest.fail(f"{require}=1 but {variable} is not set")
+        pytest.skip(f"{missing} (set {variable})")
+    return url
+
+
 @pytest.fixture(scope="session")
 def runtime_url():
     """The container engine's socket (``SLIPWAY_RUNTIME_URL``). Without one, tests that
     need it skip, unless ``SLIPWAY_REQUIRE_RUNTIME=1`` (CI), where they fail."""
-    url = os.environ.get("SLIPWAY_RUNTIME_URL")
-    if not url:
-        if os.environ.get("SLIPWAY_REQUIRE_RUNTIME") == "1":
-            pytest.fail("SLIPWAY_REQUIRE_RUNTIME=1 but SLIPWAY_RUNTIME_URL is not set")
-        pytest.skip("no container engine (set SLIPWAY_RUNTIME_URL, e.g. from ../shared/tools/podman-service)")
-    return url
+    return _required_url("SLIPWAY_RUNTIME_URL", "SLIPWAY_REQUIRE_RUNTIME",
+                         "no container engine, e.g. from ../shared/tools/podman-service")
 
 
 @pytest.fixture(scope="session")
@@ -88,12 +95,8 @@ def swarm_url():
     """A Docker Swarm manager's socket (``SLIPWAY_TEST_SWARM_URL``, as
     ``../shared/tools/swarm-service`` prints it). Without one, the Swarm tests skip,
     unless ``SLIPWAY_REQUIRE_SWARM=1`` (CI), where they fail."""
-    url = os.environ.get("SLIPWAY_TEST_SWARM_URL")
-    if not url:
-        if os.environ.get("SLIPWAY_REQUIRE_SWARM") == "1":
-            pytest.fail("SLIPWAY_REQUIRE_SWARM=1 but SLIPWAY_TEST_SWARM_URL is not set")
-        pytest.skip("no Docker Swarm (set SLIPWAY_TEST_SWARM_URL, e.g. from ../shared/tools/swarm-service)")
-    return url
+    return _required_url("SLIPWAY_TEST_SWARM_URL", "SLIPWAY_REQUIRE_SWARM",
+                         "no Docker Swarm, e.g. from ../shared/tools/swarm-service")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -65,7 +65,7 @@ def test_a_pip_installed_third_party_plugin_is_loaded(tmp_path):
     assert hello["distribution"] == "slipway-hello" and hello["version"] == "0.3.0"
     assert hello["hooks"] == ["register_deploy_methods"]
     assert "hello" in document["deployMethods"]
-    assert document["runtimes"] == ["docker", "podman"] and document["analyzers"] == ["heuristic", "llm"]
+    assert document["runtimes"] == ["docker", "podman", "swarm"] and document["analyzers"] == ["heuristic", "llm"]
 
 
 def test_register_billing_models_provides_the_metered_model():
