@@ -21,7 +21,8 @@ How the port maps onto Swarm:
 - Healthchecks are the service's own (Swarm runs them as ``exec`` in the task's
   container); the health read back is the container's when it runs on the manager, else
   derived from the task's state (Swarm keeps a task ``starting`` until it is healthy).
-- Logs are the service's logs (any node); stats come from the manager's engine, so
+- Logs are the service's logs (any node); following reads the task's container when it
+  runs on the manager (the stream ends with it); stats come from the manager's engine, so
   ``usage`` of a task on another node is an :class:`EngineError`.
 """
 from __future__ import annotations
@@ -358,12 +359,17 @@ class SwarmRuntime(DockerRuntime):
         return merge_logs(parse_log(stdout, "stdout"), parse_log(stderr, "stderr"), tail, since)
 
     def follow_logs(self, container_id: str, since: datetime | None = None):
-        """The service's lines as they are written. Unlike a container's, the stream does
-        not end when the task stops (the service's later tasks may write more); close it."""
+        """The lines as they are written. The running task's container when it runs on
+        the manager: the stream ends when that container stops, as on one engine. Else the
+        service's logs from any node, a stream that ends only when it is closed."""
         from plugins.runtime_common.follow import EngineLogStream, follow_params
 
         with self.engine(f"following logs of {container_id}"):
             service_id = self._require_service(container_id)["ID"]
+            local = self._local_container(self._newest(self._tasks(service_id)))
+        if local is not None and (local.get("State") or {}).get("Running"):
+            return super().follow_logs(local["Id"], since)
+        with self.engine(f"following logs of {container_id}"):
             api = self._api()
             response = api.get(f"{api.base_url}/services/{service_id}/logs", params=follow_params(since), stream=True)
             if response.status_code == 404:
