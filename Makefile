@@ -5,6 +5,9 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat setup.cfg pyproject.toml constraints.txt | cksum | cut -d' ' -f1)
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
+# test processes (pytest-xdist); most tests wait on containers, servers and timers, so
+# more processes than cores pays. TEST_WORKERS=0 runs in this process alone.
+TEST_WORKERS ?= 4
 
 .PHONY: run test bench bench-frontend install constraints clean
 
@@ -25,7 +28,7 @@ run: $(STAMP)
 
 ## run every test; fails when any test fails or when none ran (pytest exit status 5)
 test: $(STAMP)
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 ## GET /v1/me next to a bare Falcon endpoint, same uvicorn, same load
 bench: $(STAMP)

@@ -7,12 +7,21 @@ import secrets
 
 import pytest
 
-from tests.support.database import POSTGRES, _reset_postgres
+from tests.support.database import POSTGRES, _reset_postgres, worker_database
 from tests.support.fakes import FakeClock
 from tests.support.partners import World
 
 # The app, its storage and the engine helpers are imported by the fixtures that need them,
 # so folders that need none (tests/unit/core) start in milliseconds.
+
+
+def pytest_configure(config):
+    """Under pytest-xdist (``-n``), each worker on PostgreSQL gets its own database: the
+    variable is rewritten before any test reads it, so servers and CLIs the tests start
+    inherit it too."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if POSTGRES and worker:
+        os.environ["SLIPWAY_DATABASE_URL"] = worker_database(os.environ["SLIPWAY_DATABASE_URL"], worker)
 
 
 @pytest.fixture

@@ -73,7 +73,7 @@ class RedisTable(RateTable):
         rate, burst = rate or self.rate, burst or self.burst
         if self.store.admit():
             try:
-                async with asyncio.timeout(TIMEOUT):
+                async with asyncio.timeout(self.store.timeout):
                     allowed, tokens = await self.store.script(keys=[f"{PREFIX}{self.name}:{key}"],
                                                               args=[rate, burst])
                 decision = decide(bool(int(allowed)), float(tokens), rate, burst)
@@ -86,10 +86,10 @@ class RedisTable(RateTable):
 
 
 class RedisRateStore(RateStore):
-    def __init__(self, url: str):
-        self.url = url
-        pool = redis.BlockingConnectionPool.from_url(url, max_connections=CONNECTIONS, timeout=TIMEOUT,
-                                                     socket_timeout=TIMEOUT, socket_connect_timeout=TIMEOUT,
+    def __init__(self, url: str, timeout: float = TIMEOUT):
+        self.url, self.timeout = url, timeout  # seconds a take may spend on Redis, all in
+        pool = redis.BlockingConnectionPool.from_url(url, max_connections=CONNECTIONS, timeout=timeout,
+                                                     socket_timeout=timeout, socket_connect_timeout=timeout,
                                                      health_check_interval=30)
         self.client = redis.Redis(connection_pool=pool)
         self.script = self.client.register_script(TAKE)
@@ -123,7 +123,7 @@ class RedisRateStore(RateStore):
 
     async def start(self):
         try:
-            async with asyncio.timeout(2 * TIMEOUT):
+            async with asyncio.timeout(2 * self.timeout):
                 await self.client.ping()
         except (RedisError, OSError, TimeoutError) as exc:
             log.error("SLIPWAY_RATE_STORE: Redis does not answer (%s: %s); rate limits hold per process "

@@ -305,8 +305,13 @@ def test_remove_service_leaves_nothing_and_is_idempotent(runtime, service):
 # --- volume content -------------------------------------------------------------------
 
 
-def _helpers(runtime) -> list:
-    return runtime.client.containers.list(all=True, filters={"label": "slipway.helper"})
+def _helpers(runtime, service) -> list:
+    """Helper containers mounting a volume of ``service``: other tests may be exporting
+    volumes of their own at the same time (pytest-xdist)."""
+    helpers = runtime.client.containers.list(all=True, filters={"label": "slipway.helper"})
+    mounts = {helper.id: (runtime._attrs(helper.id) or {}).get("Mounts") or [] for helper in helpers}
+    return [helper for helper in helpers
+            if any(isinstance(mount, dict) and service.id in (mount.get("Name") or "") for mount in mounts[helper.id])]
 
 
 def test_volume_export_and_import_round_trip(runtime, service):
@@ -344,7 +349,7 @@ def test_volume_export_and_import_round_trip(runtime, service):
     runtime.create_volume(service.name("blank"), service.labels)
     runtime.import_volume(empty, runtime.export_volume(service.name("blank")))
     assert _tree(b"".join(runtime.export_volume(empty))) == {}  # an empty archive empties the volume
-    assert _helpers(runtime) == []  # every helper container is gone
+    assert _helpers(runtime, service) == []  # every helper container is gone
 
 
 def test_volume_export_and_import_errors(runtime, service):
@@ -362,7 +367,7 @@ def test_volume_export_and_import_errors(runtime, service):
     runtime.helper_image = "registry.invalid/slipway/helper:1"
     with pytest.raises(EngineError, match="registry.invalid"):
         list(runtime.export_volume(volume))
-    assert _helpers(runtime) == []
+    assert _helpers(runtime, service) == []
     assert runtime.labelled(service.id)["volumes"] == [volume]  # nothing was created on the way
 
 
