@@ -356,7 +356,15 @@ class SwarmRuntime(DockerRuntime):
             api = self._api()
             stdout = api.service_logs(service_id, stdout=True, stderr=False, **kwargs)
             stderr = api.service_logs(service_id, stdout=False, stderr=True, **kwargs)
-        return merge_logs(parse_log(stdout, "stdout"), parse_log(stderr, "stderr"), tail, since)
+        lines = merge_logs(parse_log(stdout, "stdout"), parse_log(stderr, "stderr"), tail, since)
+        if not lines:
+            # Swarm's log broker may not have the lines of a task that has just exited yet;
+            # its container on the manager has them
+            with self.engine(f"reading logs of {container_id}"):
+                local = self._local_container(self._newest(self._tasks(service_id)))
+            if local is not None:
+                return super().logs(local["Id"], tail, since)
+        return lines
 
     def follow_logs(self, container_id: str, since: datetime | None = None):
         """The lines as they are written. The running task's container when it runs on
