@@ -86,7 +86,8 @@ class Watched:
         page.on("console", lambda m: m.type == "error" and self.console.append(f"{m.text} ({m.location})"))
         page.on("pageerror", lambda e: self.exceptions.append(str(e)))
         page.on("requestfailed", lambda r: self.failed.append(f"{r.method} {r.url}: {r.failure}"))
-        page.on("response", lambda r: r.status >= 400 and self.errors.append(f"{r.request.method} {r.url} {r.status}"))
+        self._server_errors = []  # 5xx answers, whose bodies problems() shows
+        page.on("response", self._answer)
         page.on("websocket", lambda ws: self.sockets.append(ws.url))
         page.on("request", lambda r: self.requests.append(f"{r.method} {r.url.split(own, 1)[-1]}"))
 
@@ -98,6 +99,22 @@ class Watched:
                 route.abort()
 
         page.route("**/*", route)
+
+    def _answer(self, response) -> None:
+        if response.status >= 400:
+            self.errors.append(f"{response.request.method} {response.url} {response.status}")
+        if response.status >= 500:
+            self._server_errors.append(response)
+
+    def _server_error_bodies(self) -> list[str]:
+        """What the server said in its 5xx answers (the cause, when a test fails)."""
+        bodies = []
+        for response in self._server_errors:
+            try:
+                bodies.append(f"{response.url}: {response.text()[:500]}")
+            except Exception as exc:  # the body may be gone after a navigation
+                bodies.append(f"{response.url}: (body unavailable: {exc})")
+        return bodies
 
     def _lists(self):
         return (self.console, self.exceptions, self.failed, self.errors, self.foreign)
@@ -116,10 +133,21 @@ class Watched:
                 del found[n:]
         return changed
 
+    def load(self, path: str, wait_until: str = "load") -> None:
+        """Open ``path`` (``page.goto``); again (up to twice) when the host's network changed
+        meanwhile, which is no fault of the page (tests run beside others whose containers
+        add and remove networks)."""
+        for _ in range(3):
+            mark = self.mark()
+            self.page.goto(path, wait_until=wait_until)
+            if not self.network_changed_since(mark):
+                return
+
     def problems(self, *, allowed_errors=()) -> dict:
         errors = [e for e in self.errors if not any(re.search(a, e) for a in allowed_errors)]
         return {k: v for k, v in (("console errors", self.console), ("exceptions", self.exceptions),
                                   ("failed requests", self.failed), ("error answers", errors),
+                                  ("server error bodies", self._server_error_bodies() if errors else []),
                                   ("requests elsewhere", self.foreign)) if v}
 
 
@@ -235,7 +263,7 @@ def sign_in(watched: Watched, key: str) -> None:
     from playwright.sync_api import expect
 
     page = watched.page
-    page.goto("/")
+    watched.load("/")
     page.get_by_test_id("api-key").fill(key)
     page.get_by_test_id("sign-in").click()
     expect(page.get_by_test_id("sign-out")).to_be_visible()
@@ -349,7 +377,7 @@ def test_the_services_list_and_signing_out(site, open_page, screenshots):
     expect(page.get_by_test_id("api-key")).to_be_visible()
     # the session is over: the cookie no longer opens the API, a reload shows the sign-in
     assert page.request.get("/api/auth/session", headers={"X-Requested-With": "slipway"}).status == 401
-    page.goto("/services")
+    watched.load("/services")
     expect(page.get_by_test_id("api-key")).to_be_visible()
     expect(rows(page)).to_have_count(0)
     # ... and the key it was opened with still works
@@ -362,7 +390,7 @@ def test_a_bad_key_is_refused_on_the_sign_in_page(site, open_page, screenshots):
 
     watched = open_page(site)
     page = watched.page
-    page.goto("/sign-in")
+    watched.load("/sign-in")
     page.get_by_test_id("api-key").fill("slw_0123456789abcdef_" + "x" * 40)
     page.get_by_test_id("sign-in").click()
     expect(page.get_by_test_id("error-message")).to_be_visible()
@@ -383,13 +411,13 @@ def test_a_viewer_key_sees_no_create_or_delete_control(site, open_page, screensh
     expect(page.get_by_test_id("nav-keys")).to_have_count(0)
     shot(page, screenshots, "viewer-services")
 
-    page.goto(f"/services/{ids[0]}")
+    watched.load(f"/services/{ids[0]}")
     expect(page.get_by_test_id("service-name")).to_have_text("alpha")
     for control in ("action-delete", "action-stop", "action-start", "action-restart", "action-redeploy",
                     "backup-create"):
         expect(page.get_by_test_id(control)).to_have_count(0)
     shot(page, screenshots, "viewer-service")
-    page.goto("/create")  # typed in by hand: still nothing to submit
+    watched.load("/create")  # typed in by hand: still nothing to submit
     expect(page.get_by_test_id("nav-services")).to_be_visible()
     expect(page.get_by_test_id("create-service")).to_have_count(0)
 
@@ -397,7 +425,7 @@ def test_a_viewer_key_sees_no_create_or_delete_control(site, open_page, screensh
     watched = open_page(site)
     page = watched.page
     sign_in(watched, site.key("admin", "--deny", "services:delete"))
-    page.goto(f"/services/{ids[1]}")
+    watched.load(f"/services/{ids[1]}")
     expect(page.get_by_test_id("service-name")).to_have_text("beta")
     expect(page.get_by_test_id("action-start")).to_be_visible()
     expect(page.get_by_test_id("action-delete")).to_have_count(0)
@@ -420,12 +448,12 @@ def test_a_customer_key_sees_only_its_own_services(site, open_page, screenshots)
     shot(page, screenshots, "customer-services")
 
     # another customer's service by its address: not found, nothing of it shown
-    page.goto(f"/services/{foreign[1]}")
+    watched.load(f"/services/{foreign[1]}")
     expect(page.get_by_role("heading", level=1)).to_contain_text(re.compile("not found", re.I))
     expect(page.get_by_test_id("service-name")).to_have_count(0)
     assert "their-secret" not in page.content()
     # the create form offers only its own customer
-    page.goto("/create")
+    watched.load("/create")
     page.get_by_test_id("method-compose").click()
     field = page.get_by_test_id("field-customer_id")
     if field.evaluate("e => e.tagName") == "SELECT":
@@ -469,16 +497,6 @@ PAGES = [  # (path, the hook that shows the page has drawn its content)
 ]
 
 
-def _load(watched: Watched, path: str) -> None:
-    """Open ``path`` and wait for its requests; again (up to twice) when the host's network
-    changed meanwhile, which is no fault of the page."""
-    for _ in range(3):
-        mark = watched.mark()
-        watched.page.goto(path, wait_until="networkidle")
-        if not watched.network_changed_since(mark):
-            return
-
-
 def _load_every_page(site, open_page, screenshots, width: int) -> dict:
     from playwright.sync_api import expect
 
@@ -486,14 +504,14 @@ def _load_every_page(site, open_page, screenshots, width: int) -> dict:
     ids = site.seed(acme["id"], ["shop", "blog"], ("stopped", "failed"))
     watched = open_page(site, width=width)
     page = watched.page
-    _load(watched, "/sign-in")
+    watched.load("/sign-in", wait_until="networkidle")
     expect(page.get_by_test_id("api-key")).to_be_visible()
     widths = {"/sign-in": page.evaluate("document.documentElement.scrollWidth")}
     sign_in(watched, site.admin)
     page.wait_for_load_state("networkidle")  # leaving earlier would abort the first page's requests
     for path, hook in PAGES:
         path = path.format(id=ids[0])
-        _load(watched, path)
+        watched.load(path, wait_until="networkidle")
         expect(page.get_by_test_id(hook).first).to_be_visible()
         widths[path] = page.evaluate("document.documentElement.scrollWidth")
         shot(page, screenshots, f"page-{width}{path.replace('/', '-') or '-root'}")
