@@ -7,6 +7,7 @@ import json
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -35,12 +36,12 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def wait_until_answering(proc: subprocess.Popen, port: int, timeout: float = 20.0) -> None:
+def wait_until_answering(proc: subprocess.Popen, port: int, timeout: float = 20.0, log=None) -> None:
     """Poll with HTTP GETs until the server answers anything at all."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"server exited with status {proc.returncode} before answering")
+            raise RuntimeError(f"server exited with status {proc.returncode} before answering{_tail(log)}")
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
         try:
             conn.request("GET", "/")
@@ -50,7 +51,15 @@ def wait_until_answering(proc: subprocess.Popen, port: int, timeout: float = 20.
             time.sleep(0.1)
         finally:
             conn.close()
-    raise RuntimeError(f"server on port {port} did not answer within {timeout:g} s")
+    raise RuntimeError(f"server on port {port} did not answer within {timeout:g} s{_tail(log)}")
+
+
+def _tail(log, lines: int = 20) -> str:
+    if log is None:
+        return ""
+    log.flush()
+    log.seek(0)
+    return ":\n" + "".join(log.read().decode("utf-8", "replace").splitlines(keepends=True)[-lines:])
 
 
 def stop(proc: subprocess.Popen, timeout: float = 20.0) -> None:
@@ -66,15 +75,22 @@ def stop(proc: subprocess.Popen, timeout: float = 20.0) -> None:
 @contextlib.contextmanager
 def uvicorn(app: str, env: dict):
     """Serve ``app`` ("module:attribute") with one uvicorn worker on a free loopback port;
-    yields the base URL and stops the server on the way out, whatever happened."""
+    yields the base URL and stops the server on the way out, whatever happened.
+
+    The server's output (Slipway's access line for every request) goes to a file, as a
+    deployed server's log would, not to the terminal running the benchmark: a terminal
+    or pipe would print thousands of lines a second on the machine being measured. It is
+    shown when the server fails to start, and deleted afterwards."""
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "uvicorn", app, "--host", "127.0.0.1", "--port", str(port),
-                             "--workers", "1", "--log-level", "warning", "--no-access-log"], cwd=ROOT, env=env)
-    try:
-        wait_until_answering(proc, port)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        stop(proc)
+    with tempfile.TemporaryFile(prefix="slipway-bench-server-", suffix=".log") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "uvicorn", app, "--host", "127.0.0.1", "--port", str(port),
+                                 "--workers", "1", "--log-level", "warning", "--no-access-log"], cwd=ROOT, env=env,
+                                stdout=log, stderr=subprocess.STDOUT)
+        try:
+            wait_until_answering(proc, port, log=log)
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            stop(proc)
 
 
 def load(url: str, token: str, args) -> dict:

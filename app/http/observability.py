@@ -18,12 +18,12 @@ numbers are the server's whichever worker answers.
 from __future__ import annotations
 
 import contextvars
+import functools
 import json
 import logging
 import os
 import re
 import time
-import uuid
 from datetime import datetime, timezone
 
 REQUEST_ID_HEADER = b"x-request-id"
@@ -64,6 +64,22 @@ _MAYBE_SECRET = re.compile(r"(?i)@|bearer|basic|token|slw_|pcp_|whsec_|passw|sec
 
 def redact(text: str) -> str:
     """``text`` with anything that looks like a credential replaced by ``***``."""
+    if len(text) <= _REMEMBERED_TEXT:
+        return _redact_short(text)
+    return _redact(text)
+
+
+#: texts up to this long have their answer remembered (methods, operation ids, paths and
+#: access messages repeat on every request)
+_REMEMBERED_TEXT = 256
+
+
+@functools.lru_cache(maxsize=4096)
+def _redact_short(text: str) -> str:
+    return _redact(text)
+
+
+def _redact(text: str) -> str:
     if _MAYBE_SECRET.search(text) is None:
         return text
     for pattern, replacement in _SECRET_PATTERNS:
@@ -75,9 +91,26 @@ def current_request_id() -> str | None:
     return _request_id.get()
 
 
+def log_timestamp(created: float) -> str:
+    """``created`` (seconds since the epoch) as RFC 3339 UTC with milliseconds, the ``ts``
+    of every line; the date and time are built once per second (every request logs a line)."""
+    global _ts_cache
+    second = int(created)
+    cached_second, prefix = _ts_cache  # one read: threads replace the pair, never half of it
+    if second != cached_second:
+        prefix = datetime.fromtimestamp(second, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+        _ts_cache = (second, prefix)
+    return f"{prefix}.{min(int((created - second) * 1000), 999):03d}+00:00"
+
+
+_ts_cache: tuple = (None, "")
+#: one encoder for every line (``json.dumps`` with options builds a new one per call)
+_LINE_ENCODER = json.JSONEncoder(ensure_ascii=True, default=str)
+
+
 class _Base(logging.Formatter):
     def fields(self, record: logging.LogRecord) -> dict:
-        out = {"ts": datetime.fromtimestamp(record.created, timezone.utc).isoformat(timespec="milliseconds"),
+        out = {"ts": log_timestamp(record.created),
                "level": record.levelname.lower(), "logger": record.name, "message": redact(record.getMessage())}
         request_id = getattr(record, "request_id", None) or _request_id.get()
         if request_id:
@@ -93,7 +126,7 @@ class JsonFormatter(_Base):
     """One JSON object per line."""
 
     def format(self, record: logging.LogRecord) -> str:
-        return json.dumps(self.fields(record), ensure_ascii=True, default=str)
+        return _LINE_ENCODER.encode(self.fields(record))
 
 
 class TextFormatter(_Base):
@@ -246,6 +279,18 @@ class Observer:
     def __init__(self, find, operations: dict):
         self.find = find
         self.operations = operations
+        self._children: dict = {}  # (api, operation, status) -> the metrics' labelled series
+
+    def _series(self, api: str, operation: str, status) -> tuple:
+        """The request counter's and the latency histogram's series of these labels,
+        looked up once (their number is bounded: operation ids times statuses)."""
+        key = (api, operation, status)
+        found = self._children.get(key)
+        if found is None:
+            m = metrics()
+            found = self._children[key] = (m.requests.labels(api, operation, str(status)),
+                                           m.latency.labels(api, operation))
+        return found
 
     def operation(self, path: str, method: str) -> str:
         try:
@@ -264,7 +309,7 @@ class Observer:
         headers = [tuple(pair) for pair in scope.get("headers") or ()]
         scope = {**scope, "headers": headers}
         incoming = next((v for k, v in headers if k.lower() == REQUEST_ID_HEADER), None)
-        request_id = valid_request_id(incoming) or uuid.uuid4().hex
+        request_id = valid_request_id(incoming) or os.urandom(16).hex()
         header = (REQUEST_ID_HEADER, request_id.encode("ascii"))
         path = scope.get("path") or "/"
         method = "GET" if kind == "websocket" else (scope.get("method") or "GET").upper()
@@ -283,15 +328,19 @@ class Observer:
             elapsed = time.perf_counter() - started
             status = state["status"] or (1000 if kind == "websocket" else 500)
             if api:
-                m = metrics()
-                m.requests.labels(api, operation, str(status)).inc()
-                m.latency.labels(api, operation).observe(elapsed)
+                counted, timed = self._series(api, operation, status)
+                counted.inc()
+                timed.observe(elapsed)
                 if status == 429:
-                    m.rate_limited.labels(api).inc()
+                    metrics().rate_limited.labels(api).inc()
             if access_log.isEnabledFor(logging.INFO):
-                access_log.info("%s %s %s", method, operation, status, extra={"fields": {
-                    "kind": "access", "method": method, "api": api or "none", "operation": operation,
-                    "path": path[:512], "status": status, "duration_ms": round(elapsed * 1000, 3)}})
+                # Logger.info without its caller lookup (no formatter here shows the caller):
+                # this runs on every request
+                access_log.handle(access_log.makeRecord(
+                    access_log.name, logging.INFO, "", 0, "%s %s %s", (method, operation, status), None,
+                    extra={"fields": {"kind": "access", "method": method, "api": api or "none",
+                                      "operation": operation, "path": path[:512], "status": status,
+                                      "duration_ms": round(elapsed * 1000, 3)}}))
 
         async def observed_send(message):
             kind_ = message.get("type")

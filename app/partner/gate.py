@@ -31,16 +31,18 @@ class PartnerGate:
     async def admit(self, req, op):
         secret = bearer(req)
         try:
-            # one indexed lookup (and at most once a minute one conditional update): no
-            # transaction needed around single statements, and this runs on every request
-            caller = await self.store.run(tokens.authenticate, self.store.uow(transaction=False), self.clock,
-                                          secret)
+            # one indexed lookup on every request, no transaction needed around one
+            # statement (Store.read: right here on SQLite, a worker thread on PostgreSQL)
+            caller = await self.store.read(tokens.identify, secret)
         except Unauthorized as exc:
             source = client_address(req.remote_addr, req.get_header("X-Forwarded-For"), self.trusted)
             decision = await self.brake.take(source, self.clock.monotonic())
             if not decision.allowed:
                 raise ApiError(429, RATE_LIMIT_MESSAGE, headers={"Retry-After": str(decision.retry_after)}) from exc
             raise ApiError(401, exc.message) from exc
+        if caller.token.needs_last_used_refresh(self.clock.now()):  # at most once a minute: a write
+            caller = await self.store.run(tokens.refresh_last_used, self.store.uow(transaction=False), self.clock,
+                                          caller)
         decision = await self.per_token.take(caller.token.id, self.clock.monotonic())
         if not decision.allowed:
             raise ApiError(429, RATE_LIMIT_MESSAGE, headers={"Retry-After": str(decision.retry_after)})

@@ -2,11 +2,19 @@
 that run database work off the event loop."""
 from __future__ import annotations
 
+import threading
+
+import peewee
+
 from app.storage.database import open_database
 from app.storage.migrations import LATEST, current_version, migrate
 from app.storage.models import define_models
 from app.storage.uow import PeeweeUnitOfWork
 from app.storage.threads import WorkerThreads
+
+
+#: a pool's stale time-out once its store is closed: every connection given back is stale
+_CLOSED = 1e-9
 
 
 class SchemaOutOfDate(RuntimeError):
@@ -20,6 +28,11 @@ class Store:
         self.models = define_models(self.db)
         self._threads = threads
         self._workers: WorkerThreads | None = None
+        #: SQLite: thread id -> the connection that thread keeps for ``read`` (forgotten by ``close``)
+        self._kept: dict[int, object] = {}
+        self._kept_lock = threading.Lock()
+        #: SQLite: the database is a library in this process, not a server (``read``)
+        self.embedded = isinstance(self.db, peewee.SqliteDatabase)
         self.bus = None  # the event bus (ports.events); set by the app that serves events
 
     def uow(self, *, transaction: bool = True, write: bool = True) -> PeeweeUnitOfWork:
@@ -45,6 +58,32 @@ class Store:
             raise SchemaOutOfDate(f"database schema is at version {version}, this Slipway needs {LATEST}: "
                                   "run `slipway init`")
 
+    async def read(self, fn, *args):
+        """``fn(uow, *args)`` with a transaction-less unit of work: a short read on the path
+        of every request (an API token's lookup). Only for indexed point reads, never a
+        write (which on SQLite may wait for the write lock).
+
+        On SQLite, an embedded library whose indexed read costs less than the crossing to
+        a worker thread and back, it runs right here, on a connection this thread keeps
+        for such reads (taking one from the pool and giving it back cost as much as the
+        read); unless this thread holds a connection of some other work. Each statement
+        stands alone (autocommit), so a kept connection holds no snapshot between reads and
+        sees every commit. Elsewhere (a network round trip) it runs as ``run`` does."""
+        if self.embedded:
+            db = self.db
+            if db.is_closed():
+                db.connect()
+                with self._kept_lock:
+                    self._kept[threading.get_ident()] = db.connection()
+                return fn(self._read_uow(), *args)
+            if self._kept.get(threading.get_ident()) is db.connection() and db.transaction_depth() == 0:
+                return fn(self._read_uow(), *args)
+        return await self.run(fn, self.uow(transaction=False, write=False), *args)
+
+    def _read_uow(self) -> PeeweeUnitOfWork:
+        return PeeweeUnitOfWork(self.db, self.models, transaction=False, write=False, bus=self.bus,
+                                keep_connection=True)
+
     async def run(self, fn, *args, **kwargs):
         """Run blocking database work in a worker thread and await its result."""
         if self._workers is None:
@@ -52,9 +91,17 @@ class Store:
         return await self._workers.run(fn, *args, **kwargs)
 
     def close(self) -> None:
+        """Give back this thread's connection and close every connection not in use. A
+        connection another thread still uses (a deploy job runs to its end after a
+        shutdown; another thread's kept read connection) is left to that thread: closing
+        it under a running statement crashes SQLite, and the work it is finishing must not
+        be lost. It is closed when it is given back or when the store is collected."""
         if self._workers is not None:
             self._workers.shutdown()
             self._workers = None
         if not self.db.is_closed():
             self.db.close()
-        self.db.close_all()
+        with self._kept_lock:
+            self._kept.clear()
+        self.db.close_idle()
+        self.db._stale_timeout = _CLOSED  # what is given back from now on is closed, not kept

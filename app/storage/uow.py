@@ -12,6 +12,9 @@ from core.partner.contracts import Contract
 from core.partner.identity import Partner, Token
 from ports.storage import ContractRepository, PartnerRepository, TokenRepository, UnitOfWork
 
+#: tokens whose parsed records are kept (PeeweeTokens.by_hash_with_partner); past it, forgotten
+PARSED_TOKENS_KEPT = 10_000
+
 
 def _partner(row) -> Partner:
     return Partner(id=row.id, name=row.name, type=row.type, parent_id=row.parent_id, created_at=row.created_at)
@@ -58,6 +61,8 @@ class PeeweePartners(PartnerRepository):
 
 class PeeweeTokens(TokenRepository):
     _by_hash_sql = None
+    #: token hash -> (its row, the records made from it), shared by every unit of work
+    _parsed: dict = {}
 
     def __init__(self, m):
         self.m = m
@@ -80,9 +85,24 @@ class PeeweeTokens(TokenRepository):
                               T.created_at, T.last_used_at, T.revoked_at, P.name, P.type, P.parent, P.created_at)
                      .join(P).where(T.token_hash == "?"))
             type(self)._by_hash_sql = query.sql()[0]
-        row = self.m.ApiToken._meta.database.execute_sql(self._by_hash_sql, (token_hash,)).fetchone()
-        if row is None:
+        # fetchall, not fetchone: the statement runs to its end, so on a connection kept
+        # open (Store.read) it holds no read snapshot afterwards (the hash is unique)
+        rows = self.m.ApiToken._meta.database.execute_sql(self._by_hash_sql, (token_hash,)).fetchall()
+        if not rows:
             return None
+        row = rows[0]
+        # the records made from the same row last time, when the row has not changed: a
+        # token is read on every request, and parsing its four timestamps is most of the cost
+        kept = self._parsed.get(token_hash)
+        if kept is not None and kept[0] == row:
+            return kept[1]
+        found = self._records(row)
+        if len(self._parsed) >= PARSED_TOKENS_KEPT:
+            self._parsed.clear()
+        self._parsed[token_hash] = (tuple(row), found)
+        return found
+
+    def _records(self, row) -> tuple:
         dt = self.m.ApiToken.created_at.python_value
         token = Token(id=row[0], partner_id=row[1], label=row[2], token_prefix=row[3], token_hash=row[4],
                       scope=row[5], created_by=row[6], created_at=dt(row[7]), last_used_at=dt(row[8]),
@@ -177,8 +197,10 @@ class PeeweeUnitOfWork(UnitOfWork):
     """
 
     def __init__(self, db: peewee.Database, models, *, transaction: bool = True, write: bool = True,
-                 bus=None):
+                 bus=None, keep_connection: bool = False):
         self.db = db
+        #: leave this thread's connection open at the end (``Store.read``'s kept connection)
+        self.keep_connection = keep_connection
         self.bus = bus
         self._outbox: list = []
         self.transaction = transaction
@@ -196,7 +218,8 @@ class PeeweeUnitOfWork(UnitOfWork):
         return repository
 
     def __enter__(self):
-        self.db.connect(reuse_if_open=True)
+        if self.db.is_closed():  # else this thread's connection is reused
+            self.db.connect()
         self._committed = False
         self._outbox = []
         if self.transaction:
@@ -211,7 +234,7 @@ class PeeweeUnitOfWork(UnitOfWork):
     def __exit__(self, exc_type, exc, tb):
         tx, self._tx = self._tx, None
         if tx is None:  # single-statement reads in autocommit mode
-            if self.db.transaction_depth() == 0:
+            if self.db.transaction_depth() == 0 and not self.keep_connection:
                 self.db.close()
             return
         committed = exc_type is None and self._committed

@@ -77,11 +77,18 @@ def revoke_any_token(uow, clock, token_id: str) -> Token:
 
 
 def authenticate(uow, clock, secret: str | None) -> Caller:
-    """Resolve a bearer secret to its caller, or raise ``Unauthorized``.
+    """Resolve a bearer secret to its caller, or raise ``Unauthorized``: ``identify``,
+    then ``refresh_last_used``.
 
     Revocation is read from the database on every call, so a revoked token fails on its
     very next request. ``lastUsedAt`` is written at most once a minute per token.
     """
+    return refresh_last_used(uow, clock, identify(uow, secret))
+
+
+def identify(uow, secret: str | None) -> Caller:
+    """The caller a bearer secret stands for, or ``Unauthorized``: one indexed read, no
+    write (a revoked or unknown token is refused)."""
     if not secret or not looks_like_token(secret):
         raise Unauthorized(UNAUTHORIZED_MESSAGE)
     with uow:
@@ -91,19 +98,26 @@ def authenticate(uow, clock, secret: str | None) -> Caller:
     token, partner = found
     if token.revoked:
         raise Unauthorized(UNAUTHORIZED_MESSAGE)
-    now = clock.now()
-    if token.needs_last_used_refresh(now):
-        # A transaction of its own that starts by writing, so concurrent first uses of a
-        # token queue for the write lock instead of failing; the update is conditional,
-        # so only one of them writes.
-        try:
-            with uow:
-                uow.tokens.touch(token.id, now, older_than=now - LAST_USED_RESOLUTION)
-                uow.commit()
-            token = token.used_at(now)
-        except Exception:  # lastUsedAt is advisory: a busy database must not fail the request
-            log.warning("could not refresh lastUsedAt of token %s", token.id, exc_info=True)
     return Caller(partner=partner, token=token)
+
+
+def refresh_last_used(uow, clock, caller: Caller) -> Caller:
+    """Write the token's ``lastUsedAt`` when it is a minute old (or unset); the caller,
+    with the time written. Never fails: ``lastUsedAt`` is advisory."""
+    token, now = caller.token, clock.now()
+    if not token.needs_last_used_refresh(now):
+        return caller
+    # A transaction of its own that starts by writing, so concurrent first uses of a
+    # token queue for the write lock instead of failing; the update is conditional,
+    # so only one of them writes.
+    try:
+        with uow:
+            uow.tokens.touch(token.id, now, older_than=now - LAST_USED_RESOLUTION)
+            uow.commit()
+        return Caller(partner=caller.partner, token=token.used_at(now))
+    except Exception:  # lastUsedAt is advisory: a busy database must not fail the request
+        log.warning("could not refresh lastUsedAt of token %s", token.id, exc_info=True)
+        return caller
 
 
 def require_scope(caller: Caller, needed: str) -> None:

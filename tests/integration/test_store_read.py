@@ -1,0 +1,129 @@
+"""``Store.read``, the token lookup on every request: on SQLite it runs on the calling
+thread with a connection that thread keeps; the keeping must never cost a revocation, a
+commit or a checkpoint."""
+import asyncio
+import sqlite3
+import threading
+
+import pytest
+
+from core.errors import Unauthorized
+from core.partner import partners, tokens
+from tests.support.database import POSTGRES
+
+
+@pytest.fixture
+def secret(store, clock):
+    partner = partners.create_partner(store.uow(), clock, name="Reader")
+    token, secret = tokens.create_token(store.uow(), clock, partner_id=partner.id, label="r", scope="read",
+                                        created_by=None)
+    return token, secret
+
+
+def _closed(connection) -> bool:
+    """Whether a driver connection (psycopg2 or sqlite3) is closed."""
+    if hasattr(connection, "closed"):  # psycopg2: nonzero once closed
+        return bool(connection.closed)
+    try:
+        connection.execute("SELECT 1")
+    except sqlite3.ProgrammingError:
+        return True
+    return False
+
+
+def read(store, secret):
+    return asyncio.run(store.read(tokens.identify, secret))
+
+
+def test_a_revocation_is_seen_on_the_very_next_read(store, clock, secret):
+    token, value = secret
+    assert read(store, value).token.id == token.id
+    assert read(store, value).token.id == token.id  # the kept connection, again
+    tokens.revoke_any_token(store.uow(), clock, token.id)  # this thread, the pool's connection
+    with pytest.raises(Unauthorized):
+        read(store, value)
+    with pytest.raises(Unauthorized):
+        read(store, "pcp_" + "x" * 40)
+
+
+def test_a_commit_from_another_thread_is_seen_at_once(store, clock, secret):
+    token, value = secret
+    assert not read(store, value).token.revoked
+    worker = threading.Thread(target=tokens.revoke_any_token, args=(store.uow(), clock, token.id))
+    worker.start()
+    worker.join()
+    with pytest.raises(Unauthorized):
+        read(store, value)
+
+
+@pytest.mark.skipif(POSTGRES, reason="SQLite's kept connection")
+def test_the_kept_connection_is_reused_and_holds_no_snapshot(store, clock, secret):
+    token, value = secret
+    read(store, value)
+    kept = store.db.connection()
+    assert not store.db.is_closed() and store.db.transaction_depth() == 0
+    read(store, value)
+    assert store.db.connection() is kept, "one connection for this thread's reads, not one per read"
+    assert kept.in_transaction is False, "no read transaction left open between reads"
+    # another connection writes and checkpoints the whole WAL away: a reader holding a
+    # snapshot would make the checkpoint report busy
+    other = sqlite3.connect(store.db.database, isolation_level=None)
+    try:
+        other.execute("UPDATE api_token SET label = 'renamed' WHERE id = ?", (token.id,))
+        busy, _, _ = other.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        assert busy == 0
+    finally:
+        other.close()
+    assert read(store, value).token.label == "renamed"
+
+
+@pytest.mark.skipif(POSTGRES, reason="SQLite's kept connection")
+def test_a_thread_inside_other_work_reads_on_a_worker_thread(store, clock, secret):
+    """A thread in the middle of a transaction must not see its own uncommitted writes
+    through ``read``, nor have its connection used under it."""
+    token, value = secret
+    uow = store.uow()
+    with uow:
+        uow.tokens.revoke(token.id, clock.now())  # not committed yet
+        assert read(store, value).token.id == token.id  # read elsewhere: still active there
+        assert store.db.transaction_depth() == 1
+    # never committed: rolled back when the unit of work ended
+    assert not read(store, value).token.revoked
+
+
+def test_close_leaves_a_connection_in_use_to_its_thread_and_closes_it_when_given_back(database_url, clock):
+    """A deploy job runs to its end after a shutdown: closing the store must not close its
+    connection under a running statement (SQLite crashes the process) nor lose its work."""
+    from app.storage.store import Store
+
+    store = Store(database_url, threads=1)
+    store.migrate()
+    partner = partners.create_partner(store.uow(), clock, name="Reader")
+    _, value = tokens.create_token(store.uow(), clock, partner_id=partner.id, label="r", scope="read",
+                                   created_by=None)
+    read(store, value)
+    mine = store.db.connection()  # this thread's kept read connection
+    inside, closed, held = threading.Event(), threading.Event(), []
+
+    def job():  # a job's thread, holding its connection while the store closes
+        store.db.connect()
+        held.append(store.db.connection())
+        inside.set()
+        closed.wait(10)
+        # still works; its unit of work gives the connection back when it ends
+        partners.create_partner(store.uow(), clock, name="Finished after close")
+
+    thread = threading.Thread(target=job)
+    thread.start()
+    assert inside.wait(10)
+    store.close()
+    closed.set()
+    thread.join(10)
+    for connection in (mine, held[0]):  # given back after close: closed, not kept
+        assert _closed(connection)
+    again = Store(database_url, threads=1)
+    try:
+        count = again.db.execute_sql("SELECT count(*) FROM partner WHERE name = 'Finished after close'").fetchone()[0]
+        assert count == 1
+    finally:
+        again.close()
