@@ -330,14 +330,19 @@ def ledger_histories(m, partner_id: str) -> list:
     db = m.LedgerEvent._meta.database
     p = db.param
     if isinstance(db, peewee.PostgresqlDatabase):
+        at = "e.at"
+
         def field(key):
             return f"(e.data::json ->> '{key}')"
     else:
+        at = "substr(e.at, 1, 10)"  # stored as UTC text: its day is all billing needs
+
         def field(key):
             return f"json_extract(e.data, '$.{key}')"
     sql = (
-        # keyMasked travels in license.issued (the key never changes): no join with license
-        "SELECT e.license_id, e.id, e.at, e.event, e.partner_id, "
+        # keyMasked travels in license.issued (the key never changes): no join with license;
+        # the owner (partner_id) only matters for license.issued
+        f"SELECT e.license_id, e.id, {at}, e.event, CASE e.event WHEN 'license.issued' THEN e.partner_id END, "
         f"CASE e.event WHEN 'license.issued' THEN {field('keyMasked')} END, "
         f"CASE e.event WHEN 'license.issued' THEN {field('contractId')} "
         f"WHEN 'license.transferred_in' THEN {field('toContractId')} END, "
@@ -349,25 +354,32 @@ def ledger_histories(m, partner_id: str) -> list:
         f"SELECT o.license_id FROM ledger_event o WHERE o.partner_id = {p} "
         f"AND o.event IN ({p}, {p})) ORDER BY e.license_id, e.id")
     params = (*_BILLING_EVENTS, partner_id, "license.issued", "license.transferred_in")
-    out, history, contracts = [], None, None
-    fromiso = date.fromisoformat
+    # One pass, a few hundred thousand rows: locals only, each day parsed once, and each
+    # Change built whole from a tuple in its field order (id, on, event, state_to,
+    # effective, to_partner, to_contract, partner, contract).
+    out, current, contracts, changes = [], None, None, None
+    fromiso, make, days = date.fromisoformat, Change._make, {}
     for license_id, event_id, at, event, owner, key_masked, contract, to_partner, effective, state_to \
             in db.execute_sql(sql, params):
-        if history is None or history.license_id != license_id:
-            history, contracts = LicenseHistory(license_id, key_masked or ""), set()
+        if license_id != current:
+            current, contracts = license_id, set()
+            history = LicenseHistory(license_id, key_masked or "")
+            changes = history.changes
             out.append((history, contracts))
-        on = at.date() if isinstance(at, datetime) else fromiso(at[:10])
+        if isinstance(at, datetime):
+            on = at.date()
+        else:
+            on = days.get(at)
+            if on is None:
+                on = days[at] = fromiso(at)
         if event == "license.issued":
             contracts.add(contract)
-            history.changes.append(Change(event_id, on, event, partner=owner, contract=contract))
+            changes.append(make((event_id, on, event, None, None, None, None, owner, contract)))
         elif event == "license.transferred_in":
             contracts.add(contract)
-            history.changes.append(Change(event_id, on, event, effective=fromiso(effective),
-                                          to_partner=to_partner, to_contract=contract))
-        elif event == "license.state_changed":
-            history.changes.append(Change(event_id, on, event, state_to=state_to))
-        else:
-            history.changes.append(Change(event_id, on, event))
+            changes.append(make((event_id, on, event, None, fromiso(effective), to_partner, contract, None, None)))
+        else:  # state_to is NULL but for license.state_changed
+            changes.append(make((event_id, on, event, state_to, None, None, None, None, None)))
     return out
 
 

@@ -97,6 +97,50 @@ def billable_days(history: LicenseHistory, period: Period, today: date) -> dict[
         return {}
     if len(changes) == 1:  # the common case: issued, nothing since
         return {(issued.partner, issued.contract): (last - first).days + 1}
+    for c in changes:
+        if c.event == "license.transferred_in":
+            return _owned_days(history, issued, first, last)
+    days = _one_owner_days(changes, first, last)  # never transferred: one owner throughout
+    return {(issued.partner, issued.contract): days} if days else {}
+
+
+def _one_owner_days(changes, first: date, last: date) -> int:
+    """Billable days in [first, last] of a license that never changed hands (what
+    ``_owned_days`` counts for its one owner, without cutting the period by owners): the
+    state after each change day holds until the next change day; a day whose end state
+    is billable counts, and so does a change day on which it turned terminal."""
+    days, start, state, terminal = 0, None, None, False  # the open segment: from `start`, `state` at its end
+    after = _STATE_AFTER
+    for c in changes:
+        new = c.state_to if c.event == "license.state_changed" else after.get(c.event)
+        if new is None:
+            continue
+        if c.on != start:
+            if start is not None:
+                days += _segment_days(start, c.on, state, terminal, first, last)
+            start, terminal = c.on, False
+        state = new
+        terminal = terminal or new in TERMINAL_STATES
+    if start is not None:
+        days += _segment_days(start, last + _ONE_DAY, state, terminal, first, last)
+    return days
+
+
+def _segment_days(start: date, end: date, state, terminal: bool, first: date, last: date) -> int:
+    """Billable days of [start, end) within [first, last], where ``state`` holds at the end
+    of every day from ``start`` and ``terminal`` says the license turned terminal on ``start``."""
+    if state in BILLABLE_STATES:
+        a, b = max(start, first), min(end, last + _ONE_DAY)
+        return (b - a).days if a < b else 0
+    return 1 if terminal and first <= start <= last else 0
+
+
+_ONE_DAY = timedelta(days=1)
+
+
+def _owned_days(history: LicenseHistory, issued: Change, first: date, last: date) -> dict[tuple[str, str], int]:
+    """``billable_days`` for a license that may have changed hands: the period cut at every
+    state change and every transfer."""
     # state at the end of each change day, and the days something turned terminal
     states: list[tuple[date, str]] = []
     terminal_days: set[date] = set()

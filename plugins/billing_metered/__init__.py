@@ -5,6 +5,8 @@ line's ``quantity`` is ``sum(days) / daysInPeriod`` to 4 decimals and its amount
 of the licenses' amounts. Which days are billable, and to whom, is
 ``core.partner.billing.billable_days``.
 """
+from operator import attrgetter
+
 from core.partner.billing import billable_days, quantity, round_half_up
 from ports import hookimpl
 from ports.billing import BillingModel, Line, LineDetail
@@ -16,14 +18,15 @@ class PerInstanceMetered(BillingModel):
 
     def price(self, contract, period, histories, today):
         owner = (contract.partner_id, contract.id)
+        unit, period_days = contract.unit_price_cents, period.days
         detail = []
-        for history in sorted(histories, key=lambda h: h.license_id):
+        for history in sorted(histories, key=attrgetter("license_id")):
             days = billable_days(history, period, today).get(owner, 0)
             if days:
-                amount = round_half_up(contract.unit_price_cents * days, period.days)
-                detail.append(LineDetail(history.license_id, history.key_masked, days, amount))
+                detail.append(LineDetail(history.license_id, history.key_masked, days,
+                                         round_half_up(unit * days, period_days)))
         return Line(contract_id=contract.id, model=self.name, currency=contract.currency,
-                    quantity=quantity(sum(d.days for d in detail), period.days),
+                    quantity=quantity(sum(d.days for d in detail), period_days),
                     unit_price_cents=contract.unit_price_cents, amount_cents=sum(d.amount_cents for d in detail),
                     detail=tuple(detail))
 
