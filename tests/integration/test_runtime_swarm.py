@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import time
 
 import pytest
 
@@ -60,7 +61,13 @@ def test_the_service_spec_carries_limits_ports_and_one_replica(swarm, service):
 def test_networks_are_overlay_networks(swarm, service):
     network = service.name("net")
     swarm.create_network(network, service.labels)
+    # the manager's allocator fills in the driver a moment after the network is made (on
+    # a busy machine the first inspect answered Driver "" in CI)
+    deadline = time.monotonic() + 30
     attrs = swarm.client.api.inspect_network(network)
+    while not attrs["Driver"] and time.monotonic() < deadline:
+        time.sleep(0.2)
+        attrs = swarm.client.api.inspect_network(network)
     assert (attrs["Driver"], attrs["Scope"]) == ("overlay", "swarm")
     assert attrs["Labels"] == service.labels
 
