@@ -26,6 +26,8 @@ import re
 import time
 from datetime import datetime, timezone
 
+import orjson
+
 REQUEST_ID_HEADER = b"x-request-id"
 UNKNOWN_OPERATION = "unknown"  # routes and methods no contract has: one fixed label, never the raw path
 MAX_REQUEST_ID = 128
@@ -108,25 +110,42 @@ _ts_cache: tuple = (None, "")
 _LINE_ENCODER = json.JSONEncoder(ensure_ascii=True, default=str)
 
 
+#: a record's attribute saying its message and fields were redacted where it was made
+#: (the access line, on every request): the formatter does not redact them again
+REDACTED = "_slipway_redacted"
+
+
 class _Base(logging.Formatter):
     def fields(self, record: logging.LogRecord) -> dict:
-        out = {"ts": log_timestamp(record.created),
-               "level": record.levelname.lower(), "logger": record.name, "message": redact(record.getMessage())}
+        clean = getattr(record, REDACTED, False)
+        message = record.getMessage()
+        out = {"ts": log_timestamp(record.created), "level": record.levelname.lower(), "logger": record.name,
+               "message": message if clean else redact(message)}
         request_id = getattr(record, "request_id", None) or _request_id.get()
         if request_id:
             out["request_id"] = request_id
-        for name, value in (getattr(record, "fields", None) or {}).items():
-            out[name] = redact(value) if isinstance(value, str) else value
+        fields = getattr(record, "fields", None)
+        if fields:
+            if clean:
+                out.update(fields)
+            else:
+                for name, value in fields.items():
+                    out[name] = redact(value) if isinstance(value, str) else value
         if record.exc_info:
             out["exception"] = redact(self.formatException(record.exc_info))
         return out
 
 
 class JsonFormatter(_Base):
-    """One JSON object per line."""
+    """One JSON object per line (orjson: control characters escaped, so a line stays one
+    line; what it refuses, such as a lone surrogate, is encoded by ``json`` in ASCII)."""
 
     def format(self, record: logging.LogRecord) -> str:
-        return _LINE_ENCODER.encode(self.fields(record))
+        fields = self.fields(record)
+        try:
+            return orjson.dumps(fields, default=str).decode("utf-8")
+        except TypeError:  # orjson.JSONEncodeError
+            return _LINE_ENCODER.encode(fields)
 
 
 class TextFormatter(_Base):
@@ -334,13 +353,15 @@ class Observer:
                 if status == 429:
                     metrics().rate_limited.labels(api).inc()
             if access_log.isEnabledFor(logging.INFO):
-                # Logger.info without its caller lookup (no formatter here shows the caller):
-                # this runs on every request
+                # Logger.info without its caller lookup (no formatter here shows the caller),
+                # the client's two strings (method, path) redacted here and the record marked
+                # so: this runs on every request. The rest is Slipway's own vocabulary.
+                clean_method, clean_path = redact(method), redact(path[:512])
                 access_log.handle(access_log.makeRecord(
-                    access_log.name, logging.INFO, "", 0, "%s %s %s", (method, operation, status), None,
-                    extra={"fields": {"kind": "access", "method": method, "api": api or "none",
-                                      "operation": operation, "path": path[:512], "status": status,
-                                      "duration_ms": round(elapsed * 1000, 3)}}))
+                    access_log.name, logging.INFO, "", 0, f"{clean_method} {operation} {status}", None, None,
+                    extra={REDACTED: True, "fields": {
+                        "kind": "access", "method": clean_method, "api": api or "none", "operation": operation,
+                        "path": clean_path, "status": status, "duration_ms": round(elapsed * 1000, 3)}}))
 
         async def observed_send(message):
             kind_ = message.get("type")

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 
 import falcon
+import orjson
 
 from app.http.openapi import Contract, Operation
 from app.http.errors import ApiError, api_of, refuse_websocket, to_api_error
@@ -216,9 +217,20 @@ def write_reply(resp, reply: Reply) -> None:
         resp.data = reply_data(reply)
 
 
+def json_bytes(body) -> bytes:
+    """A reply's JSON as the API sends it: compact UTF-8, by orjson (an order of magnitude
+    faster than ``json``, on the path of every request). What orjson refuses (an integer
+    beyond 64 bits, a lone surrogate in a string a client sent) falls back to ``json``,
+    escaped to ASCII, never a 500."""
+    try:
+        return orjson.dumps(body)
+    except TypeError:  # orjson.JSONEncodeError is a TypeError
+        return json.dumps(body, separators=(",", ":")).encode("ascii")
+
+
 def json_text(body) -> str:
-    """A reply's JSON as the API sends it (compact)."""
-    return json.dumps(body, separators=(",", ":"))
+    """``json_bytes`` as text."""
+    return json_bytes(body).decode("utf-8")
 
 
 def reply_data(reply: Reply) -> bytes | None:
@@ -227,7 +239,7 @@ def reply_data(reply: Reply) -> bytes | None:
         return None
     if isinstance(reply.body, (bytes, str)):
         return reply.body if isinstance(reply.body, bytes) else reply.body.encode("utf-8")
-    return json_text(reply.body).encode("utf-8")
+    return json_bytes(reply.body)
 
 
 def kept_reply(reply: Reply):

@@ -28,7 +28,8 @@ class Store:
         self.models = define_models(self.db)
         self._threads = threads
         self._workers: WorkerThreads | None = None
-        #: SQLite: thread id -> the connection that thread keeps for ``read`` (forgotten by ``close``)
+        #: SQLite: thread id -> (the connection that thread keeps for ``read``, its unit of
+        #: work); forgotten by ``close``
         self._kept: dict[int, object] = {}
         self._kept_lock = threading.Lock()
         #: SQLite: the database is a library in this process, not a server (``read``)
@@ -73,11 +74,13 @@ class Store:
             db = self.db
             if db.is_closed():
                 db.connect()
+                kept = (db.connection(), self._read_uow())
                 with self._kept_lock:
-                    self._kept[threading.get_ident()] = db.connection()
-                return fn(self._read_uow(), *args)
-            if self._kept.get(threading.get_ident()) is db.connection() and db.transaction_depth() == 0:
-                return fn(self._read_uow(), *args)
+                    self._kept[threading.get_ident()] = kept
+                return fn(kept[1], *args)
+            kept = self._kept.get(threading.get_ident())
+            if kept is not None and kept[0] is db.connection() and db.transaction_depth() == 0:
+                return fn(kept[1], *args)  # one unit of work per thread, reused: fn runs to its end here
         return await self.run(fn, self.uow(transaction=False, write=False), *args)
 
     def _read_uow(self) -> PeeweeUnitOfWork:

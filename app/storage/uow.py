@@ -60,7 +60,8 @@ class PeeweePartners(PartnerRepository):
 
 
 class PeeweeTokens(TokenRepository):
-    _by_hash_sql = None
+    #: the token lookup's SQL by placeholder style (built once)
+    _by_hash_sql: dict = {}
     #: token hash -> (its row, the records made from it), shared by every unit of work
     _parsed: dict = {}
 
@@ -78,16 +79,25 @@ class PeeweeTokens(TokenRepository):
         return _token(row) if row else None
 
     def by_hash_with_partner(self, token_hash: str):
-        # Every authenticated request runs this: the SQL is built once, not per call.
-        if self._by_hash_sql is None:
+        # Every authenticated request runs this: the SQL is built once per placeholder
+        # style (SQLite's ?, PostgreSQL's %s), not per call.
+        db = self.m.ApiToken._meta.database
+        sql = self._by_hash_sql.get(db.param)
+        if sql is None:
             T, P = self.m.ApiToken, self.m.Partner
             query = (T.select(T.id, T.partner, T.label, T.token_prefix, T.token_hash, T.scope, T.created_by,
                               T.created_at, T.last_used_at, T.revoked_at, P.name, P.type, P.parent, P.created_at)
                      .join(P).where(T.token_hash == "?"))
-            type(self)._by_hash_sql = query.sql()[0]
+            sql = self._by_hash_sql[db.param] = query.sql()[0]
         # fetchall, not fetchone: the statement runs to its end, so on a connection kept
         # open (Store.read) it holds no read snapshot afterwards (the hash is unique)
-        rows = self.m.ApiToken._meta.database.execute_sql(self._by_hash_sql, (token_hash,)).fetchall()
+        if isinstance(db, peewee.SqliteDatabase):
+            # straight to the sqlite3 connection (peewee's errors all the same): peewee's
+            # execute_sql costs as much again as this indexed read
+            with peewee.__exception_wrapper__:
+                rows = db.connection().execute(sql, (token_hash,)).fetchall()
+        else:
+            rows = db.execute_sql(sql, (token_hash,)).fetchall()
         if not rows:
             return None
         row = rows[0]
