@@ -10,7 +10,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 
-@dataclass
+@dataclass(slots=True)
 class Decision:
     allowed: bool
     remaining: int

@@ -23,6 +23,7 @@ import json
 import logging
 import os
 import re
+import threading
 import time
 from datetime import datetime, timezone
 
@@ -32,7 +33,8 @@ REQUEST_ID_HEADER = b"x-request-id"
 UNKNOWN_OPERATION = "unknown"  # routes and methods no contract has: one fixed label, never the raw path
 MAX_REQUEST_ID = 128
 _request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("slipway_request_id", default=None)
-access_log = logging.getLogger("slipway.access")
+ACCESS_LOGGER = "slipway.access"
+access_log = logging.getLogger(ACCESS_LOGGER)
 
 # --- secrets out of every log line ---------------------------------------------------------
 
@@ -135,28 +137,81 @@ class _Base(logging.Formatter):
             out["exception"] = redact(self.formatException(record.exc_info))
         return out
 
+    def format(self, record: logging.LogRecord) -> str:
+        return self.render(self.fields(record))
+
+    def access_line(self, created: float, message: str, fields: dict) -> str:
+        """The line of an access entry written without a LogRecord (``StderrHandler.access``):
+        what ``format`` makes of the record ``Observer`` would otherwise log, whose message
+        and fields are redacted already."""
+        out = {"ts": log_timestamp(created), "level": "info", "logger": ACCESS_LOGGER, "message": message}
+        request_id = _request_id.get()
+        if request_id:
+            out["request_id"] = request_id
+        out.update(fields)
+        return self.render(out)
+
+    def render(self, out: dict) -> str:
+        raise NotImplementedError
+
 
 class JsonFormatter(_Base):
     """One JSON object per line (orjson: control characters escaped, so a line stays one
     line; what it refuses, such as a lone surrogate, is encoded by ``json`` in ASCII)."""
 
-    def format(self, record: logging.LogRecord) -> str:
-        fields = self.fields(record)
+    def render(self, out: dict) -> str:
         try:
-            return orjson.dumps(fields, default=str).decode("utf-8")
+            return orjson.dumps(out, default=str).decode("utf-8")
         except TypeError:  # orjson.JSONEncodeError
-            return _LINE_ENCODER.encode(fields)
+            return _LINE_ENCODER.encode(out)
 
 
 class TextFormatter(_Base):
     """One line for a terminal: time, level, logger, message, then the fields."""
 
-    def format(self, record: logging.LogRecord) -> str:
-        f = self.fields(record)
+    def render(self, out: dict) -> str:
+        f = out
         head = f"{f.pop('ts')} {f.pop('level').upper():7} {f.pop('logger')}: {f.pop('message')}"
         exception = f.pop("exception", None)
         tail = " ".join(f"{k}={json.dumps(v, ensure_ascii=True, default=str)}" for k, v in f.items())
         return head + (" " + tail if tail else "") + ("\n" + exception if exception else "")
+
+
+class StderrHandler(logging.StreamHandler):
+    """``log_config``'s handlers: a ``StreamHandler`` whose instances share one lock (the
+    root's and the access log's write to one stream), plus ``access``, the access line of
+    every request written without a LogRecord: making the record and passing it through
+    the loggers cost more than formatting and writing the line. ``Observer`` uses it only
+    while the access logger is as ``log_config`` left it (``access_handler``), so the line
+    is the same either way, and written before the response's last byte as before."""
+
+    _shared_lock = threading.RLock()
+
+    def createLock(self):
+        self.lock = self._shared_lock
+
+    def access(self, message: str, fields: dict) -> None:
+        try:
+            line = self.formatter.access_line(time.time(), message, fields)
+            with self.lock:
+                self.stream.write(line + self.terminator)
+                self.stream.flush()
+        except Exception:  # noqa: BLE001 (as Handler.emit: a failing log must not fail the request)
+            self.handleError(access_log.makeRecord(ACCESS_LOGGER, logging.INFO, "", 0, message, None, None))
+
+
+def access_handler() -> StderrHandler | None:
+    """The handler ``Observer`` may hand access lines to directly: ``log_config``'s own,
+    when nothing has changed the access logger since (one handler of that class, no
+    filters, not propagating, enabled for INFO); else None, and lines go through logging."""
+    handlers = access_log.handlers
+    if len(handlers) != 1 or access_log.propagate or access_log.filters or not access_log.isEnabledFor(logging.INFO):
+        return None
+    handler = handlers[0]
+    if type(handler) is not StderrHandler or handler.filters or handler.level > logging.INFO \
+            or not isinstance(handler.formatter, _Base):
+        return None
+    return handler
 
 
 def log_config(fmt: str = "json", level: str = "INFO") -> dict:
@@ -168,10 +223,15 @@ def log_config(fmt: str = "json", level: str = "INFO") -> dict:
         "version": 1,
         "disable_existing_loggers": False,
         "formatters": {"slipway": {"()": formatter}},
-        "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "slipway",
+        "handlers": {"stderr": {"class": "app.http.observability.StderrHandler", "formatter": "slipway",
+                                "stream": "ext://sys.stderr"},
+                     "access": {"class": "app.http.observability.StderrHandler", "formatter": "slipway",
                                 "stream": "ext://sys.stderr"}},
         "root": {"handlers": ["stderr"], "level": level},
         "loggers": {
+            # the same stream (and lock) as the root's; its own handler so that Observer
+            # can write the line of every request straight to it (StderrHandler.access)
+            ACCESS_LOGGER: {"handlers": ["access"], "level": level, "propagate": False},
             "uvicorn": {"handlers": [], "level": level, "propagate": True},
             "uvicorn.error": {"handlers": [], "level": level, "propagate": True},
             "uvicorn.access": {"handlers": [], "level": "WARNING", "propagate": False},
@@ -324,9 +384,12 @@ class Observer:
         kind = scope.get("type")
         if kind not in ("http", "websocket"):
             return await app(scope, receive, send)
-        # any iterable of 2-item iterables (falcon.testing passes iterators): read once, pass a list on
-        headers = [tuple(pair) for pair in scope.get("headers") or ()]
-        scope = {**scope, "headers": headers}
+        # any iterable of 2-item iterables (falcon.testing passes iterators): read once, pass a
+        # list on (a server's list, as uvicorn's, as it is)
+        headers = scope.get("headers")
+        if type(headers) is not list:
+            headers = [tuple(pair) for pair in headers or ()]
+            scope = {**scope, "headers": headers}
         incoming = next((v for k, v in headers if k.lower() == REQUEST_ID_HEADER), None)
         request_id = valid_request_id(incoming) or os.urandom(16).hex()
         header = (REQUEST_ID_HEADER, request_id.encode("ascii"))
@@ -352,16 +415,19 @@ class Observer:
                 timed.observe(elapsed)
                 if status == 429:
                     metrics().rate_limited.labels(api).inc()
-            if access_log.isEnabledFor(logging.INFO):
-                # Logger.info without its caller lookup (no formatter here shows the caller),
-                # the client's two strings (method, path) redacted here and the record marked
-                # so: this runs on every request. The rest is Slipway's own vocabulary.
+            handler = access_handler()
+            if handler is not None or access_log.isEnabledFor(logging.INFO):
+                # the client's two strings (method, path) redacted here (the rest is Slipway's
+                # own vocabulary): this runs on every request
                 clean_method, clean_path = redact(method), redact(path[:512])
-                access_log.handle(access_log.makeRecord(
-                    access_log.name, logging.INFO, "", 0, f"{clean_method} {operation} {status}", None, None,
-                    extra={REDACTED: True, "fields": {
-                        "kind": "access", "method": clean_method, "api": api or "none", "operation": operation,
-                        "path": clean_path, "status": status, "duration_ms": round(elapsed * 1000, 3)}}))
+                message = f"{clean_method} {operation} {status}"
+                fields = {"kind": "access", "method": clean_method, "api": api or "none", "operation": operation,
+                          "path": clean_path, "status": status, "duration_ms": round(elapsed * 1000, 3)}
+                if handler is not None:  # log_config's own handler: the line without a LogRecord
+                    handler.access(message, fields)
+                else:  # Logger.info without its caller lookup (no formatter here shows the caller)
+                    access_log.handle(access_log.makeRecord(access_log.name, logging.INFO, "", 0, message,
+                                                            None, None, extra={REDACTED: True, "fields": fields}))
 
         async def observed_send(message):
             kind_ = message.get("type")

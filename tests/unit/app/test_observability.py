@@ -94,3 +94,99 @@ def test_log_lines_written_in_worker_threads_carry_the_request_id():
 
     asyncio.run(main())
     assert seen == ["req-123"] * 3
+
+
+# --- the access line of every request -------------------------------------------------
+
+
+@pytest.fixture
+def configured(monkeypatch):
+    """``log_config`` applied in this process, writing to a buffer; logging as it was afterwards."""
+    import io
+    import logging.config
+
+    from app.http import observability
+
+    root, access = logging.getLogger(), observability.access_log
+    saved = (root.handlers[:], root.level, access.handlers[:], access.level, access.propagate, access.filters[:])
+
+    def apply(fmt="json"):
+        # here, in the test's own phase: pytest sets sys.stderr again between phases
+        stream = io.StringIO()
+        monkeypatch.setattr(sys, "stderr", stream)
+        logging.config.dictConfig(observability.log_config(fmt))
+        return stream
+
+    yield apply
+    root.handlers[:], root.level = saved[0], saved[1]
+    access.handlers[:], access.level, access.propagate, access.filters[:] = saved[2:]
+
+
+def _serve_one(path: str, method: str = "GET", request_id: bytes = b"req-1") -> None:
+    """One request through an Observer around an app answering 200."""
+    import asyncio
+
+    from app.http.observability import Observer
+
+    async def app(scope, receive, send):
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+    async def receive():
+        return {"type": "http.request", "body": b""}
+
+    async def send(message):
+        pass
+
+    scope = {"type": "http", "method": method, "path": path, "headers": [(b"x-request-id", request_id)]}
+    asyncio.run(Observer(lambda p: None, {})(scope, receive, send, app))
+
+
+def _access_lines(stream) -> list[dict]:
+    return [json.loads(line) for line in stream.getvalue().splitlines() if '"slipway.access"' in line]
+
+
+def test_the_access_line_is_the_same_written_directly_or_through_logging(configured):
+    """Under log_config the line is written by its handler without a LogRecord; once
+    anything changes the access logger (here a filter), it goes through logging: same line."""
+    from app.http import observability
+
+    stream = configured()
+    assert observability.access_handler() is not None
+    _serve_one("/v1/me?api_key=sekrit1", request_id=b"direct")  # a path holding a credential
+    seen = []
+    observability.access_log.addFilter(lambda record: seen.append(record) or True)
+    assert observability.access_handler() is None
+    _serve_one("/v1/me?api_key=sekrit1", request_id=b"logged")
+    direct, logged = _access_lines(stream)
+    assert len(seen) == 1  # the second line, and only it, was a record
+    assert "sekrit1" not in stream.getvalue()
+    assert (direct["request_id"], logged["request_id"]) == ("direct", "logged")
+    for line in (direct, logged):
+        del line["ts"], line["duration_ms"], line["request_id"]
+    assert direct == logged == {"level": "info", "logger": "slipway.access", "message": "GET unknown 200",
+                                "kind": "access", "method": "GET", "api": "partner", "operation": "unknown",
+                                "path": "/v1/me?api_key=***", "status": 200}
+
+
+def test_a_silenced_or_rehandled_access_log_is_respected(configured):
+    from app.http import observability
+
+    stream = configured()
+    observability.access_log.setLevel(logging.WARNING)  # an operator silencing access lines
+    _serve_one("/v1/me")
+    assert _access_lines(stream) == []
+    observability.access_log.setLevel(logging.INFO)
+    observability.access_log.propagate = True  # e.g. caught by a test's handler on the root
+    assert observability.access_handler() is None
+
+
+def test_text_format_access_lines_and_one_lock_for_both_handlers(configured):
+    from app.http import observability
+
+    stream = configured("text")
+    _serve_one("/api/services", method="post")
+    (line,) = [x for x in stream.getvalue().splitlines() if "slipway.access" in x]
+    assert "INFO    slipway.access: POST unknown 200" in line and 'path="/api/services"' in line
+    root_handler = logging.getLogger().handlers[0]
+    assert root_handler.lock is observability.access_log.handlers[0].lock  # lines never interleave
