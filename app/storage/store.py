@@ -17,6 +17,26 @@ from app.storage.threads import WorkerThreads
 _CLOSED = 1e-9
 
 
+class _KeptRead:
+    """A thread's connection kept for ``Store.read``, its unit of work, and the database's
+    ``data_version`` its unit of work's remembered rows belong to."""
+
+    __slots__ = ("connection", "uow", "version")
+
+    def __init__(self, connection, uow: PeeweeUnitOfWork):
+        self.connection, self.uow, self.version = connection, uow, None
+
+    def current(self) -> PeeweeUnitOfWork:
+        """The unit of work, its remembered rows forgotten when another connection has
+        committed since they were read."""
+        with peewee.__exception_wrapper__:
+            (version,) = self.connection.execute("PRAGMA data_version").fetchone()
+        if version != self.version:
+            self.uow.read_cache.clear()
+            self.version = version
+        return self.uow
+
+
 class SchemaOutOfDate(RuntimeError):
     pass
 
@@ -69,23 +89,30 @@ class Store:
         for such reads (taking one from the pool and giving it back cost as much as the
         read); unless this thread holds a connection of some other work. Each statement
         stands alone (autocommit), so a kept connection holds no snapshot between reads and
-        sees every commit. Elsewhere (a network round trip) it runs as ``run`` does."""
+        sees every commit. Elsewhere (a network round trip) it runs as ``run`` does.
+
+        On the kept connection, the rows a read fetched are remembered until the database
+        changes: ``PRAGMA data_version`` (cheaper than the lookup) tells, before every read,
+        whether any other connection, of this process or another, has committed since. The
+        kept connection itself never writes while kept: any other work on this thread gives
+        it back to the pool when it ends, and a connection taken again starts with nothing
+        remembered."""
         if self.embedded:
             db = self.db
             if db.is_closed():
                 db.connect()
-                kept = (db.connection(), self._read_uow())
+                kept = _KeptRead(db.connection(), self._read_uow())
                 with self._kept_lock:
                     self._kept[threading.get_ident()] = kept
-                return fn(kept[1], *args)
+                return fn(kept.current(), *args)
             kept = self._kept.get(threading.get_ident())
-            if kept is not None and kept[0] is db.connection() and db.transaction_depth() == 0:
-                return fn(kept[1], *args)  # one unit of work per thread, reused: fn runs to its end here
+            if kept is not None and kept.connection is db.connection() and db.transaction_depth() == 0:
+                return fn(kept.current(), *args)  # one unit of work per thread, reused: fn runs to its end here
         return await self.run(fn, self.uow(transaction=False, write=False), *args)
 
     def _read_uow(self) -> PeeweeUnitOfWork:
         return PeeweeUnitOfWork(self.db, self.models, transaction=False, write=False, bus=self.bus,
-                                keep_connection=True)
+                                keep_connection=True, read_cache={})
 
     async def run(self, fn, *args, **kwargs):
         """Run blocking database work in a worker thread and await its result."""

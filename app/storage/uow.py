@@ -67,6 +67,7 @@ class PeeweeTokens(TokenRepository):
 
     def __init__(self, m):
         self.m = m
+        self.read_cache: dict | None = None  # set by the unit of work
 
     def add(self, token: Token) -> None:
         self.m.ApiToken.insert(id=token.id, partner=token.partner_id, label=token.label,
@@ -89,9 +90,13 @@ class PeeweeTokens(TokenRepository):
                               T.created_at, T.last_used_at, T.revoked_at, P.name, P.type, P.parent, P.created_at)
                      .join(P).where(T.token_hash == "?"))
             sql = self._by_hash_sql[db.param] = query.sql()[0]
+        cache = self.read_cache
+        row = cache.get(token_hash) if cache is not None else None
+        if row is not None:  # read since the database last changed (Store.read)
+            rows = [row]
         # fetchall, not fetchone: the statement runs to its end, so on a connection kept
         # open (Store.read) it holds no read snapshot afterwards (the hash is unique)
-        if isinstance(db, peewee.SqliteDatabase):
+        elif isinstance(db, peewee.SqliteDatabase):
             # straight to the sqlite3 connection (peewee's errors all the same): peewee's
             # execute_sql costs as much again as this indexed read
             with peewee.__exception_wrapper__:
@@ -101,6 +106,10 @@ class PeeweeTokens(TokenRepository):
         if not rows:
             return None
         row = rows[0]
+        if cache is not None:
+            if len(cache) >= PARSED_TOKENS_KEPT:
+                cache.clear()
+            cache[token_hash] = row
         # the records made from the same row last time, when the row has not changed: a
         # token is read on every request, and parsing its four timestamps is most of the cost
         kept = self._parsed.get(token_hash)
@@ -207,8 +216,11 @@ class PeeweeUnitOfWork(UnitOfWork):
     """
 
     def __init__(self, db: peewee.Database, models, *, transaction: bool = True, write: bool = True,
-                 bus=None, keep_connection: bool = False):
+                 bus=None, keep_connection: bool = False, read_cache: dict | None = None):
         self.db = db
+        #: rows a repository may answer reads from again (``Store.read``, which keeps it
+        #: only while the database has not changed); None: every read asks the database
+        self.read_cache = read_cache
         #: leave this thread's connection open at the end (``Store.read``'s kept connection)
         self.keep_connection = keep_connection
         self.bus = bus
@@ -225,6 +237,8 @@ class PeeweeUnitOfWork(UnitOfWork):
         if factory is None or name.startswith("_"):
             raise AttributeError(name)
         repository = self.__dict__[name] = factory(self.__dict__["_models"])
+        if hasattr(repository, "read_cache"):
+            repository.read_cache = self.read_cache
         return repository
 
     def __enter__(self):

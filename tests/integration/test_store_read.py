@@ -127,3 +127,45 @@ def test_close_leaves_a_connection_in_use_to_its_thread_and_closes_it_when_given
         assert count == 1
     finally:
         again.close()
+
+
+@pytest.mark.skipif(POSTGRES, reason="SQLite's kept connection")
+def test_rows_are_read_again_only_after_another_connection_commits(store, clock, secret):
+    """The kept connection answers a token it read before from memory while ``PRAGMA
+    data_version`` says nothing was committed since; any commit elsewhere (another
+    connection: another thread, a CLI, another worker process) makes it ask again."""
+    token, value = secret
+    read(store, value)
+    statements = []
+    store.db.connection().set_trace_callback(statements.append)
+    try:
+        assert read(store, value).token.id == token.id
+        assert statements == ["PRAGMA data_version"]  # nothing committed: no lookup
+        other = sqlite3.connect(store.db.database, isolation_level=None)
+        try:
+            other.execute("UPDATE api_token SET revoked_at = '2026-01-01 00:00:00+00:00' WHERE id = ?", (token.id,))
+        finally:
+            other.close()
+        statements.clear()
+        with pytest.raises(Unauthorized):
+            read(store, value)
+        assert statements[0] == "PRAGMA data_version" and any("api_token" in s for s in statements[1:])
+    finally:
+        store.db.connection().set_trace_callback(None)
+
+
+@pytest.mark.skipif(POSTGRES, reason="SQLite's kept connection")
+def test_a_write_on_the_reading_thread_itself_is_seen(store, clock, secret):
+    """A commit through the kept connection itself does not change its data_version; such
+    work gives the connection back when it ends, and a connection taken again starts with
+    nothing remembered."""
+    token, value = secret
+    read(store, value)
+    kept = store.db.connection()
+    uow = store.uow()
+    with uow:  # this thread: the kept connection, reused for the write
+        assert store.db.connection() is kept
+        uow.tokens.revoke(token.id, clock.now())
+        uow.commit()
+    with pytest.raises(Unauthorized):
+        read(store, value)
