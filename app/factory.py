@@ -74,6 +74,21 @@ class SlipwayApp(falcon.asgi.App):
         return await super().__call__(scope, receive, send)
 
 
+_frozen = False
+
+
+def freeze_startup_objects() -> None:
+    """Once per process, when the first app has started: collect, then move every object
+    alive (modules, the contract, routes, plugins: they live as long as the process) out
+    of the garbage collector's sight (``gc.freeze``), so its collections scan only what
+    requests make, not the whole start-up heap."""
+    global _frozen
+    if not _frozen:
+        _frozen = True
+        gc.collect()
+        gc.freeze()
+
+
 class Lifespan:
     """ASGI lifespan: start background jobs; on shutdown stop them, then release the
     database connections and worker threads."""
@@ -91,21 +106,6 @@ class Lifespan:
             if inspect.isawaitable(started):  # e.g. the PostgreSQL bus waits for its listener
                 await started
         freeze_startup_objects()
-
-
-_frozen = False
-
-
-def freeze_startup_objects() -> None:
-    """Once per process, when the first app has started: collect, then move every object
-    alive (modules, the contract, routes, plugins: they live as long as the process) out
-    of the garbage collector's sight (``gc.freeze``), so its collections scan only what
-    requests make, not the whole start-up heap."""
-    global _frozen
-    if not _frozen:
-        _frozen = True
-        gc.collect()
-        gc.freeze()
 
     async def process_shutdown(self, scope, event):
         for job in self.jobs:
@@ -243,5 +243,5 @@ def create_app(config: Config | None = None, *, store: Store | None = None) -> S
                    "deployer": deployer, "panel_gate": panel_gate, "route_sync": route_sync, "bus": bus,
                    "hub": hub, "backup_worker": backup_worker, "backup_archives": archives,
                    "idempotency": idempotency, "idempotency_cleanup": cleanup,
-                   "webhook_worker": webhook_worker}
+                   "webhook_worker": webhook_worker, "lifespan": lifespan}
     return app

@@ -156,14 +156,18 @@ class _Base(logging.Formatter):
 
 
 class JsonFormatter(_Base):
-    """One JSON object per line (orjson: control characters escaped, so a line stays one
-    line; what it refuses, such as a lone surrogate, is encoded by ``json`` in ASCII)."""
+    """One JSON object per line, in ASCII: orjson (fast; control characters escaped, so a
+    line stays one line), or ``json`` with ``ensure_ascii`` for a line with anything
+    beyond ASCII or that orjson refuses (a lone surrogate)."""
 
     def render(self, out: dict) -> str:
         try:
-            return orjson.dumps(out, default=str).decode("utf-8")
+            line = orjson.dumps(out, default=str).decode("utf-8")
         except TypeError:  # orjson.JSONEncodeError
             return _LINE_ENCODER.encode(out)
+        # ASCII only, as json's ensure_ascii: orjson leaves U+2028/9, NEL and C1 controls
+        # as they are, which some log readers take for line ends
+        return line if line.isascii() else _LINE_ENCODER.encode(out)
 
 
 class TextFormatter(_Base):
@@ -188,6 +192,7 @@ class StderrHandler(logging.StreamHandler):
     _shared_lock = threading.RLock()
 
     def createLock(self):
+        super().createLock()  # registers the handler, whose lock a forked child re-initialises
         self.lock = self._shared_lock
 
     def access(self, message: str, fields: dict) -> None:
@@ -209,7 +214,7 @@ def access_handler() -> StderrHandler | None:
         return None
     handler = handlers[0]
     if type(handler) is not StderrHandler or handler.filters or handler.level > logging.INFO \
-            or not isinstance(handler.formatter, _Base):
+            or type(handler.formatter) not in (JsonFormatter, TextFormatter):
         return None
     return handler
 
@@ -333,10 +338,12 @@ def worker_exiting() -> None:
 # --- the ASGI wrapper ----------------------------------------------------------------------
 
 def valid_request_id(value: bytes | None) -> str | None:
-    """The client's ``X-Request-Id`` when it is 1-128 visible ASCII characters, else None."""
+    """The client's ``X-Request-Id`` when it is 1-128 visible ASCII characters that the
+    redactor leaves alone (it is written into every log line of the request), else None."""
     if not value or len(value) > MAX_REQUEST_ID or any(b < 0x21 or b > 0x7E for b in value):
         return None
-    return value.decode("ascii")
+    text = value.decode("ascii")
+    return text if redact(text) == text else None
 
 
 def api_label(path: str) -> str | None:

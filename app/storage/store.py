@@ -21,10 +21,13 @@ class _KeptRead:
     """A thread's connection kept for ``Store.read``, its unit of work, and the database's
     ``data_version`` its unit of work's remembered rows belong to."""
 
-    __slots__ = ("connection", "uow", "version")
+    __slots__ = ("connection", "checkout", "uow", "version")
 
-    def __init__(self, connection, uow: PeeweeUnitOfWork):
-        self.connection, self.uow, self.version = connection, uow, None
+    def __init__(self, connection, checkout, uow: PeeweeUnitOfWork):
+        #: the pool's record of this taking of the connection: a connection given back and
+        #: taken again (and perhaps written through by another thread meanwhile, which its
+        #: own data_version would not show) is a new record, so nothing remembered is used
+        self.connection, self.checkout, self.uow, self.version = connection, checkout, uow, None
 
     def current(self) -> PeeweeUnitOfWork:
         """The unit of work, its remembered rows forgotten when another connection has
@@ -100,15 +103,30 @@ class Store:
         if self.embedded:
             db = self.db
             if db.is_closed():
-                db.connect()
-                kept = _KeptRead(db.connection(), self._read_uow())
-                with self._kept_lock:
-                    self._kept[threading.get_ident()] = kept
-                return fn(kept.current(), *args)
-            kept = self._kept.get(threading.get_ident())
-            if kept is not None and kept.connection is db.connection() and db.transaction_depth() == 0:
-                return fn(kept.current(), *args)  # one unit of work per thread, reused: fn runs to its end here
+                if self._pool_has_one_free():  # never wait on the loop for a connection
+                    db.connect()
+                    connection = db.connection()
+                    kept = _KeptRead(connection, self._checkout(connection), self._read_uow())
+                    with self._kept_lock:
+                        self._kept[threading.get_ident()] = kept
+                    return fn(kept.current(), *args)
+            else:
+                kept = self._kept.get(threading.get_ident())
+                if kept is not None and kept.connection is db.connection() and db.transaction_depth() == 0 \
+                        and kept.checkout is self._checkout(kept.connection):
+                    return fn(kept.current(), *args)  # one unit of work per thread, reused: fn runs to its end here
         return await self.run(fn, self.uow(transaction=False, write=False), *args)
+
+    # The pool's bookkeeping (playhouse.pool, pinned in constraints.txt; its own tests
+    # cover what these rely on: tests/integration/test_store_read.py)
+
+    def _checkout(self, connection):
+        return self.db._in_use.get(self.db.conn_key(connection))
+
+    def _pool_has_one_free(self) -> bool:
+        """Whether a connection can be had without waiting: an idle one, or room for a new one."""
+        db = self.db
+        return bool(db._connections) or not db._max_connections or len(db._in_use) < db._max_connections
 
     def _read_uow(self) -> PeeweeUnitOfWork:
         return PeeweeUnitOfWork(self.db, self.models, transaction=False, write=False, bus=self.bus,

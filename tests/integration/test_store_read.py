@@ -169,3 +169,86 @@ def test_a_write_on_the_reading_thread_itself_is_seen(store, clock, secret):
         uow.commit()
     with pytest.raises(Unauthorized):
         read(store, value)
+
+
+@pytest.mark.skipif(POSTGRES, reason="SQLite's kept connection")
+def test_a_connection_given_back_and_taken_again_remembers_nothing(store, clock, secret):
+    """The kept connection goes back to the pool (any other work on this thread gives it
+    back), another thread writes through that very connection (which its data_version
+    does not show), and this thread takes it again without ``read``: the next read must
+    not answer from what it remembered."""
+    token, value = secret
+    read(store, value)
+    kept = store.db.connection()
+    store.db.close_idle()  # the pool's only idle connection will be the kept one
+    store.db.close()  # given back
+    took = []
+
+    def other_thread():
+        store.db.connect()
+        took.append(store.db.connection() is kept)
+        store.db.execute_sql("UPDATE api_token SET revoked_at = '2026-01-01 00:00:00+00:00' WHERE id = ?",
+                             (token.id,))
+        store.db.close()
+
+    worker = threading.Thread(target=other_thread)
+    worker.start()
+    worker.join()
+    assert took == [True], "the other thread wrote through the connection this thread had kept"
+    store.db.connect()  # taken again, not by read
+    assert store.db.connection() is kept
+    try:
+        with pytest.raises(Unauthorized):
+            read(store, value)
+    finally:
+        store.db.close()
+
+
+@pytest.mark.skipif(POSTGRES, reason="SQLite's kept connection")
+def test_with_every_connection_taken_a_read_waits_off_the_event_loop(store, clock, secret):
+    """With the pool empty the read does not wait for a connection on the loop (every
+    request of the process would stall): it waits on a worker thread, and the loop runs on."""
+    token, value = secret
+    store.db.close_idle()
+    if not store.db.is_closed():
+        store.db.close()
+    holders, release = [], threading.Event()
+
+    def hold():
+        store.db.connect()
+        holders.append(store.db.connection())
+        release.wait(10)
+        store.db.close()
+
+    threads = []
+    while len(store.db._in_use) < store.db._max_connections:  # take every connection there is
+        before = len(holders)
+        thread = threading.Thread(target=hold)
+        thread.start()
+        threads.append(thread)
+        while len(holders) == before:
+            threading.Event().wait(0.01)
+
+    async def main():
+        ticks = 0
+
+        async def ticker():
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.02)
+                ticks += 1
+
+        running = asyncio.create_task(ticker())
+        threading.Timer(0.5, release.set).start()  # a connection comes free later
+        caller = await asyncio.wait_for(store.read(tokens.identify, value), 10)
+        running.cancel()
+        return caller, ticks
+
+    try:
+        caller, ticks = asyncio.run(main())
+    finally:
+        release.set()
+        for thread in threads:
+            thread.join(10)
+    assert caller.token.id == token.id
+    assert ticks >= 10, "the loop ran while the read waited for a connection"

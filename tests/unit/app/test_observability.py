@@ -61,6 +61,8 @@ def test_formatters_redact_messages_fields_and_tracebacks():
 @pytest.mark.parametrize("raw, expected", [
     (b"abc-123", "abc-123"), (b"x" * 128, "x" * 128), (b"!~", "!~"),
     (b"", None), (None, None), (b"x" * 129, None), (b"a b", None), (b"tab\t", None), (b"\xc3\xa9", None),
+    # written into every line of the request: nothing the redactor would hide
+    (b"slw_0123456789abcdef_SeCrEt-Value", None), (b"pcp_" + b"a" * 43, None), (b"password=x", None),
 ])
 def test_request_ids_are_1_to_128_visible_ascii_characters(raw, expected):
     assert valid_request_id(raw) == expected
