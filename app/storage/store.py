@@ -51,9 +51,9 @@ class Store:
         self.models = define_models(self.db)
         self._threads = threads
         self._workers: WorkerThreads | None = None
-        #: SQLite: thread id -> (the connection that thread keeps for ``read``, its unit of
-        #: work); forgotten by ``close``
-        self._kept: dict[int, object] = {}
+        #: SQLite: thread id -> the connection that thread keeps for ``read``, with its unit
+        #: of work and what it remembers; forgotten by ``close``
+        self._kept: dict[int, _KeptRead] = {}
         self._kept_lock = threading.Lock()
         #: SQLite: the database is a library in this process, not a server (``read``)
         self.embedded = isinstance(self.db, peewee.SqliteDatabase)

@@ -91,25 +91,24 @@ class PeeweeTokens(TokenRepository):
                      .join(P).where(T.token_hash == "?"))
             sql = self._by_hash_sql[db.param] = query.sql()[0]
         cache = self.read_cache
-        row = cache.get(token_hash) if cache is not None else None
-        if row is not None:  # read since the database last changed (Store.read)
-            rows = [row]
-        # fetchall, not fetchone: the statement runs to its end, so on a connection kept
-        # open (Store.read) it holds no read snapshot afterwards (the hash is unique)
-        elif isinstance(db, peewee.SqliteDatabase):
-            # straight to the sqlite3 connection (peewee's errors all the same): peewee's
-            # execute_sql costs as much again as this indexed read
-            with peewee.__exception_wrapper__:
-                rows = db.connection().execute(sql, (token_hash,)).fetchall()
-        else:
-            rows = db.execute_sql(sql, (token_hash,)).fetchall()
-        if not rows:
-            return None
-        row = rows[0]
-        if cache is not None:
-            if len(cache) >= PARSED_TOKENS_KEPT:
-                cache.clear()
-            cache[token_hash] = row
+        row = cache.get(token_hash) if cache is not None else None  # read since the database last changed
+        if row is None:
+            # fetchall, not fetchone: the statement runs to its end, so on a connection kept
+            # open (Store.read) it holds no read snapshot afterwards (the hash is unique)
+            if isinstance(db, peewee.SqliteDatabase):
+                # straight to the sqlite3 connection (peewee's errors all the same): peewee's
+                # execute_sql costs as much again as this indexed read
+                with peewee.__exception_wrapper__:
+                    rows = db.connection().execute(sql, (token_hash,)).fetchall()
+            else:
+                rows = db.execute_sql(sql, (token_hash,)).fetchall()
+            if not rows:
+                return None
+            row = rows[0]
+            if cache is not None:
+                if len(cache) >= PARSED_TOKENS_KEPT:
+                    cache.clear()
+                cache[token_hash] = row
         # the records made from the same row last time, when the row has not changed: a
         # token is read on every request, and parsing its four timestamps is most of the cost
         kept = self._parsed.get(token_hash)
