@@ -85,7 +85,11 @@ class Watched:
         self.requests: list[str] = []  # "METHOD /path?query" of every request the page made
         page.on("console", lambda m: m.type == "error" and self.console.append(f"{m.text} ({m.location})"))
         page.on("pageerror", lambda e: self.exceptions.append(str(e)))
-        page.on("requestfailed", lambda r: self.failed.append(f"{r.method} {r.url}: {r.failure}"))
+        self._in_flight: set = set()  # requests sent and not yet finished or failed
+        self._failed_requests: list = []  # the request behind each entry of ``failed``
+        page.on("request", lambda r: self._in_flight.add(r))
+        page.on("requestfinished", lambda r: self._in_flight.discard(r))
+        page.on("requestfailed", self._failed)
         self._server_errors = []  # 5xx answers, whose bodies problems() shows
         page.on("response", self._answer)
         page.on("websocket", lambda ws: self.sockets.append(ws.url))
@@ -99,6 +103,11 @@ class Watched:
                 route.abort()
 
         page.route("**/*", route)
+
+    def _failed(self, request) -> None:
+        self._in_flight.discard(request)
+        self.failed.append(f"{request.method} {request.url}: {request.failure}")
+        self._failed_requests.append(request)
 
     def _answer(self, response) -> None:
         if response.status >= 400:
@@ -131,17 +140,29 @@ class Watched:
             print(f"network changed while loading {self.page.url}: {[f[n:] for f, n in zip(self._lists(), mark)]}")
             for found, n in zip(self._lists(), mark):
                 del found[n:]
+            del self._failed_requests[mark[2]:]
         return changed
+
+    def _forget_abandoned(self, abandoned: set, mark: tuple) -> None:
+        """Loading the page again aborts (ERR_ABORTED) what the abandoned load still had in
+        flight: no fault of the page either."""
+        keep = [(entry, request) for entry, request in zip(self.failed[mark[2]:], self._failed_requests[mark[2]:])
+                if not (request in abandoned and "ERR_ABORTED" in entry)]
+        self.failed[mark[2]:] = [entry for entry, _ in keep]
+        self._failed_requests[mark[2]:] = [request for _, request in keep]
 
     def load(self, path: str, wait_until: str = "load") -> None:
         """Open ``path`` (``page.goto``); again (up to twice) when the host's network changed
         meanwhile, which is no fault of the page (tests run beside others whose containers
         add and remove networks)."""
+        abandoned: set = set()
         for _ in range(3):
             mark = self.mark()
             self.page.goto(path, wait_until=wait_until)
+            self._forget_abandoned(abandoned, mark)
             if not self.network_changed_since(mark):
                 return
+            abandoned = set(self._in_flight)
 
     def problems(self, *, allowed_errors=()) -> dict:
         errors = [e for e in self.errors if not any(re.search(a, e) for a in allowed_errors)]
