@@ -126,6 +126,40 @@ def _check_event_bus(config) -> None:
                           f"postgresql://...), not {config.database_url.split(':', 1)[0]}")
 
 
+#: the settings that name a file or folder (Config attribute: variable)
+PATH_SETTINGS = {"work_dir": "SLIPWAY_WORK_DIR", "backup_dir": "SLIPWAY_BACKUP_DIR",
+                 "routes_file": "SLIPWAY_ROUTES_FILE", "web_dir": "SLIPWAY_WEB_DIR"}
+
+
+def _sqlite_absolute(url: str) -> str:
+    """``sqlite:///relative.db`` as ``sqlite:////<start folder>/relative.db``; any other
+    URL (PostgreSQL, an absolute file, ``:memory:``) as it is."""
+    prefix = "sqlite:///"
+    if not url.startswith(prefix):
+        return url
+    path, mark, query = url[len(prefix):].partition("?")
+    if not path or path.startswith("/") or path.startswith(":memory:") or path.startswith("file:"):
+        return url
+    return prefix + os.path.abspath(path) + mark + query
+
+
+def _absolute_paths(config) -> None:
+    """Every path setting is resolved once, against the folder the server starts in, so
+    nothing downstream (deploy jobs, builds, plugins reading ``settings``) sees a
+    relative path that a later change of folder, or a comparison with an absolute one,
+    would read differently."""
+    for attribute, variable in PATH_SETTINGS.items():
+        value = getattr(config, attribute)
+        if value:
+            value = os.path.abspath(os.path.expanduser(value))
+            setattr(config, attribute, value)
+            if config.settings.get(variable):
+                config.settings = {**config.settings, variable: value}
+    config.database_url = _sqlite_absolute(config.database_url)
+    if config.settings.get("SLIPWAY_DATABASE_URL"):
+        config.settings = {**config.settings, "SLIPWAY_DATABASE_URL": config.database_url}
+
+
 @dataclass
 class Config:
     database_url: str = "sqlite:///slipway.db"
@@ -220,6 +254,7 @@ class Config:
     load_entrypoints: bool = True
 
     def __post_init__(self):
+        _absolute_paths(self)
         for name, value in (("PC_RATE_RPS", self.rate_rps), ("PC_RATE_BURST", self.rate_burst),
                             ("PC_AUTHFAIL_RPS", self.authfail_rps)):
             if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:

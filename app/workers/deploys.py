@@ -119,7 +119,7 @@ class DeployWorker(JobWorker):
         removed afterwards whatever happened; git and ai deploys clone and build there."""
         try:
             os.makedirs(self.work_dir, exist_ok=True)
-            workdir = tempfile.mkdtemp(prefix=f"{job.id}-", dir=self.work_dir)
+            workdir = os.path.abspath(tempfile.mkdtemp(prefix=f"{job.id}-", dir=self.work_dir))
         except OSError as exc:  # never leave the service deploying for want of a directory
             deploys.fail_job(self.store.uow(), self.clock, job,
                              RuntimeError(f"cannot create a work directory under SLIPWAY_WORK_DIR: {exc}"),

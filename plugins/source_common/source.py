@@ -462,7 +462,8 @@ def build_compose(text: str, root: str, runtime, *, service_id: str, revision: s
     into the tree. Each build may take ``timeout`` seconds; ``cancel`` stops it
     (``ports.runtime.Cancelled``, passed on as it is)."""
     document, builds = check_compose(text, root, host_ports=host_ports)
-    workdir = workdir or os.path.dirname(os.path.abspath(root))
+    # absolute: the build reads an absolute Dockerfile path as Slipway's own, a relative one inside the context
+    workdir = os.path.abspath(workdir or os.path.dirname(os.path.abspath(root)))
     services = dict(document["services"])
     for index, (name, (context, dockerfile, inline)) in enumerate(builds.items()):
         tag = image_tag(service_id, name, revision)

@@ -13,15 +13,16 @@ from tests.support.releases import page_images  # noqa: F401 (a fixture: three l
 
 @pytest.fixture(params=["podman", "docker"])
 def start_panel(request, runtime_url, database_url, engine_ulimits, tmp_path):
-    """``start_panel(**env)``: a real server on this database with extra environment;
-    answers (client, customer, made) and removes services and built images afterwards."""
+    """``start_panel(**env)``: a real server on this database with extra environment (a
+    value None unsets the variable; ``cwd``: the folder it starts in); answers (client,
+    customer, made) and removes services and built images afterwards."""
     from app.pluginmanager import make_plugin_manager, runtimes
 
     engine = runtimes(make_plugin_manager())[request.param].create(runtime_url, ulimits=engine_ulimits)
     servers, made = [], []
     key = admin_key(database_url)
 
-    def start(**extra):
+    def start(cwd=None, **extra):
         log = open(tmp_path / f"server-{len(servers)}.log", "w+")
         # the repositories of these tests are on this machine: file:// and loopback URLs
         env = dict(os.environ, SLIPWAY_RUNTIME_ULIMITS=engine_ulimits, SLIPWAY_DATABASE_URL=database_url,
@@ -32,7 +33,8 @@ def start_panel(request, runtime_url, database_url, engine_ulimits, tmp_path):
                    # these tests deploy more services for one customer than its default CPUs allow
                    SLIPWAY_CUSTOMER_MAX_CPUS="64", SLIPWAY_CUSTOMER_MAX_MEMORY_MB="65536")
         env.update(extra)
-        server, client = serve_panel(key, env, stderr=log)
+        env = {name: value for name, value in env.items() if value is not None}
+        server, client = serve_panel(key, env, stderr=log, cwd=cwd)
         servers.append((server, client, log))
         customers = client.get("/api/customers").json()["data"]
         customer = customers[0] if customers else client.post("/api/customers", json={"name": "Acme"}).json()

@@ -22,15 +22,15 @@ def admin_key(database_url) -> str:
     return key["key"]
 
 
-def serve_panel(key: str, env: dict, stderr=None):
-    """``slipway serve`` on a free port with ``env``; returns the process and an httpx
-    client holding every answer to the contract, once the server answers. Its log goes to
-    ``stderr`` or a temporary file (one access line per request would fill a pipe nobody
-    reads and stall the server)."""
+def serve_panel(key: str, env: dict, stderr=None, cwd=None):
+    """``slipway serve`` on a free port with ``env`` (started in ``cwd``, default this
+    process's folder); returns the process and an httpx client holding every answer to
+    the contract, once the server answers. Its log goes to ``stderr`` or a temporary file
+    (one access line per request would fill a pipe nobody reads and stall the server)."""
     stderr = stderr if stderr is not None else tempfile.TemporaryFile(mode="w+")
     port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "app.cli.main", "serve", "--port", str(port)], env=env,
-                              stdout=subprocess.DEVNULL, stderr=stderr, text=True)
+                              stdout=subprocess.DEVNULL, stderr=stderr, text=True, cwd=cwd)
     client = httpx.Client(base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {key}"},
                           timeout=30, event_hooks={"response": [_check_contract]})
     deadline = time.monotonic() + 20

@@ -21,3 +21,25 @@ def test_defaults_and_values():
 def test_a_bad_value_stops_start_up_naming_the_variable(name, value):
     with pytest.raises(ConfigError, match=name):
         Config.from_env({name: value})
+
+
+def test_every_path_setting_is_absolute_against_the_start_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    config = Config.from_env({})
+    assert (config.work_dir, config.backup_dir) == (str(tmp_path / "work"), str(tmp_path / "backups"))
+    assert config.database_url == f"sqlite:///{tmp_path / 'slipway.db'}"
+    (tmp_path / "web").mkdir()
+    (tmp_path / "web" / "index.html").write_text("<html></html>\n")
+    env = {"SLIPWAY_WORK_DIR": "jobs/../w", "SLIPWAY_BACKUP_DIR": "b", "SLIPWAY_ROUTES_FILE": "traefik/routes.yml",
+           "SLIPWAY_WEB_DIR": "web", "SLIPWAY_DATABASE_URL": "sqlite:///data/s.db?timeout=5"}
+    config = Config.from_env(env)
+    assert (config.work_dir, config.backup_dir, config.routes_file, config.web_dir) == (
+        str(tmp_path / "w"), str(tmp_path / "b"), str(tmp_path / "traefik" / "routes.yml"), str(tmp_path / "web"))
+    assert config.database_url == f"sqlite:///{tmp_path / 'data' / 's.db'}?timeout=5"
+    # the plugins read the settings: they see the same absolute paths
+    assert config.settings["SLIPWAY_ROUTES_FILE"] == config.routes_file
+    assert config.settings["SLIPWAY_WORK_DIR"] == config.work_dir
+    for kept in ("sqlite:////srv/slipway.db", "sqlite:///:memory:", "postgresql://u@127.0.0.1:5432/db"):
+        assert Config.from_env({"SLIPWAY_DATABASE_URL": kept}).database_url == kept
+    monkeypatch.chdir("/")  # resolved once: a later change of folder changes nothing
+    assert config.work_dir == str(tmp_path / "w")
