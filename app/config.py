@@ -224,11 +224,14 @@ class Config:
     #: the web frontend's directory (index.html and assets/); None: the one in the package
     web_dir: str | None = None
     #: customer limits: the operator's defaults for a customer without its own
-    #: (SLIPWAY_CUSTOMER_MAX_SERVICES, _MAX_MEMORY_MB, _MAX_CPUS), and what a container
+    #: (SLIPWAY_CUSTOMER_MAX_SERVICES, _MAX_MEMORY_MB, _MAX_CPUS, _MAX_CONTAINERS), and what a container
     #: whose compose sets no mem_limit / cpus counts (SLIPWAY_DEFAULT_MEMORY_MB, _CPUS)
     customer_max_services: int = 20
     customer_max_memory_mb: int = 4096
     customer_max_cpus: float = 4.0
+    customer_max_containers: int = 50
+    #: timeline events each service keeps (SLIPWAY_EVENTS_KEEP); older ones are deleted
+    events_keep: int = 1000
     default_memory_mb: int = 512
     default_cpus: float = 1.0
     #: panel rate tiers, requests per minute: unauthenticated (per address), authenticated
@@ -309,6 +312,8 @@ class Config:
             customer_max_services=_whole(env, "SLIPWAY_CUSTOMER_MAX_SERVICES", 20, 100_000),
             customer_max_memory_mb=_whole(env, "SLIPWAY_CUSTOMER_MAX_MEMORY_MB", 4096, 64 * 1024 * 1024),
             customer_max_cpus=_cpus(env, "SLIPWAY_CUSTOMER_MAX_CPUS", 4.0, 0),
+            customer_max_containers=_whole(env, "SLIPWAY_CUSTOMER_MAX_CONTAINERS", 50, 100_000),
+            events_keep=_positive_int(env, "SLIPWAY_EVENTS_KEEP", 1000),
             rate_anon_rpm=_positive_int(env, "SLIPWAY_RATE_ANON_RPM", 60),
             rate_auth_rpm=_positive_int(env, "SLIPWAY_RATE_AUTH_RPM", 120),
             rate_deploy_rpm=_positive_int(env, "SLIPWAY_RATE_DEPLOY_RPM", 10),

@@ -29,6 +29,7 @@ from app.storage.backup_archives import BackupArchives
 from app.workers.backups import BackupWorker
 from app.workers.deploys import DeployWorker
 from app.panel.backups import backups_handlers
+from app.workers.history import HistoryCleanup
 from app.workers.loop import WorkerLease
 from app.http.observability import Observer, worker_exiting
 from app.http.probes import add_probe_routes
@@ -181,6 +182,8 @@ def create_app(config: Config | None = None, *, store: Store | None = None) -> S
     idempotency = Idempotency(store, config.clock)  # Idempotency-Key on every POST of both APIs
     cleanup = IdempotencyCleanup(store, idempotency)
     jobs += [cleanup] if config.deploy_worker else []
+    history = HistoryCleanup(store, config.clock, config.events_keep)  # each service's newest events and jobs
+    jobs += [history] if config.deploy_worker else []
     webhook_worker = WebhookWorker(store, config.clock, retry_base=config.webhook_retry_base, lease=lease,
                                    timeout=config.webhook_timeout, allow_private=config.webhook_allow_private)
     jobs += [webhook_worker] if config.deploy_worker else []  # partner webhook deliveries
@@ -209,7 +212,8 @@ def create_app(config: Config | None = None, *, store: Store | None = None) -> S
     panel_ops = panel_handlers(store, config.clock, panel, catalog)
     panel_ops.update(docs_handlers())
     quota = Quota(services=config.customer_max_services, memory_mb=config.customer_max_memory_mb,
-                  cpus=config.customer_max_cpus, container_memory_mb=config.default_memory_mb,
+                  cpus=config.customer_max_cpus, containers=config.customer_max_containers,
+                  container_memory_mb=config.default_memory_mb,
                   container_cpus=config.default_cpus, read_compose=compose_parser(methods))
     panel_ops.update(services_handlers(store, config.clock, runtime, methods, catalog, requests_engine,
                                        wake=deployer.wake, quota=quota,

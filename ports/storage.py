@@ -400,8 +400,8 @@ class PanelCustomerRepository(Protocol):
         """The customer, or None."""
 
     @abstractmethod
-    def usage(self, customer_id: str) -> tuple[int, int, int]:
-        """(services, memory MB, millicpus) the customer's services count, summed."""
+    def usage(self, customer_id: str) -> tuple[int, int, int, int]:
+        """(services, memory MB, millicpus, containers) the customer's services count, summed."""
 
     @abstractmethod
     def page(self, *, page: int, per_page: int, sort: str, order: str, search: str | None):
@@ -596,6 +596,15 @@ class DeployJobRepository(Protocol):
     def cancels_requested(self, job_ids) -> set:
         """Which of ``job_ids`` have ``cancel_requested`` set."""
 
+    @abstractmethod
+    def crowded(self, keep: int) -> list[str]:
+        """The ids of services with more than ``keep`` deploy jobs."""
+
+    @abstractmethod
+    def prune(self, service_id: str, keep: int) -> int:
+        """Delete the service's finished jobs older than its newest ``keep`` (by creation);
+        a queued or running job is never deleted. How many went."""
+
 
 class ReleaseRepository(Protocol):
     @abstractmethod
@@ -631,6 +640,14 @@ class ServiceEventRepository(Protocol):
     @abstractmethod
     def page(self, service_id: str, *, page: int, per_page: int):
         """``(events, total)`` of the service, newest first (by id)."""
+
+    @abstractmethod
+    def crowded(self, keep: int) -> list[str]:
+        """The ids of services with more than ``keep`` events."""
+
+    @abstractmethod
+    def prune(self, service_id: str, keep: int) -> int:
+        """Delete the service's events older than its newest ``keep`` (by id); how many went."""
 
 
 class BackupRepository(Protocol):

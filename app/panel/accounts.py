@@ -25,7 +25,8 @@ def api_key_json(key, full_key: str | None = None) -> dict:
 def customer_json(c) -> dict:
     # limits as stored: null is the operator's default (SLIPWAY_CUSTOMER_MAX_*)
     return {"id": c.id, "name": c.name, "email": c.email, "created_at": rfc3339(c.created_at),
-            "limits": {"services": c.limits.services, "memory_mb": c.limits.memory_mb, "cpus": c.limits.cpus}}
+            "limits": {"services": c.limits.services, "memory_mb": c.limits.memory_mb, "cpus": c.limits.cpus,
+                       "containers": c.limits.containers}}
 
 
 def template_json(t) -> dict:

@@ -61,7 +61,8 @@ def services_handlers(store, clock, runtime, methods: dict, catalog: dict, engin
     ``quota`` holds the operator's customer limits; ``base_domain`` and ``parse`` (the
     compose parser) let start and restart write the route record again for the host
     port the engine published; ``reserved_hosts`` are refused as custom domains (the
-    panel's own host, Caddy's admin host: ``reserved_hosts(config)`` in the factory)."""
+    panel's own host, Caddy's admin host: ``reserved_hosts(config)`` in the factory), and
+    so is a service name that would put the service's host name on one or above one."""
     run = store.run
     resources = Resources(runtime)
 
@@ -81,7 +82,7 @@ def services_handlers(store, clock, runtime, methods: dict, catalog: dict, engin
 
     async def create_service(call):
         service, job = await run(services.create_service, store.uow(), clock, call.caller, call.body, methods,
-                                 catalog, quota)
+                                 catalog, quota, base_domain=base_domain, reserved_hosts=reserved_hosts)
         wake()
         return Reply(201, {"id": service.id, "name": service.name, "status": service.status, "url": service.url,
                            "deploy_job_id": job.id})

@@ -240,6 +240,24 @@ def _v18_ledger_reach(db, m):
                        f"WHEN OLD.customer_id IS NOT NEW.customer_id BEGIN {moved}; END")
 
 
+def _v19_customer_containers(db, m):
+    """The customers' ``containers`` limit, and on each service the containers it counts
+    against it (one per compose service), measured from its kept compose (no compose
+    yet: one)."""
+    import json
+
+    from core.panel.compose import parse_compose
+    from core.panel.customers import Quota
+
+    _add_columns(db, "panel_customer", [m.PanelCustomer.max_containers])
+    _add_columns(db, "service", [m.Service.containers])
+    quota = Quota(read_compose=parse_compose)
+    S = m.Service
+    for row in S.select(S.id, S.compose, S.variables).where(S.containers == 0):
+        footprint = quota.footprint_of_compose(row.compose, json.loads(row.variables or "{}")) or quota.footprint(())
+        S.update(containers=footprint.containers).where(S.id == row.id).execute()
+
+
 def _v8_backups(db, m):
     db.create_tables([m.Backup], safe=True)
 
@@ -263,6 +281,7 @@ MIGRATIONS = [
     (16, "releases; deploy jobs gain kind rollback, cancel, release, finish time", _v16_releases),
     (17, "custom domains; several route records per service", _v17_custom_domains),
     (18, "ledger events: the customer whose activity each belongs to (internal, indexed)", _v18_ledger_reach),
+    (19, "customer limits: containers; the containers each service counts against them", _v19_customer_containers),
 ]
 LATEST = max(version for version, _, _ in MIGRATIONS)
 

@@ -216,6 +216,7 @@ def define_models(db: peewee.Database) -> SimpleNamespace:
         max_services = peewee.IntegerField(null=True)
         max_memory_mb = peewee.BigIntegerField(null=True)
         max_millicpus = peewee.BigIntegerField(null=True)
+        max_containers = peewee.IntegerField(null=True)  # migration 19
 
         class Meta:
             table_name = "panel_customer"
@@ -308,6 +309,7 @@ def define_models(db: peewee.Database) -> SimpleNamespace:
         # migration 11: what the service counts against its customer's limits
         memory_mb = peewee.BigIntegerField(default=0, constraints=[peewee.SQL("DEFAULT 0")])
         millicpus = peewee.BigIntegerField(default=0, constraints=[peewee.SQL("DEFAULT 0")])
+        containers = peewee.IntegerField(default=0, constraints=[peewee.SQL("DEFAULT 0")])  # migration 19
         release = peewee.IntegerField(null=True, column_name="release_number")  # migration 16: the one running
 
     class ServiceRoute(Base):

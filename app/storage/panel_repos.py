@@ -61,12 +61,12 @@ class PeeweePanelCustomers:
     def _entity(row) -> PanelCustomer:
         return PanelCustomer(id=row.id, name=row.name, email=row.email, created_at=row.created_at,
                              limits=Limits(services=row.max_services, memory_mb=row.max_memory_mb,
-                                           millicpus=row.max_millicpus))
+                                           millicpus=row.max_millicpus, containers=row.max_containers))
 
     @staticmethod
     def _limits(c: PanelCustomer) -> dict:
         return {"max_services": c.limits.services, "max_memory_mb": c.limits.memory_mb,
-                "max_millicpus": c.limits.millicpus}
+                "max_millicpus": c.limits.millicpus, "max_containers": c.limits.containers}
 
     def add(self, c: PanelCustomer) -> None:
         self.m.PanelCustomer.insert(id=c.id, name=c.name, email=c.email, created_at=c.created_at,
@@ -80,13 +80,14 @@ class PeeweePanelCustomers:
         row = (_for_update(query, C._meta.database) if for_update else query).first()
         return self._entity(row) if row else None
 
-    def usage(self, customer_id: str) -> tuple[int, int, int]:
-        """(services, memory MB, millicpus) the customer's services count, summed."""
+    def usage(self, customer_id: str) -> tuple[int, int, int, int]:
+        """(services, memory MB, millicpus, containers) the customer's services count, summed."""
         S = self.m.Service
-        count, memory, milli = (S.select(fn.COUNT(S.id), fn.COALESCE(fn.SUM(S.memory_mb), 0),
-                                         fn.COALESCE(fn.SUM(S.millicpus), 0))
-                                .where(S.customer == customer_id).tuples().first())
-        return int(count), int(memory), int(milli)
+        count, memory, milli, containers = (S.select(fn.COUNT(S.id), fn.COALESCE(fn.SUM(S.memory_mb), 0),
+                                                     fn.COALESCE(fn.SUM(S.millicpus), 0),
+                                                     fn.COALESCE(fn.SUM(S.containers), 0))
+                                            .where(S.customer == customer_id).tuples().first())
+        return int(count), int(memory), int(milli), int(containers)
 
     def page(self, *, page: int, per_page: int, sort: str, order: str, search: str | None):
         C = self.m.PanelCustomer

@@ -189,6 +189,20 @@ class PeeweeDeployJobs:
         return J.update(cancel_requested=True, updated_at=now).where(
             (J.id == job_id) & J.state.not_in(("succeeded", "failed", "cancelled"))).execute() > 0
 
+    def crowded(self, keep: int) -> list[str]:
+        """The services with more than ``keep`` deploy jobs."""
+        J = self.m.DeployJob
+        return [row[0] for row in J.select(J.service_id).group_by(J.service_id)
+                .having(peewee.fn.COUNT(J.id) > keep).tuples()]
+
+    def prune(self, service_id: str, keep: int) -> int:
+        """Delete the service's jobs older than its newest ``keep`` (newest by creation),
+        never a queued or running one; how many went. One statement."""
+        J = self.m.DeployJob
+        newest = (J.select(J.id).where(J.service_id == service_id)
+                  .order_by(J.created_at.desc(), J.id.desc()).limit(keep))
+        return J.delete().where((J.service_id == service_id) & J.state.in_(FINISHED) & J.id.not_in(newest)).execute()
+
     def cancels_requested(self, job_ids) -> set:
         """Which of ``job_ids`` have a cancel requested."""
         J = self.m.DeployJob
@@ -240,6 +254,9 @@ class PeeweeReleases:
         self.m.Release.delete().where(self.m.Release.service_id == service_id).execute()
 
 
+FINISHED = ("succeeded", "failed", "cancelled")  # the states of a job that ended
+
+
 class PeeweeServiceEvents:
     def __init__(self, m):
         self.m = m
@@ -248,6 +265,20 @@ class PeeweeServiceEvents:
         new_id = self.m.ServiceEvent.insert(service_id=event.service_id, type=event.type, status=event.status,
                                             message=event.message, timestamp=event.timestamp).execute()
         return ServiceEvent(new_id, event.service_id, event.type, event.status, event.message, event.timestamp)
+
+    def crowded(self, keep: int) -> list[str]:
+        """The services (or services gone) with more than ``keep`` timeline events."""
+        E = self.m.ServiceEvent
+        return [row[0] for row in E.select(E.service_id).group_by(E.service_id)
+                .having(peewee.fn.COUNT(E.id) > keep).tuples()]
+
+    def prune(self, service_id: str, keep: int) -> int:
+        """Delete the service's events older than its newest ``keep``; how many went. One
+        statement: every id below the ``keep``-th newest (none when it has fewer)."""
+        E, newest = self.m.ServiceEvent, self.m.ServiceEvent.alias()
+        cutoff = (newest.select(newest.id).where(newest.service_id == service_id)
+                  .order_by(newest.id.desc()).limit(1).offset(keep - 1))
+        return E.delete().where((E.service_id == service_id) & (E.id < cutoff)).execute()
 
     def page(self, service_id: str, *, page: int, per_page: int):
         E = self.m.ServiceEvent

@@ -2,7 +2,7 @@
 limits on what they may run.
 
 Limits (docs/decisions.md "Tenant safety"): a customer's ``limits`` are ``{services,
-memory_mb, cpus}``, each ``None`` (the operator's default, :class:`Quota`) or a number.
+memory_mb, cpus, containers}``, each ``None`` (the operator's default, :class:`Quota`) or a number.
 A create or redeploy that would take the customer past a limit is a ``Conflict`` naming
 it, decided in the transaction that stores the service (:func:`reserve`).
 """
@@ -20,7 +20,7 @@ from core.errors import Conflict, Invalid, NotFound
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 
 #: the largest value each limit takes: beyond it a value is a mistake, not a plan
-LIMIT_MAX = {"services": 100_000, "memory_mb": 64 * 1024 * 1024, "cpus": 65_536}
+LIMIT_MAX = {"services": 100_000, "memory_mb": 64 * 1024 * 1024, "cpus": 65_536, "containers": 100_000}
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,7 @@ class Limits:
     services: int | None = None
     memory_mb: int | None = None
     millicpus: int | None = None
+    containers: int | None = None
 
     @property
     def cpus(self) -> float | int | None:
@@ -50,10 +51,11 @@ class PanelCustomer:
 class Footprint:
     """What a service counts against its customer's limits: the container memory and CPU
     limits of its components summed (a component without ``mem_limit`` / ``cpus``
-    counts what the runtime gives it)."""
+    counts what the runtime gives it), and its containers (one per component)."""
 
     memory_mb: int = 0
     millicpus: int = 0
+    containers: int = 0
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,7 @@ class Quota:
     services: int = 20
     memory_mb: int = 4096
     cpus: float = 4
+    containers: int = 50
     container_memory_mb: int = 512
     container_cpus: float = 1
     #: ``read_compose(compose, variables)`` -> the components of a kept compose text (the
@@ -77,7 +80,7 @@ class Quota:
         components = tuple(components) or (None,)
         memory = sum(getattr(c, "memory_mb", None) or self.container_memory_mb for c in components)
         milli = sum(to_millicpus(getattr(c, "cpus", None) or self.container_cpus) for c in components)
-        return Footprint(memory_mb=int(memory), millicpus=milli)
+        return Footprint(memory_mb=int(memory), millicpus=milli, containers=len(components))
 
     def footprint_of_compose(self, compose: str, variables: dict | None) -> Footprint | None:
         """Of a service's kept compose text; ``None`` when it cannot be read."""
@@ -89,10 +92,11 @@ class Quota:
             return None
 
     def effective(self, limits: Limits) -> dict:
-        """``{services, memory_mb, millicpus}`` in force for a customer with ``limits``."""
+        """``{services, memory_mb, millicpus, containers}`` in force for a customer with ``limits``."""
         return {"services": self.services if limits.services is None else limits.services,
                 "memory_mb": self.memory_mb if limits.memory_mb is None else limits.memory_mb,
-                "millicpus": to_millicpus(self.cpus) if limits.millicpus is None else limits.millicpus}
+                "millicpus": to_millicpus(self.cpus) if limits.millicpus is None else limits.millicpus,
+                "containers": self.containers if limits.containers is None else limits.containers}
 
 
 DEFAULT_QUOTA = Quota()
@@ -118,18 +122,18 @@ def _check(values: dict) -> None:
 
 def parse_limits(raw, current: Limits | None = None) -> Limits:
     """``limits`` of a request: a map with any of ``services``, ``memory_mb``, ``cpus``,
-    each ``null`` (the default) or a number from 0 up to :data:`LIMIT_MAX`; keys not
-    given keep ``current``. ``services`` and ``memory_mb`` are whole numbers, ``cpus``
-    has at most three decimals."""
+    ``containers``, each ``null`` (the default) or a number from 0 up to
+    :data:`LIMIT_MAX`; keys not given keep ``current``. ``services``, ``memory_mb`` and
+    ``containers`` are whole numbers, ``cpus`` has at most three decimals."""
     current = current or Limits()
     if raw is None:
         return current
     if not isinstance(raw, dict):
-        raise Invalid("invalid customer", fields={"limits": "must be an object with services, memory_mb, cpus"})
+        raise Invalid("invalid customer", fields={"limits": "must be an object with services, memory_mb, cpus, containers"})
     problems = {}
     unknown = sorted(set(raw) - set(LIMIT_MAX))
     if unknown:
-        problems[f"limits.{unknown[0]}"] = "is not a limit (services, memory_mb, cpus)"
+        problems[f"limits.{unknown[0]}"] = "is not a limit (services, memory_mb, cpus, containers)"
     values = {}
     for key in LIMIT_MAX:
         if key not in raw:
@@ -223,7 +227,7 @@ def reserve(uow, quota: Quota, customer: PanelCustomer, adding: Footprint, *, ne
     ``replacing``) takes the customer past one of its limits. A redeploy that does not
     grow a total is never refused, even over a limit lowered since."""
     limit = quota.effective(customer.limits)
-    count, memory, milli = uow.panel_customers.usage(customer.id)
+    count, memory, milli, containers = uow.panel_customers.usage(customer.id)
     old = replacing or Footprint()
     if new_service and count + 1 > limit["services"]:
         raise Conflict(f"customer {customer.id} has {count} of its {limit['services']} services "
@@ -238,3 +242,7 @@ def reserve(uow, quota: Quota, customer: PanelCustomer, adding: Footprint, *, ne
         raise Conflict(f"this would take customer {customer.id} to {_cpus_number(new_milli)} CPUs, past its limit "
                        f"of {_cpus_number(limit['millicpus'])} (limits.cpus; a component without cpus counts "
                        f"{_cpus_number(to_millicpus(quota.container_cpus))})")
+    new_containers = containers - old.containers + adding.containers
+    if adding.containers > old.containers and new_containers > limit["containers"]:
+        raise Conflict(f"this would take customer {customer.id} to {new_containers} containers, past its limit "
+                       f"of {limit['containers']} (limits.containers; one container per compose service)")

@@ -11,7 +11,9 @@ Names that would route someone else's traffic, or traffic that never leaves the 
 are refused, not folded (docs/decisions.md, "Custom domains: names refused"):
 
 - the hosts Slipway itself answers on or talks to (``reserved``: the host of
-  ``SLIPWAY_PUBLIC_URL``, the host of ``SLIPWAY_CADDY_ADMIN``) and every name under them;
+  ``SLIPWAY_PUBLIC_URL``, the host of ``SLIPWAY_CADDY_ADMIN``) and every name under them
+  (and a service whose ``<name>.<base domain>`` is one of them or above one is refused
+  on its name: ``service_host_problem``);
 - special-use names: ``localhost``, and names under ``localhost``, ``local`` (mDNS),
   ``internal``, ``localdomain``, ``arpa`` (``home.arpa``, reverse DNS) and ``invalid``;
 - names a URL parser reads as an IPv4 address: a last label of digits only or ``0x``
@@ -56,6 +58,31 @@ def _under(name: str, host: str) -> bool:
     return name == host or name.endswith("." + host)
 
 
+def _reserved(reserved):
+    """The reserved host names, normalised (no outer dots, lower case), empty ones left out."""
+    for host in reserved:
+        host = (host or "").strip(".").lower()
+        if host:
+            yield host
+
+
+def service_host_problem(host: str, reserved=()) -> str | None:
+    """Why ``host``, the name a service gets under ``SLIPWAY_BASE_DOMAIN``
+    (``core.panel.routes.hostname``), cannot be a service's, or None: it is one of the
+    ``reserved`` hosts (the panel's host, Caddy's admin host) or a name above one (a
+    service's route for ``panel.example.com`` would sit over ``a.panel.example.com``).
+    The counterpart of ``problem``, which refuses a custom domain that is a reserved
+    host or a name under one."""
+    host = host.lower()
+    for own in _reserved(reserved):
+        if own == host:
+            return f"its host name would be {host}, which is Slipway's own: choose another name"
+        if _under(own, host):
+            return (f"its host name would be {host}, a name above {own}, which is Slipway's own: "
+                    "choose another name")
+    return None
+
+
 def problem(name, base_domain: str | None = None, reserved=()) -> str | None:
     """Why ``name`` cannot be a custom domain, or None. ``reserved``: host names that
     are Slipway's own (the panel's host, Caddy's admin host): they and the names under
@@ -88,9 +115,8 @@ def problem(name, base_domain: str | None = None, reserved=()) -> str | None:
     base = (base_domain or "").strip(".").lower()
     if base and _under(name, base):
         return f"{base} and the names under it are Slipway's own (SLIPWAY_BASE_DOMAIN)"
-    for host in reserved:
-        host = (host or "").strip(".").lower()
-        if host and _under(name, host):
+    for host in _reserved(reserved):
+        if _under(name, host):
             return f"{host} and the names under it are Slipway's own"
     return None
 

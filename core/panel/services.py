@@ -112,15 +112,22 @@ def record(uow, clock, service_id: str, type: str, status: str, message: str) ->
 
 
 def create_service(uow, clock, principal, request: dict, methods: dict, catalog: dict,
-                   quota: Quota = DEFAULT_QUOTA):
+                   quota: Quota = DEFAULT_QUOTA, *, base_domain: str | None = None, reserved_hosts=()):
     """Validate, plan, store the service as ``deploying`` and queue its deploy job. 409
     when the service would take its customer past one of its limits (``quota``): the
-    check and the insert are one transaction, under the customer's row lock."""
+    check and the insert are one transaction, under the customer's row lock. With a
+    ``base_domain``, a name whose ``<name>.<base domain>`` is one of ``reserved_hosts``
+    (the panel's host, Caddy's admin host) or a name above one is 422 on ``name``
+    (``domains.service_host_problem``)."""
     principal.require("services:deploy")
     problems = {}
     name = request.get("name", "")
     if not isinstance(name, str) or not _NAME.fullmatch(name):
         problems["name"] = "1-63 lower-case letters, digits and '-', starting and ending with a letter or digit"
+    elif base_domain:
+        why = domains.service_host_problem(routes.hostname(name, base_domain), reserved_hosts)
+        if why is not None:
+            problems["name"] = why
     method = methods.get(request.get("deploy_method"))
     if method is None:
         problems["deploy_method"] = "must be one of " + ", ".join(sorted(methods))

@@ -6,6 +6,7 @@ it), so the proxy never reads a half-written file."""
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -14,14 +15,31 @@ import yaml
 from ports import hookimpl
 from ports.routes import RouteProvider, RouteProviderFactory, usable
 
+_HOST_CHARACTERS = re.compile(r"[a-z0-9.-]+")
+
+
+def key(hostname: str) -> str:
+    """The router and service name of ``hostname``: ``slw-`` and the host name with each
+    ``.`` written ``_``. A host name is ``a-z``, ``0-9``, ``-`` and ``.`` only
+    (``ports.routes.well_formed``), so ``_`` stands for the dot alone and two different
+    host names never get one key: ``my.shop-apps.example.com`` is
+    ``slw-my_shop-apps_example_com``, ``my-shop.apps.example.com``
+    ``slw-my-shop_apps_example_com``. (Traefik refuses only ``@`` in a name.) Anything
+    else is a ``ValueError``."""
+    if not isinstance(hostname, str) or not _HOST_CHARACTERS.fullmatch(hostname):
+        raise ValueError(f"not a host name: {hostname!r}")
+    return "slw-" + hostname.replace(".", "_")
+
 
 def render(routes) -> str:
     """The Traefik file for the well-formed records (``ports.routes.usable``): nothing
-    but a host name goes into a ``Host(`...`)`` rule."""
+    but a host name goes into a ``Host(`...`)`` rule, each under a name of its own
+    (``key``). The whole file is written each time, so routers of another naming (an
+    earlier version's) are gone with the next write."""
     routes = usable(routes)
     routers, services = {}, {}
     for route in routes:
-        name = "slw-" + route.hostname.replace(".", "-")
+        name = key(route.hostname)
         routers[name] = {"rule": f"Host(`{route.hostname}`)", "service": name, "tls": {}}
         services[name] = {"loadBalancer": {"servers": [{"url": route.target}]}}
     document = {"http": {"routers": routers, "services": services}} if routes else {}

@@ -121,6 +121,53 @@ def test_hostname_and_custom_domains_answer_through_caddy_over_https(runtime_url
             server.wait(timeout=20)
 
 
+@pytest.mark.runtime
+def test_a_custom_domain_folding_to_another_services_host_takes_nothing_from_it(runtime_url, database_url,
+                                                                               engine_ulimits, tmp_path):
+    """The service ``my-shop`` (``my-shop.apps.example.com``) and another customer's custom
+    domain ``my.shop-apps.example.com``: Caddy serves each host name from its own service."""
+    with running_caddy(tmp_path) as caddy:
+        key = admin_key(database_url)
+        env = dict(os.environ, SLIPWAY_RUNTIME_ULIMITS=engine_ulimits, SLIPWAY_DATABASE_URL=database_url,
+                   SLIPWAY_RUNTIME_URL=runtime_url, SLIPWAY_BILLING_INTERVAL="0",
+                   SLIPWAY_BASE_DOMAIN="apps.example.com", SLIPWAY_ROUTES="caddy",
+                   SLIPWAY_CADDY_ADMIN=caddy.admin_url, SLIPWAY_CADDY_TLS="internal",
+                   SLIPWAY_CADDY_LISTEN=f"127.0.0.1:{caddy.https_port}", SLIPWAY_ROUTES_INTERVAL="0.2")
+        env.pop("SLIPWAY_ROUTES_FILE", None)
+        server, client = serve_panel(key, env, stderr=open(tmp_path / "server.log", "w+"))
+        ids = []
+        try:
+            shop_owner = client.post("/api/customers", json={"name": "Shop"}).json()
+            other = client.post("/api/customers", json={"name": "Other"}).json()
+            for name, customer, title in (("my-shop", shop_owner, "The shop"), ("squatter", other, "The squatter")):
+                created = client.post("/api/services", json={
+                    "name": name, "customer_id": customer["id"], "deploy_method": "template",
+                    "template_id": "static-site", "variables": {"IMAGE": IMAGE, "TITLE": title}})
+                assert created.status_code == 201, created.text
+                ids.append(created.json()["id"])
+            for sid in ids:
+                _until(client, sid, "running")
+            patched = client.patch(f"/api/services/{ids[1]}", json={"custom_domains": ["my.shop-apps.example.com"]})
+            assert patched.status_code == 200, patched.text
+            _eventually(lambda: _answers(caddy, "my.shop-apps.example.com", "The squatter"),
+                        what="the custom domain through Caddy")
+            assert _answers(caddy, "my-shop.apps.example.com", "The shop")
+            assert _answers(caddy, "squatter.apps.example.com", "The squatter")
+            assert not _answers(caddy, "my-shop.apps.example.com", "The squatter")
+            hosts = [r["match"][0]["host"] for r in caddy.config()["apps"]["http"]["servers"]["slipway"]["routes"]]
+            assert sorted(hosts) == [["my-shop.apps.example.com"], ["my.shop-apps.example.com"],
+                                     ["squatter.apps.example.com"]]
+        finally:
+            for left in ids:
+                if client.delete(f"/api/services/{left}").status_code != 204:
+                    from app.pluginmanager import make_plugin_manager, runtimes
+
+                    runtimes(make_plugin_manager())["podman"].create(runtime_url).remove_service(left)
+            client.close()
+            server.terminate()
+            server.wait(timeout=20)
+
+
 def test_the_provider_keeps_the_operators_config_and_writes_only_on_change(tmp_path):
     import http.server
     import threading

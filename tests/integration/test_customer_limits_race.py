@@ -92,13 +92,16 @@ def test_many_creates_race_and_each_limit_holds(servers, store, clock):
     keys = _keys(store, clock, 12)
     by_services = panel_customers.create_customer(store.uow(), clock, name="count", limits={"services": 3})
     assert _race(servers, keys, by_services.id, "s") == 3
-    assert _count(store, by_services.id) == (3, 1536, 1500)
+    assert _count(store, by_services.id) == (3, 1536, 1500, 3)
     by_memory = panel_customers.create_customer(store.uow(), clock, name="memory", limits={"memory_mb": 2048})
     assert _race(servers, keys, by_memory.id, "m") == 4
-    assert _count(store, by_memory.id) == (4, 2048, 2000)
+    assert _count(store, by_memory.id) == (4, 2048, 2000, 4)
     by_cpus = panel_customers.create_customer(store.uow(), clock, name="cpus", limits={"cpus": 1.5})
     assert _race(servers, keys, by_cpus.id, "c") == 3
-    assert _count(store, by_cpus.id) == (3, 1536, 1500)
+    assert _count(store, by_cpus.id) == (3, 1536, 1500, 3)
+    by_containers = panel_customers.create_customer(store.uow(), clock, name="containers", limits={"containers": 5})
+    assert _race(servers, keys, by_containers.id, "k") == 5
+    assert _count(store, by_containers.id) == (5, 2560, 2500, 5)
     # the other customers' services are untouched by all this: a fresh customer has room
     fresh = panel_customers.create_customer(store.uow(), clock, name="fresh")
     assert _race(servers, keys[:4], fresh.id, "f") == 4  # the default, 4 CPUs: 8 x 0.5

@@ -221,3 +221,25 @@ def test_releases_job_pages_and_cancels(uow, clock):
         uow.commit()
     with uow:
         assert uow.releases.for_service(s1.id) == []
+
+
+def test_history_prune_keeps_the_newest_and_every_unfinished_job(uow, clock):
+    from core.panel import history
+    from core.panel.services import DeployJob, ServiceEvent
+
+    with uow:
+        for service_id in ("svc_a", "svc_b"):
+            for i in range(4 if service_id == "svc_a" else 2):
+                uow.service_events.add(ServiceEvent(None, service_id, "deploy", "started", f"e{i}", clock.now()))
+        for i, state in enumerate(["running", "succeeded", "queued", "failed", "succeeded", "cancelled"]):
+            at = clock.now() + timedelta(seconds=i)
+            uow.deploy_jobs.add(DeployJob(id=f"job_{i}", service_id="svc_a", kind="deploy", state=state,
+                                          created_at=at, updated_at=at))
+        uow.commit()
+    assert history.prune(uow, events_keep=2, jobs_keep=2) == (2, 2)
+    with uow:
+        assert [e.message for e in uow.service_events.page("svc_a", page=1, per_page=10)[0]] == ["e3", "e2"]
+        assert uow.service_events.page("svc_b", page=1, per_page=10)[1] == 2
+        jobs, total = uow.deploy_jobs.page("svc_a", page=1, per_page=10)
+    assert [j.id for j in jobs] == ["job_5", "job_4", "job_2", "job_0"]
+    assert history.prune(uow, events_keep=2, jobs_keep=2) == (0, 0)

@@ -92,3 +92,52 @@ def test_route_write_needs_the_file_setting(database_url):
     slipway(database_url, "init")
     status, out = slipway(database_url, "route", "write", check=False)
     assert status != 0 and "SLIPWAY_ROUTES_FILE" in out["error"]["message"]
+
+
+def test_a_custom_domain_folding_to_another_services_host_takes_nothing_from_it(runtime_url, database_url,
+                                                                               engine_ulimits, tmp_path):
+    """``my.shop-apps.example.com``, a custom domain another customer may add, and the host
+    ``my-shop.apps.example.com`` of the service ``my-shop``: a key of dots turned dashes
+    folded both into one router; each keeps its own router, rule and upstream."""
+    routes_file = tmp_path / "proxy" / "slipway.yml"
+    key = admin_key(database_url)
+    env = dict(os.environ, SLIPWAY_RUNTIME_ULIMITS=engine_ulimits, SLIPWAY_DATABASE_URL=database_url,
+               SLIPWAY_RUNTIME_URL=runtime_url, SLIPWAY_BILLING_INTERVAL="0", SLIPWAY_BASE_DOMAIN="apps.example.com",
+               SLIPWAY_ROUTES_FILE=str(routes_file), SLIPWAY_ROUTES_INTERVAL="0.2")
+    server, client = serve_panel(key, env)
+    ids = []
+    try:
+        shop_owner = client.post("/api/customers", json={"name": "Shop"}).json()
+        other = client.post("/api/customers", json={"name": "Other"}).json()
+        for name, customer, title in (("my-shop", shop_owner, "The shop"), ("squatter", other, "The squatter")):
+            created = client.post("/api/services", json={
+                "name": name, "customer_id": customer["id"], "deploy_method": "template",
+                "template_id": "static-site", "variables": {"IMAGE": IMAGE, "TITLE": title}})
+            assert created.status_code == 201, created.text
+            ids.append(created.json()["id"])
+        shop, squatter = (_until(client, sid, "running") for sid in ids)
+        assert shop["url"] == "https://my-shop.apps.example.com"
+        patched = client.patch(f"/api/services/{squatter['id']}", json={"custom_domains": ["my.shop-apps.example.com"]})
+        assert patched.status_code == 200, patched.text
+
+        records = {r["hostname"]: r for r in slipway(database_url, "route", "list")[1]["routes"]}
+        assert set(records) == {"my-shop.apps.example.com", "squatter.apps.example.com", "my.shop-apps.example.com"}
+        assert records["my-shop.apps.example.com"]["service_id"] == shop["id"]
+        assert records["my.shop-apps.example.com"]["service_id"] == squatter["id"]
+        assert "The shop" in _get(records["my-shop.apps.example.com"]["target"])
+        assert "The squatter" in _get(records["my.shop-apps.example.com"]["target"])
+
+        in_file = _eventually(lambda: len(_file_routes(routes_file) or {}) == 3 and _file_routes(routes_file))
+        assert sorted(in_file.values()) == sorted((f"Host(`{hostname}`)", record["target"])
+                                                  for hostname, record in records.items())
+        assert len(set(in_file)) == 3  # three routers, three names
+        assert server.poll() is None and client.get("/api/services").status_code == 200
+    finally:
+        from app.pluginmanager import make_plugin_manager, runtimes
+
+        for left in ids:
+            if client.delete(f"/api/services/{left}").status_code != 204:
+                runtimes(make_plugin_manager())["podman"].create(runtime_url).remove_service(left)
+        client.close()
+        server.terminate()
+        server.wait(timeout=20)

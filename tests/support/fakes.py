@@ -570,7 +570,8 @@ class InMemoryPanelCustomers(_Repo):
 
     def usage(self, customer_id):
         mine = [s for s in self.uow._rows("services").values() if s.customer_id == customer_id]
-        return len(mine), sum(s.memory_mb for s in mine), sum(s.millicpus for s in mine)
+        return (len(mine), sum(s.memory_mb for s in mine), sum(s.millicpus for s in mine),
+                sum(s.containers for s in mine))
 
     def page(self, *, page, per_page, sort, order, search):
         rows = [c for c in self.rows.values() if not search or _contains(c.name, search)]
@@ -816,6 +817,20 @@ class InMemoryDeployJobs(_Repo):
     def cancels_requested(self, job_ids):
         return {i for i in job_ids if i in self.rows and self.rows[i].cancel_requested}
 
+    def crowded(self, keep):
+        counts = {}
+        for j in self.rows.values():
+            counts[j.service_id] = counts.get(j.service_id, 0) + 1
+        return [service_id for service_id, count in counts.items() if count > keep]
+
+    def prune(self, service_id, keep):
+        older = _sorted([j for j in self.rows.values() if j.service_id == service_id], "created_at", "id",
+                        desc=True)[keep:]
+        gone = [j for j in older if j.state in ("succeeded", "failed", "cancelled")]
+        for j in gone:
+            self._delete(j.id)
+        return len(gone)
+
 
 class InMemoryReleases(_Repo):
     table = "releases"
@@ -854,6 +869,18 @@ class InMemoryServiceEvents(_Repo):
     def page(self, service_id, *, page, per_page):
         rows = _sorted([e for e in self.rows.values() if e.service_id == service_id], "id", desc=True)
         return _paginate(rows, page, per_page), len(rows)
+
+    def crowded(self, keep):
+        counts = {}
+        for e in self.rows.values():
+            counts[e.service_id] = counts.get(e.service_id, 0) + 1
+        return [service_id for service_id, count in counts.items() if count > keep]
+
+    def prune(self, service_id, keep):
+        older = _sorted([e for e in self.rows.values() if e.service_id == service_id], "id", desc=True)[keep:]
+        for e in older:
+            self._delete(e.id)
+        return len(older)
 
 
 BUSY = ("pending", "running")

@@ -1,5 +1,5 @@
 """Customer limits (docs/decisions.md "Tenant safety"): a panel customer's ``limits``
-``{services, memory_mb, cpus}``, null for the operator's default; a create or redeploy
+``{services, memory_mb, cpus, containers}``, null for the operator's default; a create or redeploy
 that would take the customer past one is 409 naming it and changes nothing."""
 from __future__ import annotations
 
@@ -49,16 +49,18 @@ def _refused(result, limit: str):
 
 def test_limits_are_stored_shown_merged_and_reset(client, admin):
     plain = _customer(client, admin)
-    assert plain["limits"] == {"services": None, "memory_mb": None, "cpus": None}
-    own = _customer(client, admin, services=3, memory_mb=2048, cpus=1.5)
-    assert own["limits"] == {"services": 3, "memory_mb": 2048, "cpus": 1.5}
+    assert plain["limits"] == {"services": None, "memory_mb": None, "cpus": None, "containers": None}
+    own = _customer(client, admin, services=3, memory_mb=2048, cpus=1.5, containers=7)
+    assert own["limits"] == {"services": 3, "memory_mb": 2048, "cpus": 1.5, "containers": 7}
     assert client.get(f"/api/customers/{own['id']}", token=admin, expect=200).json == own
     patched = client.patch(f"/api/customers/{own['id']}", token=admin, json_body={"limits": {"cpus": 8}},
                            expect=200).json
-    assert patched["limits"] == {"services": 3, "memory_mb": 2048, "cpus": 8}  # the other keys are kept
+    assert patched["limits"] == {"services": 3, "memory_mb": 2048, "cpus": 8, "containers": 7}  # others kept
     reset = client.patch(f"/api/customers/{own['id']}", token=admin,
-                         json_body={"limits": {"services": None}, "name": "Renamed"}, expect=200).json
-    assert reset["limits"] == {"services": None, "memory_mb": 2048, "cpus": 8} and reset["name"] == "Renamed"
+                         json_body={"limits": {"services": None, "containers": None}, "name": "Renamed"},
+                         expect=200).json
+    assert reset["limits"] == {"services": None, "memory_mb": 2048, "cpus": 8, "containers": None}
+    assert reset["name"] == "Renamed"
     listed = client.get("/api/customers", token=admin, expect=200).json["data"]
     assert {c["id"]: c["limits"] for c in listed}[own["id"]] == reset["limits"]
 
@@ -76,6 +78,11 @@ def test_limits_are_stored_shown_merged_and_reset(client, admin):
     ({"cpus": 0.0001}, "limits.cpus"),
     ({"cpus": 10 ** 7}, "limits.cpus"),
     ({"cpus": "two"}, "limits.cpus"),
+    ({"containers": -1}, "limits.containers"),
+    ({"containers": 1.5}, "limits.containers"),
+    ({"containers": "5"}, "limits.containers"),
+    ({"containers": False}, "limits.containers"),
+    ({"containers": 10 ** 6}, "limits.containers"),
     ({"gpus": 1}, "limits"),
 ])
 def test_bad_limits_are_422_on_the_field_and_change_nothing(client, admin, limits, field):
@@ -122,7 +129,7 @@ def test_the_memory_limit_counts_mem_limit_and_the_runtime_default(make_app, sto
     acme = _customer(client, admin, memory_mb=1024, cpus=100)
     assert _create(client, admin, acme, "big", _compose({"mem_limit": "512m"})).status_code == 201
     assert _create(client, admin, acme, "two", _compose({}, {})).status_code == 201  # 2 x 256 (the default)
-    assert _state(store, acme["id"])[0] == (2, 1024, 3000)
+    assert _state(store, acme["id"])[0] == (2, 1024, 3000, 3)
     before = _state(store, acme["id"])
     _refused(_create(client, admin, acme, "more", _compose({"mem_limit": "6m"})), "limits.memory_mb")
     assert _state(store, acme["id"]) == before
@@ -151,16 +158,57 @@ def test_the_operator_defaults_apply_to_customers_without_their_own(make_app, st
         assert _create(client, admin, raised, name).status_code == 201
 
 
+def test_the_containers_limit_counts_one_container_per_compose_service(client, admin, store, clock):
+    """``mem_limit: 6m`` on every component no longer gives hundreds of containers: the
+    containers themselves are counted."""
+    acme = _customer(client, admin, containers=4, memory_mb=100000, cpus=1000)
+    tiny = {"mem_limit": "6m", "cpus": 0.01}
+    assert _create(client, admin, acme, "three", _compose(tiny, tiny, tiny)).status_code == 201
+    before = _state(store, acme["id"])
+    assert before[0][3] == 3
+    _refused(_create(client, admin, acme, "two-more", _compose(tiny, tiny)), "limits.containers")
+    assert _state(store, acme["id"]) == before  # nothing stored, no job, no name taken
+    with store.uow(write=False) as uow:
+        assert uow.services.by_name("two-more") is None
+    assert _create(client, admin, acme, "one-more", _compose(tiny)).status_code == 201  # 4 of 4
+    key = access.create_api_key(store.uow(), clock, name="c", role="customer",
+                                rate_limit_rpm=10000, customer_id=acme["id"])[1]
+    _refused(_create(client, key, acme, "no-room", _compose(tiny)), "limits.containers")
+    # a redeploy whose kept compose grew past the limit is refused too, and changes nothing
+    three = client.get("/api/services", token=admin, params={"search": "three"}, expect=200).json["data"][0]
+    _finish(store, three["id"], compose=_compose(tiny, tiny, tiny, tiny))
+    _refused(client.post(f"/api/services/{three['id']}/redeploy", token=admin), "limits.containers")
+    with store.uow(write=False) as uow:
+        assert uow.services.get(three["id"]).containers == 3
+
+
+def test_the_containers_default_is_the_operator_setting(make_app, store, clock):
+    from tests.support.contract_client import ContractClient
+
+    client = ContractClient(make_app(customer_max_containers=2))
+    admin = access.create_api_key(store.uow(), clock, name="a", role="admin", rate_limit_rpm=10000)[1]
+    plain, raised = _customer(client, admin), _customer(client, admin, containers=3)
+    _refused(_create(client, admin, plain, "x3", _compose({}, {}, {})), "limits.containers")
+    assert _create(client, admin, plain, "x2", _compose({}, {})).status_code == 201
+    assert _create(client, admin, raised, "y3", _compose({}, {}, {})).status_code == 201
+
+
+def test_the_containers_default_is_50(client, admin):
+    acme = _customer(client, admin, memory_mb=10 ** 6, cpus=1000)
+    assert _create(client, admin, acme, "fifty", _compose(*[{}] * 50)).status_code == 201
+    _refused(_create(client, admin, acme, "one-more"), "limits.containers")
+
+
 def test_git_and_ai_services_count_one_default_component_before_their_build(client, admin, store):
     acme = _customer(client, admin, memory_mb=1024)
     made = client.post("/api/services", token=admin, json_body={
         "name": "from-git", "customer_id": acme["id"], "deploy_method": "git",
         "git_url": "https://example.com/repo.git"}, expect=201).json
-    assert _state(store, acme["id"])[0] == (1, 512, 1000)
+    assert _state(store, acme["id"])[0] == (1, 512, 1000, 1)
     client.post("/api/services", token=admin, json_body={
         "name": "from-ai", "customer_id": acme["id"], "deploy_method": "ai",
         "ai_url": "https://example.com/repo.git"}, expect=201)
-    assert _state(store, acme["id"])[0] == (2, 1024, 2000)
+    assert _state(store, acme["id"])[0] == (2, 1024, 2000, 2)
     result = client.post("/api/services", token=admin, json_body={
         "name": "more", "customer_id": acme["id"], "deploy_method": "git", "git_url": "https://example.com/r.git"})
     _refused(result, "limits.memory_mb")
@@ -183,7 +231,7 @@ def test_redeploy_counts_the_kept_compose_and_refuses_growth_past_a_limit(client
     # the build ran three components of 512 MB (the default): 1536 MB, within 2048
     _finish(store, made["id"], compose=_compose({}, {}, {}))
     client.post(f"/api/services/{made['id']}/redeploy", token=admin, expect=200)
-    assert _state(store, acme["id"])[0] == (1, 1536, 3000)
+    assert _state(store, acme["id"])[0] == (1, 1536, 3000, 3)
     # the next build ran five: 2560 MB would be past 2048
     _finish(store, made["id"], compose=_compose({}, {}, {}, {}, {}))
     _refused(client.post(f"/api/services/{made['id']}/redeploy", token=admin), "limits.memory_mb")
@@ -199,7 +247,7 @@ def test_lowering_a_limit_below_usage_keeps_the_services_and_refuses_only_growth
     ids = [_create(client, admin, acme, f"s{i}").json["id"] for i in range(3)]  # 3 x (512 MB, 1 CPU)
     lowered = client.patch(f"/api/customers/{acme['id']}", token=admin,
                            json_body={"limits": {"services": 1, "memory_mb": 512, "cpus": 1}}, expect=200).json
-    assert lowered["limits"] == {"services": 1, "memory_mb": 512, "cpus": 1}
+    assert lowered["limits"] == {"services": 1, "memory_mb": 512, "cpus": 1, "containers": None}
     assert _state(store, acme["id"])[1] == 3  # nothing removed
     for limit in ("limits.services",):
         _refused(_create(client, admin, acme, "s9"), limit)
@@ -211,13 +259,17 @@ def test_customer_limit_settings_are_checked_at_start_up():
     for name, bad in (("SLIPWAY_CUSTOMER_MAX_SERVICES", "-1"), ("SLIPWAY_CUSTOMER_MAX_SERVICES", "many"),
                       ("SLIPWAY_CUSTOMER_MAX_MEMORY_MB", "4g"), ("SLIPWAY_CUSTOMER_MAX_CPUS", "-2"),
                       ("SLIPWAY_CUSTOMER_MAX_CPUS", "0.0001"), ("SLIPWAY_DEFAULT_MEMORY_MB", "0"),
-                      ("SLIPWAY_DEFAULT_CPUS", "0"), ("SLIPWAY_DEFAULT_CPUS", "nan")):
+                      ("SLIPWAY_DEFAULT_CPUS", "0"), ("SLIPWAY_DEFAULT_CPUS", "nan"),
+                      ("SLIPWAY_CUSTOMER_MAX_CONTAINERS", "-1"), ("SLIPWAY_CUSTOMER_MAX_CONTAINERS", "2.5"),
+                      ("SLIPWAY_CUSTOMER_MAX_CONTAINERS", "100001")):
         with pytest.raises(ConfigError, match=name):
             Config.from_env({name: bad})
     config = Config.from_env({"SLIPWAY_CUSTOMER_MAX_SERVICES": "0", "SLIPWAY_CUSTOMER_MAX_CPUS": "2.5",
                               "SLIPWAY_DEFAULT_MEMORY_MB": "256", "SLIPWAY_DEFAULT_CPUS": "0.5"})
     assert (config.customer_max_services, config.customer_max_memory_mb, config.customer_max_cpus,
             config.default_memory_mb, config.default_cpus) == (0, 4096, 2.5, 256, 0.5)
+    assert Config.from_env({}).customer_max_containers == 50
+    assert Config.from_env({"SLIPWAY_CUSTOMER_MAX_CONTAINERS": "7"}).customer_max_containers == 7
 
 
 def test_migration_11_adds_the_columns_and_measures_existing_services(store, clock):
@@ -242,4 +294,27 @@ def test_migration_11_adds_the_columns_and_measures_existing_services(store, clo
         assert uow.panel_customers.get(customer.id).limits == panel_customers.Limits()
     assert (two.memory_mb, two.millicpus) == (1024 + 512, 250 + 1000)
     assert (none.memory_mb, none.millicpus) == (512, 1000)  # no compose yet: one default component
+    assert store.migrate() == []
+
+
+def test_migration_19_adds_the_containers_columns_and_counts_existing_services(store, clock):
+    from core.panel import customers as panel_customers
+
+    customer = panel_customers.create_customer(store.uow(), clock, name="Old", limits={"services": 5})
+    with store.db.connection_context():
+        store.db.execute_sql("ALTER TABLE service DROP COLUMN containers")
+        store.db.execute_sql("ALTER TABLE panel_customer DROP COLUMN max_containers")
+        for sid, compose in (("svc_three", _compose({}, {"mem_limit": "6m"}, {})), ("svc_none", "")):
+            store.db.execute_sql(
+                "INSERT INTO service (id, name, customer_id, deploy_method, status, compose, variables, url, "
+                f"created_at, updated_at, health_status, health_failures) VALUES ('{sid}', '{sid[4:]}', "
+                f"'{customer.id}', 'compose', 'stopped', %s, '{{}}', '', '2026-01-01 00:00:00+00:00', "
+                "'2026-01-01 00:00:00+00:00', 'unknown', 0)".replace("%s", "'" + compose + "'"))
+        store.models.SchemaVersion.delete().where(store.models.SchemaVersion.version == 19).execute()
+    assert store.migrate() == [19]
+    with store.uow(write=False) as uow:
+        three, none = uow.services.get("svc_three"), uow.services.get("svc_none")
+        assert uow.panel_customers.get(customer.id).limits == panel_customers.Limits(services=5)
+        assert uow.panel_customers.usage(customer.id)[3] == 4
+    assert (three.containers, none.containers) == (3, 1)  # no compose yet: one container
     assert store.migrate() == []

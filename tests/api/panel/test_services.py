@@ -240,3 +240,59 @@ def test_recovery_takes_back_only_the_jobs_of_workers_that_stopped(setup, store,
     with store.uow() as uow:
         states = {name: uow.deploy_jobs.get(job.id).state for name, job in jobs.items()}
     assert states == {"alive": "running", "crashed": "queued", "stopped": "queued"}
+
+
+# --- a service name that would take Slipway's own host (tenant safety, second round) ---
+
+RESERVED = {"base_domain": "example.com", "public_url": "https://a.Panel.Example.com:8443",
+            "caddy_admin": "http://caddy-admin.example.com:2019"}
+METHOD_BODIES = {
+    "template": {"template_id": "static-site"},
+    "compose": {"compose": "services:\n  a: {image: localhost/busybox:latest}\n"},
+    "git": {"git_url": "https://git.example.org/shop.git"},
+    "ai": {"ai_url": "https://git.example.org/shop.git"},
+}
+
+
+def _rows(store) -> dict:
+    models = store.models
+    with store.db.connection_context():
+        return {name: getattr(models, name).select().count()
+                for name in ("Service", "DeployJob", "ServiceEvent", "ServiceRoute", "CustomDomain")}
+
+
+@pytest.mark.parametrize("method", sorted(METHOD_BODIES))
+@pytest.mark.parametrize("name, why", [
+    ("caddy-admin", "caddy-admin.example.com, which is Slipway's own"),  # the host of SLIPWAY_CADDY_ADMIN
+    ("panel", "panel.example.com, a name above a.panel.example.com"),  # above the host of SLIPWAY_PUBLIC_URL
+])
+def test_a_name_whose_host_is_or_is_above_slipways_own_is_422_and_creates_nothing(make_app, store, clock, method,
+                                                                                 name, why):
+    from tests.support.contract_client import ContractClient
+
+    client = ContractClient(make_app(**RESERVED))
+    acme = panel_customers.create_customer(store.uow(), clock, name="Acme")
+    admin = access.create_api_key(store.uow(), clock, name="a", role="admin", rate_limit_rpm=10000)[1]
+    before = _rows(store)
+    refused = _create(client, admin, name=name, customer_id=acme.id, deploy_method=method, **METHOD_BODIES[method])
+    assert refused.status_code == 422, refused.text
+    error = refused.json["error"]
+    assert error["code"] == "validation_error" and list(error["fields"]) == ["name"], error
+    assert why in error["fields"]["name"], error
+    assert _rows(store) == before and client.get("/api/services", token=admin).json["total"] == 0
+
+
+def test_names_beside_or_below_slipways_own_hosts_are_fine(make_app, store, clock):
+    from tests.support.contract_client import ContractClient
+
+    client = ContractClient(make_app(**RESERVED))
+    acme = panel_customers.create_customer(store.uow(), clock, name="Acme")
+    admin = access.create_api_key(store.uow(), clock, name="a", role="admin", rate_limit_rpm=10000)[1]
+    for name in ("a", "mypanel", "caddy"):  # beside panel and caddy-admin; a.example.com is above no reserved host
+        created = _create(client, admin, name=name, customer_id=acme.id, deploy_method="template",
+                          template_id="static-site")
+        assert created.status_code == 201, created.text
+    # without a base domain a service has no host name there: `panel` is a name like any other
+    plain = ContractClient(make_app(public_url="https://panel.example.com"))
+    assert _create(plain, admin, name="panel", customer_id=acme.id, deploy_method="template",
+                   template_id="static-site").status_code == 201

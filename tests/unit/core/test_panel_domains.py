@@ -65,6 +65,17 @@ def test_the_panel_and_caddy_admin_hosts_and_names_under_them_are_refused():
     assert list(raised.value.fields) == ["custom_domains[1]"]
 
 
+def test_a_service_host_that_is_or_is_above_a_reserved_host_is_refused():
+    reserved = ("A.Panel.Example.com.", "caddy-admin.example.net", "", None)
+    assert "Slipway's own" in domains.service_host_problem("caddy-admin.example.net", reserved)
+    assert "above a.panel.example.com" in domains.service_host_problem("panel.example.com", reserved)
+    assert "Slipway's own" in domains.service_host_problem("a.panel.example.com", reserved)
+    for fine in ("b.panel.example.com", "x.a.panel.example.com", "mypanel.example.com", "anel.example.com",
+                 "example.org"):
+        assert domains.service_host_problem(fine, reserved) is None, fine
+    assert domains.service_host_problem("panel.example.com", ()) is None
+
+
 def test_a_name_merely_ending_like_the_base_domain_is_not_under_it():
     assert domains.problem("myapps.example.test", DOMAIN) is None
     assert domains.problem("web.apps.example.test", None) is None  # no base domain: nothing reserved

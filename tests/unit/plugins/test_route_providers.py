@@ -81,13 +81,61 @@ def test_the_file_has_one_router_per_hostname(tmp_path):
     assert provider.sync(routes) is False  # unchanged: not written again
     document = yaml.safe_load(path.read_text())
     assert document["http"]["routers"] == {
-        "slw-acme-test": {"rule": "Host(`acme.test`)", "service": "slw-acme-test", "tls": {}},
-        "slw-web-apps-example-test": {"rule": "Host(`web.apps.example.test`)",
-                                      "service": "slw-web-apps-example-test", "tls": {}}}
-    assert document["http"]["services"]["slw-acme-test"] == {
+        "slw-acme_test": {"rule": "Host(`acme.test`)", "service": "slw-acme_test", "tls": {}},
+        "slw-web_apps_example_test": {"rule": "Host(`web.apps.example.test`)",
+                                      "service": "slw-web_apps_example_test", "tls": {}}}
+    assert document["http"]["services"]["slw-acme_test"] == {
         "loadBalancer": {"servers": [{"url": "http://127.0.0.1:41002"}]}}
     assert provider.sync([]) is True and yaml.safe_load(path.read_text()) == {}
     assert routes_file.FileRoutesFactory().create({}) is None  # no SLIPWAY_ROUTES_FILE: off
+
+
+def test_the_file_key_is_one_per_host_name():
+    assert routes_file.key("my.shop-apps.example.com") == "slw-my_shop-apps_example_com"
+    assert routes_file.key("my-shop.apps.example.com") == "slw-my-shop_apps_example_com"
+    # names that a dot-for-dash key would fold together, each pair two keys
+    for a, b in [("my.shop-apps.example.com", "my-shop.apps.example.com"), ("a-b.test", "a.b.test"),
+                 ("a--b.test", "a-.-b.test"), ("x.y-z.test", "x-y.z.test")]:
+        assert routes_file.key(a) != routes_file.key(b), (a, b)
+    # the dot is the only character the key writes differently, and never as itself: injective
+    names = [f"{a}{sep}{b}.test" for a in ("w", "w-x", "w.x") for sep in ("-", ".") for b in ("y", "y-z", "y.z")]
+    assert len({routes_file.key(n) for n in names}) == len(set(names))
+    assert all("@" not in routes_file.key(n) and routes_file.key(n).startswith("slw-") for n in names)
+    for bad in ("", "a_b.test", "A.test", "a b.test", "a@b.test", None):
+        with pytest.raises(ValueError):
+            routes_file.key(bad)
+
+
+def test_a_custom_domain_never_takes_another_hosts_router_in_the_file():
+    routes = [_route("my-shop.apps.example.com", 41010, "svc_shop"), _route("my.shop-apps.example.com", 41020, "svc_x")]
+    document = yaml.safe_load(routes_file.render(routes))
+    served = {router["rule"]: document["http"]["services"][router["service"]]["loadBalancer"]["servers"]
+              for router in document["http"]["routers"].values()}
+    assert served == {"Host(`my-shop.apps.example.com`)": [{"url": "http://127.0.0.1:41010"}],
+                      "Host(`my.shop-apps.example.com`)": [{"url": "http://127.0.0.1:41020"}]}
+
+
+def test_caddy_matches_each_host_name_alone():
+    """Caddy's routes carry no ``@id`` (only Slipway's TLS policy has one): each is its own
+    entry matched by its exact host name, so no name can stand for another's."""
+    server = routes_caddy.render_server([_route("my-shop.apps.example.com", 41010, "svc_shop"),
+                                         _route("my.shop-apps.example.com", 41020, "svc_x")], ":443")
+    assert [(r["match"], r["handle"][0]["upstreams"]) for r in server["routes"]] == [
+        ([{"host": ["my-shop.apps.example.com"]}], [{"dial": "127.0.0.1:41010"}]),
+        ([{"host": ["my.shop-apps.example.com"]}], [{"dial": "127.0.0.1:41020"}])]
+    assert not any("@id" in r for r in server["routes"])
+
+
+def test_a_file_of_the_earlier_naming_is_replaced_whole(tmp_path):
+    path = tmp_path / "slipway.yml"
+    path.write_text(yaml.safe_dump({"http": {
+        "routers": {"slw-my-shop-apps-example-com": {"rule": "Host(`my.shop-apps.example.com`)",
+                                                     "service": "slw-my-shop-apps-example-com", "tls": {}}},
+        "services": {"slw-my-shop-apps-example-com": {"loadBalancer": {"servers": [{"url": "http://127.0.0.1:1"}]}}}}}))
+    provider = routes_file.FileRoutes(str(path))
+    assert provider.sync([_route("my-shop.apps.example.com", 41010)]) is True
+    document = yaml.safe_load(path.read_text())
+    assert list(document["http"]["routers"]) == list(document["http"]["services"]) == ["slw-my-shop_apps_example_com"]
 
 
 def test_register_route_providers_gives_file_and_caddy_and_the_setting_picks_one(tmp_path):
