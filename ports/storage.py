@@ -620,6 +620,10 @@ class ReleaseRepository(Protocol):
         """The service's highest release number; 0 without any."""
 
     @abstractmethod
+    def numbered(self, service_id: str, number: int) -> Release | None:
+        """The service's release of that number, or None."""
+
+    @abstractmethod
     def for_service(self, service_id: str) -> list[Release]:
         """Every release of the service, newest (highest number) first."""
 
@@ -756,6 +760,11 @@ class LeaseRepository(Protocol):
         """The ids of workers whose heartbeat is at or after ``since``, as something the
         ``requeue_orphaned`` and ``orphaned`` methods of this unit of work take (a
         sub-query in SQL, a set in memory)."""
+
+    @abstractmethod
+    def held(self, worker_ids, since) -> set:
+        """Which of ``worker_ids`` hold a lease whose heartbeat is at or after ``since``
+        (the leases of operations on services, ``core.panel.leases``, too)."""
 
     @abstractmethod
     def purge(self, before) -> int:

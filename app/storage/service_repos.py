@@ -238,6 +238,11 @@ class PeeweeReleases:
         R = self.m.Release
         return R.select(peewee.fn.MAX(R.number)).where(R.service_id == service_id).scalar() or 0
 
+    def numbered(self, service_id: str, number: int) -> Release | None:
+        R = self.m.Release
+        row = R.get_or_none((R.service_id == service_id) & (R.number == number))
+        return self._entity(row) if row else None
+
     def for_service(self, service_id: str) -> list[Release]:
         """Every release of the service, newest first."""
         R = self.m.Release

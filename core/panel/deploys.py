@@ -560,20 +560,45 @@ def _health(states) -> str:
     return "healthy"
 
 
+def serving_states(uow, service, states) -> list:
+    """Of ``states`` (the service's containers in the engine), those of the release that
+    serves: the set its deploy job started (label ``slipway.job``). The set a redeploy or
+    rollback is retiring after its switch, or one a failed job left, never counts.
+    Containers from before sets were labelled count while none of the release's is found;
+    a service without a release (none recorded yet) counts all of its containers."""
+    if service.release is None:
+        return states
+    with uow.reading():
+        release = uow.releases.numbered(service.id, service.release)
+    if release is None:
+        return states
+    own = [s for s in states if s.labels.get(JOB_LABEL) == release.deploy_job_id]
+    return own or [s for s in states if JOB_LABEL not in s.labels]
+
+
 def check_health(uow, clock, runtime) -> int:
-    """Look at every running service's containers; record changes in the timeline. A
-    service whose container stopped (or whose containers are gone) on two checks in a
-    row becomes ``failed``: event ``health`` ``failed`` with the exit code and last
-    lines, ``service.status`` announced, its route record removed (the host port is
-    free). Two sightings, because a stop or restart in progress stops containers a
-    moment before it writes the new status."""
+    """Look at the containers of every running service's serving release
+    (:func:`serving_states`); record changes in the timeline. A service whose container
+    stopped (or whose containers are gone) on two checks in a row becomes ``failed``:
+    event ``health`` ``failed`` with the exit code and last lines, ``service.status``
+    announced, its route record removed (the host port is free). Two sightings, because
+    a process may stop while its operation's lease says nothing yet.
+
+    Containers being replaced are no verdict: a service whose start, stop or restart is
+    under way (its operation lease, ``core.panel.leases``) is not checked, and a check
+    whose service changed between the reading of the list and the verdict (a switch to
+    another release, an operation that began or ended, anything that wrote
+    ``updated_at``) is dropped: the next one looks again."""
     with uow.reading():
         running = uow.services.with_status("running")
+        busy = leases.operating(uow, clock, [s.id for s in running])
     changed = 0
     for service in running:
+        if service.id in busy:
+            continue
         report = None
         try:
-            states = runtime.containers(service.id)
+            states = serving_states(uow, service, runtime.containers(service.id))
             status = _health(states)
             stopped = [s for s in states if not s.running]
             if stopped:
@@ -587,6 +612,9 @@ def check_health(uow, clock, runtime) -> int:
             current = uow.services.get(service.id, for_update=True)
             if current is None or current.status != "running":
                 continue
+            if (current.release, current.updated_at) != (service.release, service.updated_at) \
+                    or leases.operating(uow, clock, [current.id]):
+                continue  # what was read is not what serves now
             if report is not None and current.health_failures >= 1:  # seen on the previous check too
                 uow.routes.delete_for(current.id)
                 failed = replace(current, status="failed", updated_at=now, **NOT_CHECKED)

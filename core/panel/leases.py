@@ -7,6 +7,11 @@ shutdown drops it) was left by a process that stopped; only such jobs are taken 
 So several processes sharing one PostgreSQL database never take each other's live jobs,
 and a restarted process picks up its predecessor's at once after a clean stop, or within
 ``STALE_S`` after a crash.
+
+A start, stop or restart of a service holds a lease of its own, ``op_<service id>``, while
+it touches the containers: the health check leaves such a service alone (containers being
+restarted are not a verdict on it). The lease counts for ``OPERATION_S`` at most, so one
+left by a process that died mid-way stops counting on its own.
 """
 from __future__ import annotations
 
@@ -37,3 +42,28 @@ def retire(uow, worker_id: str) -> None:
 
 def stale_before(clock):
     return clock.now() - timedelta(seconds=STALE_S)
+
+
+OPERATION_S = 900.0  # how long an operation's lease counts at most
+
+
+def operation_key(service_id: str) -> str:
+    return f"op_{service_id}"
+
+
+def hold_operation(uow, clock, service_id: str) -> None:
+    """In the caller's transaction: an operation on ``service_id``'s containers begins
+    (or goes on: the lease is taken again)."""
+    uow.leases.beat(operation_key(service_id), clock.now())
+
+
+def end_operation(uow, service_id: str) -> None:
+    """In the caller's transaction: the operation on ``service_id`` ended."""
+    uow.leases.drop(operation_key(service_id))
+
+
+def operating(uow, clock, service_ids) -> set:
+    """Which of ``service_ids`` have an operation under way (in the caller's transaction)."""
+    keys = {operation_key(service_id): service_id for service_id in service_ids}
+    since = clock.now() - timedelta(seconds=OPERATION_S)
+    return {keys[key] for key in uow.leases.held(list(keys), since)}

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from core.panel import domains, routes
+from core.panel import domains, leases, routes
 from core.errors import Conflict, Forbidden, Invalid, NotFound
 from core.panel.containers import keep_tag
 from core.panel.events import service_status
@@ -258,8 +258,11 @@ def operate(uow, clock, runtime, principal, service_id: str, operation: str, *, 
     container may get it); start and restart write it again from the host port the
     engine published now (the plan's first published port, with ``parse`` the compose
     parser and ``base_domain``), and a service without a base domain gets that upstream
-    as its ``url``."""
-    status_after, event_type, message = OPERATIONS[operation]
+    as its ``url``.
+
+    While it touches the containers the operation holds the service's operation lease
+    (``core.panel.leases``): the health check does not take containers being stopped and
+    started again for a sick service."""
     with uow.reading():
         service = visible(principal, uow.services.get(service_id), service_id)
     if service.status == "deploying":
@@ -269,10 +272,22 @@ def operate(uow, clock, runtime, principal, service_id: str, operation: str, *, 
     containers = runtime.containers(service.id)
     if not containers:
         raise Conflict("the service has no containers: redeploy it")
-    if operation in ("stop", "restart"):
-        with uow:
+    with uow:
+        if operation in ("stop", "restart"):
             uow.routes.delete_for(service.id)
+        leases.hold_operation(uow, clock, service.id)
+        uow.commit()
+    try:
+        return _operate(uow, clock, runtime, service, operation, containers, base_domain, parse)
+    finally:
+        with uow:
+            leases.end_operation(uow, service.id)
             uow.commit()
+
+
+def _operate(uow, clock, runtime, service, operation, containers, base_domain, parse):
+    status_after, event_type, message = OPERATIONS[operation]
+    service_id = service.id
     try:
         _each_container(runtime, operation, containers)
     except Exception as exc:

@@ -846,6 +846,9 @@ class InMemoryReleases(_Repo):
     def last_number(self, service_id):
         return max((r.number for r in self.rows.values() if r.service_id == service_id), default=0)
 
+    def numbered(self, service_id, number):
+        return next((r for r in self.rows.values() if r.service_id == service_id and r.number == number), None)
+
     def for_service(self, service_id):
         return _sorted([r for r in self.rows.values() if r.service_id == service_id], "number", desc=True)
 
@@ -1003,6 +1006,9 @@ class InMemoryLeases(_Repo):
 
     def live(self, since):
         return {w for w, at in self.rows.items() if at >= since}
+
+    def held(self, worker_ids, since):
+        return {w for w in worker_ids if w in self.rows and self.rows[w] >= since}
 
     def purge(self, before):
         gone = [w for w, at in self.rows.items() if at < before]
