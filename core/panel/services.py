@@ -42,9 +42,10 @@ class Service:
     commit: str | None = None  # git and ai deploys: the commit last deployed
     #: what the service counts against its customer's limits (``core.panel.customers``):
     #: its components' container memory (MB) and CPU (thousandths) limits summed, set by
-    #: create and redeploy
+    #: create and redeploy; and its containers (one per compose service)
     memory_mb: int = 0
     millicpus: int = 0
+    containers: int = 0
     #: its custom domains, by name (``core.panel.domains``; kept in ``uow.custom_domains``)
     custom_domains: tuple = ()
     release: int | None = None  # the number of the release running (``core.panel.releases``)
@@ -144,7 +145,7 @@ def create_service(uow, clock, principal, request: dict, methods: dict, catalog:
                       template_id=plan.template_id, compose=plan.compose, variables=plan.variables,
                       git_url=plan.source.get("git_url"), git_branch=plan.source.get("git_branch"),
                       ai_url=plan.source.get("ai_url"), memory_mb=footprint.memory_mb,
-                      millicpus=footprint.millicpus)
+                      millicpus=footprint.millicpus, containers=footprint.containers)
     with uow:
         customer = uow.panel_customers.get(service.customer_id, for_update=True)
         if customer is None:
@@ -207,12 +208,12 @@ def redeploy(uow, clock, principal, service_id: str, quota: Quota = DEFAULT_QUOT
         if release is None and service.compose != found.compose:  # a deploy ended meanwhile with another compose
             footprint = quota.footprint_of_compose(service.compose, service.variables)
         if footprint is None:  # nothing to read (yet): what was counted stays
-            footprint = Footprint(service.memory_mb, service.millicpus)
+            footprint = Footprint(service.memory_mb, service.millicpus, service.containers)
         if customer is not None:
             reserve(uow, quota, customer, footprint, new_service=False,
-                    replacing=Footprint(service.memory_mb, service.millicpus))
+                    replacing=Footprint(service.memory_mb, service.millicpus, service.containers))
         service = replace(service, status="deploying", updated_at=clock.now(), memory_mb=footprint.memory_mb,
-                          millicpus=footprint.millicpus)
+                          millicpus=footprint.millicpus, containers=footprint.containers)
         uow.services.update(service)
         job = _queue(uow, clock, service, kind, principal, target_release_id=release.id if release else None)
         uow.commit()
@@ -416,7 +417,7 @@ def patch_service(uow, clock, principal, service_id: str, body: dict, methods: d
             raise Conflict("the service is deploying")
         if footprint is not None and customer is not None:  # what the next redeploy will count
             reserve(uow, quota, customer, footprint, new_service=False,
-                    replacing=Footprint(service.memory_mb, service.millicpus))
+                    replacing=Footprint(service.memory_mb, service.millicpus, service.containers))
         now = clock.now()
         if wanted is not None:
             had = set(service.custom_domains)
