@@ -31,6 +31,7 @@ from app.workers.deploys import DeployWorker
 from app.panel.backups import backups_handlers
 from app.workers.history import HistoryCleanup
 from app.workers.loop import WorkerLease
+from app.http.websocket_limits import limit_messages
 from app.http.observability import Observer, worker_exiting
 from app.http.probes import add_probe_routes
 from app.http.ratestore import make_rate_store
@@ -72,6 +73,8 @@ class SlipwayApp(falcon.asgi.App):
             denial = HandshakeDenial(send)
             scope = {**scope, DENY_KEY: denial.deny}
             send = denial.send
+        if scope.get("type") == "websocket":  # a client message over 64 KiB closes the socket with 1009
+            receive, send = limit_messages(receive, send)
         return await super().__call__(scope, receive, send)
 
 

@@ -88,6 +88,7 @@ def serve(config, host: str, port: int, workers: int = 1):
 
     from app.factory import create_app
     from app.http.observability import log_config
+    from app.http.websocket_limits import MAX_MESSAGE
 
     multiproc = None
     if workers > 1:
@@ -103,8 +104,9 @@ def serve(config, host: str, port: int, workers: int = 1):
         # uvicorn would otherwise rewrite the client address from X-Forwarded-For sent from
         # 127.0.0.1 (its default): the address is the app's to decide, from SLIPWAY_TRUSTED_PROXIES.
         # Its access log is off: ours (app.http.observability) has the request id and operation.
+        # A WebSocket client message over 64 KiB is refused before it is read whole (1009).
         options = dict(host=host, port=port, log_level="info", access_log=False, proxy_headers=False,
-                       forwarded_allow_ips="", log_config=log_config(config.log_format))
+                       forwarded_allow_ips="", log_config=log_config(config.log_format), ws_max_size=MAX_MESSAGE)
         if workers > 1:
             app.slipway["store"].close()  # each worker composes its own app from the environment
             uvicorn.run("app.asgi:app", workers=workers, **options)

@@ -21,7 +21,9 @@ _UNSET = ("SLIPWAY_TRUSTED_PROXIES", "SLIPWAY_OIDC_ISSUER", "SLIPWAY_OIDC_CLIENT
 
 
 class Server:
-    def __init__(self, database_url: str, port: int | None = None, serve_args=(), **env):
+    def __init__(self, database_url: str, port: int | None = None, serve_args=(), asgi: bool = False, **env):
+        """``asgi``: ``uvicorn app.asgi:app`` (the README's other way to serve) instead of
+        ``slipway serve``."""
         self.port = port or free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.ws_base = f"ws://127.0.0.1:{self.port}"
@@ -29,7 +31,8 @@ class Server:
         full.update(SLIPWAY_DATABASE_URL=database_url, SLIPWAY_DEPLOY_WORKER="0", SLIPWAY_BILLING_INTERVAL="0")
         full.update(env)
         self.output = tempfile.TemporaryFile(mode="w+")
-        self.proc = subprocess.Popen([sys.executable, "-m", "app.cli.main", "serve", "--port", str(self.port), *serve_args], env=full,
+        command = (["uvicorn", "app.asgi:app"] if asgi else ["app.cli.main", "serve"]) + ["--port", str(self.port)]
+        self.proc = subprocess.Popen([sys.executable, "-m", *command, *serve_args], env=full,
                                      stdout=self.output, stderr=subprocess.STDOUT, text=True)
         deadline = time.monotonic() + 60
         while True:
