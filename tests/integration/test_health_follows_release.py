@@ -33,9 +33,14 @@ def _settled(panel, service_id) -> dict:
     _eventually(lambda: len(panel.engine.containers(service_id)) == 3, 120, "the retired set is removed")
     for _ in range(2):
         before = panel.http.get(f"/api/services/{service_id}").json()["health"]["last_check"]
-        _eventually(lambda: panel.http.get(f"/api/services/{service_id}").json()["health"]["last_check"] != before,
-                    30, "a health check ran")
+        _eventually(lambda: _checked_after(panel, service_id, before), 30, "a health check ran")
     return panel.http.get(f"/api/services/{service_id}").json()
+
+
+def _checked_after(panel, service_id, before) -> bool:
+    detail = panel.http.get(f"/api/services/{service_id}").json()
+    assert detail["status"] == "running", (detail["status"], _sick_events(panel.http, service_id))
+    return detail["health"]["last_check"] != before
 
 
 def _job(panel, service_id, answer) -> None:
