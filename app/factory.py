@@ -212,7 +212,7 @@ def create_app(config: Config | None = None, *, store: Store | None = None) -> S
 
     panel = Contract.load("panel", deploy_methods=methods)  # names and per-method required fields
     catalog = templates(pm)
-    panel_ops = panel_handlers(store, config.clock, panel, catalog)
+    panel_ops = panel_handlers(store, config.clock, panel, catalog, key_rpm=config.rate_auth_rpm)
     panel_ops.update(docs_handlers())
     quota = Quota(services=config.customer_max_services, memory_mb=config.customer_max_memory_mb,
                   cpus=config.customer_max_cpus, containers=config.customer_max_containers,

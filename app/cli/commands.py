@@ -209,7 +209,7 @@ def apikey_create(config, args) -> dict:
     body = {"name": args.name, "role": args.role, "rateLimitRpm": args.rate_limit_rpm,
             "expiresAt": args.expires_at, "deniedPermissions": args.deny, "customerId": args.customer}
     with _opened(config) as store:
-        key, full = create_key(store, config.clock, body)
+        key, full = create_key(store, config.clock, body, default_rpm=config.rate_auth_rpm)
     return api_key_json(key, full)
 
 

@@ -110,7 +110,8 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--name", required=True)
     k.add_argument("--role", required=True, choices=["admin", "customer", "viewer"])
     k.add_argument("--customer", default=None, help="cust_... (required for role customer)")
-    k.add_argument("--rate-limit-rpm", type=int, default=120)
+    k.add_argument("--rate-limit-rpm", type=int, default=None,
+                   help="requests per minute (default: SLIPWAY_RATE_AUTH_RPM, 120 unless set)")
     k.add_argument("--expires-at", default=None, help="RFC 3339")
     k.add_argument("--deny", nargs="+", default=[], metavar="PERM")
     apikey.add_parser("list", help="the active panel API keys, as the API lists them (never their secrets)")

@@ -77,8 +77,9 @@ def credential_of(caller) -> str | None:
 
 
 def presented_secret(req, caller) -> str:
-    """The credential's secret as ``req`` presents it: a browser session's cookie, else the
-    Bearer token or key (what the gate authenticated the caller by)."""
+    """The credential's secret as ``req`` presents it: a browser session's cookie (the gate
+    admitted it, so the request carries exactly one), else the Bearer token or key (what the
+    gate authenticated the caller by)."""
     return (session_cookie(req) if isinstance(caller, SessionPrincipal) else bearer(req)) or ""
 
 

@@ -49,15 +49,17 @@ def parse_expiry(value: str | None) -> datetime | None:
         raise Invalid("invalid API key", fields={"expiresAt": f"must be an RFC 3339 timestamp: {exc}"}) from None
 
 
-def create_key(store, clock, body: dict, creator=None):
-    """``creator``: the calling key or session, which bounds the new key (None: the operator)."""
+def create_key(store, clock, body: dict, creator=None, default_rpm: int = access.DEFAULT_RPM):
+    """``creator``: the calling key or session, which bounds the new key (None: the operator).
+    ``default_rpm`` (``SLIPWAY_RATE_AUTH_RPM``) is the ``rateLimitRpm`` of a body without one."""
     return access.create_api_key(
-        store.uow(), clock, name=body["name"], role=body["role"], rate_limit_rpm=body["rateLimitRpm"],
+        store.uow(), clock, name=body["name"], role=body["role"], rate_limit_rpm=body.get("rateLimitRpm"),
         expires_at=parse_expiry(body.get("expiresAt")), denied_permissions=body.get("deniedPermissions", []),
-        customer_id=body.get("customerId"), creator=creator)
+        customer_id=body.get("customerId"), creator=creator, default_rpm=default_rpm)
 
 
-def panel_handlers(store, clock, contract, catalog: dict) -> dict:
+def panel_handlers(store, clock, contract, catalog: dict, *, key_rpm: int = access.DEFAULT_RPM) -> dict:
+    """``key_rpm``: a new key's ``rateLimitRpm`` when the request names none (SLIPWAY_RATE_AUTH_RPM)."""
     run = store.run
 
     async def get_contract(call):
@@ -69,7 +71,7 @@ def panel_handlers(store, clock, contract, catalog: dict) -> dict:
         return Reply(200, contract_json, content_type="application/json")
 
     async def create_api_key(call):
-        key, full = await run(create_key, store, clock, call.body, call.caller)
+        key, full = await run(create_key, store, clock, call.body, call.caller, key_rpm)
         return Reply(201, api_key_json(key, full))
 
     async def list_api_keys(call):
@@ -79,7 +81,7 @@ def panel_handlers(store, clock, contract, catalog: dict) -> dict:
         return Reply(200, _listing([api_key_json(k) for k in chunk], len(keys), call.params))
 
     async def revoke_api_key(call):
-        await run(access.revoke_api_key, store.uow(), clock, call.params["id"])
+        await run(access.revoke_api_key, store.uow(), clock, call.params["id"], revoker=call.caller)
         return Reply(204)
 
     async def list_customers(call):

@@ -1,11 +1,15 @@
 """Handlers of the browser login of the panel API: ``/api/auth/*``.
 
-``POST /api/auth/key`` signs a browser in with an API key: the ``slipway_session``
-cookie of a session that acts as the key (``core.panel.sessions.open_key_session``).
+``POST /api/auth/key`` signs a browser in with an API key: the session cookie of a
+session that acts as the key (``core.panel.sessions.open_key_session``).
 
 ``GET /api/auth/login`` -> the identity provider -> ``GET /api/auth/callback`` -> the
-``slipway_session`` cookie, which the gate (``app.panel.gate``) accepts on every ``/api``
-request; ``POST /api/auth/logout`` ends it; ``GET /api/auth/session`` describes it.
+session cookie, which the gate (``app.panel.gate``) accepts on every ``/api`` request;
+``POST /api/auth/logout`` ends it; ``GET /api/auth/session`` describes it. The cookie is
+``__Host-slipway_session`` (Secure, Path=/) with an https ``SLIPWAY_PUBLIC_URL``, else
+``slipway_session`` (Path=/api); signing in and out with the first also clears a
+``slipway_session`` the browser may keep from before (Path=/api), which would otherwise
+make two session cookies.
 The protocol is ``app.panel.oidc`` (Authlib); users and sessions are ``core.panel.sessions``.
 """
 from __future__ import annotations
@@ -17,7 +21,7 @@ from datetime import datetime, timezone
 from app.http.errors import ApiError
 from app.http.pipeline import Reply
 from app.panel.oidc import LoginRefused, OidcClient, ProviderUnavailable
-from app.panel.gate import SESSION_COOKIE, session_cookie
+from app.panel.gate import SESSION_COOKIE, secure_url, session_cookie_name
 from app.http.timefmt import rfc3339
 from core.panel import sessions as panel_sessions
 from core.errors import Invalid
@@ -27,7 +31,7 @@ CALLBACK_PATH = "/api/auth/callback"
 DEFAULT_NEXT = "/api/docs"
 NOT_CONFIGURED = ("browser login is not configured on this panel (SLIPWAY_OIDC_ISSUER is not set); "
                   "use an API key")
-NO_SESSION = ("no browser session: this request carries no live slipway_session cookie (an API key is not a "
+NO_SESSION = ("no browser session: this request carries no live session cookie (an API key is not a "
               "session); sign in with POST /api/auth/key or log in at /api/auth/login")
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
@@ -60,7 +64,9 @@ def auth_handlers(store, config, gate, oidc: OidcClient | None = None) -> dict:
     """The ``/api/auth/*`` operations; ``oidc`` defaults to one made from ``config``."""
     clock, run = config.clock, store.run
     oidc = oidc if oidc is not None else make_oidc_client(config)
-    secure = bool(config.public_url and config.public_url.lower().startswith("https://"))
+    secure = secure_url(config.public_url)
+    session_name = session_cookie_name(config.public_url)
+    session_path = "/" if secure else "/api"  # a __Host- cookie must have Path=/
 
     def configured():
         if oidc is None:
@@ -69,6 +75,14 @@ def auth_handlers(store, config, gate, oidc: OidcClient | None = None) -> dict:
     def cookie(name, value, *, path, max_age=None, clear=False):
         return {"name": name, "value": "" if clear else value, "path": path, "max_age": max_age,
                 "expires": _EPOCH if clear else None, "secure": secure, "http_only": True, "same_site": "Lax"}
+
+    def session_cookies(secret=None, *, max_age=None) -> list:
+        """Set-Cookie of the session cookie (cleared without ``secret``), and with the
+        ``__Host-`` name also the clearing of an older ``slipway_session`` (Path=/api)."""
+        made = [cookie(session_name, secret, path=session_path, max_age=max_age, clear=secret is None)]
+        if session_name != SESSION_COOKIE:
+            made.append(cookie(SESSION_COOKIE, "", path="/api", clear=True))
+        return made
 
     async def begin_login(call):
         configured()
@@ -111,28 +125,28 @@ def auth_handlers(store, config, gate, oidc: OidcClient | None = None) -> dict:
         _, _, secret = await run(panel_sessions.open_session, store.uow(), clock, email=email,
                                  ttl_seconds=config.session_ttl)
         return Reply(302, headers={"Location": pending.next_path, "Cache-Control": "no-store"},
-                     cookies=[cookie(SESSION_COOKIE, secret, path="/api", max_age=config.session_ttl),
+                     cookies=[*session_cookies(secret, max_age=config.session_ttl),
                               cookie(LOGIN_COOKIE, "", path=CALLBACK_PATH, clear=True)])
 
     async def key_login(call):
         gate.same_site(call.req)  # no login CSRF: a cross-site page cannot sign a browser in
-        old = session_cookie(call.req)
+        old = gate.session_cookie(call.req)  # two session cookies: 401
         session, _, secret = await run(panel_sessions.open_key_session, store.uow(), clock,
                                        raw_key=call.body["key"], ttl_seconds=config.session_ttl)
         if old:  # the browser's previous session, if any, ends: one browser, one session
             await run(panel_sessions.revoke_session, store.uow(), clock, old)
         max_age = max(1, math.ceil((session.expires_at - clock.now()).total_seconds()))
         return Reply(204, headers={"Cache-Control": "no-store"},
-                     cookies=[cookie(SESSION_COOKIE, secret, path="/api", max_age=max_age)])
+                     cookies=session_cookies(secret, max_age=max_age))
 
     async def logout(call):
-        secret = session_cookie(call.req)
+        secret = gate.session_cookie(call.req)  # two session cookies: 401, nothing ends
         if secret:
             principal = await gate.session_of(call.req)
             if principal is not None:
                 gate.check_origin(call.req, principal)
                 await run(panel_sessions.revoke_session, store.uow(), clock, secret)
-        return Reply(204, cookies=[cookie(SESSION_COOKIE, "", path="/api", clear=True)])
+        return Reply(204, cookies=session_cookies())
 
     async def get_session(call):
         principal = call.caller if isinstance(call.caller, panel_sessions.SessionPrincipal) \

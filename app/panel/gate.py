@@ -3,14 +3,23 @@ permission.
 
 Authentication (``PanelGate.authenticate``): an ``Authorization: Bearer`` key decides
 when the request has one (a key takes precedence over a cookie); otherwise the
-``slipway_session`` cookie of a browser login, when login is configured
+session cookie of a browser login, when login is configured
 (``SLIPWAY_OIDC_ISSUER``). Operations the contract marks ``security: []`` (the login
 flow) need neither.
 
+The session cookie (docs/decisions.md "Tenant safety, second round"): with an ``https``
+``SLIPWAY_PUBLIC_URL`` it is ``__Host-slipway_session`` (``Secure``, ``Path=/``, no
+``Domain``: no other site, not even a sibling subdomain, can set one of that name), and a
+plain ``slipway_session`` is then ignored as if absent; over plain http it is
+``slipway_session``. A request that carries two session cookies (both names, or one name
+twice: cookie tossing, a second cookie set by a page on a sibling domain or with a longer
+path) is 401 on every ``/api`` operation and the WebSocket upgrade, before any other
+check: the gate never picks one of them.
+
 Tiers (docs/decisions.md): requests that do not authenticate, and the ``security: []``
 operations, draw on ``SLIPWAY_RATE_ANON_RPM`` (60/min) per source address; authenticated
-ones on the key's ``rateLimitRpm`` (120/min by default), or ``SLIPWAY_RATE_AUTH_RPM``
-(120/min) per session; the deploy operations (``x-slipway-rate-tier: deploy`` in the
+ones on the key's ``rateLimitRpm`` (at creation ``SLIPWAY_RATE_AUTH_RPM`` by default), or
+``SLIPWAY_RATE_AUTH_RPM`` (120/min) per session; the deploy operations (``x-slipway-rate-tier: deploy`` in the
 contract) also on ``SLIPWAY_RATE_DEPLOY_RPM`` (10/min) per key or session.
 Every response carries ``X-RateLimit-Limit``, ``-Remaining`` and ``-Reset`` (Unix seconds
 when that bucket is full again) of the tightest bucket the request touched.
@@ -41,10 +50,15 @@ from ports.ratestore import RateStore
 UNAUTHENTICATED_RPM = 60
 AUTHENTICATED_RPM = 120
 DEPLOY_RPM = 10
-SESSION_COOKIE = "slipway_session"
+SESSION_COOKIE = "slipway_session"  # over plain http
+HOST_SESSION_COOKIE = "__Host-slipway_session"  # with an https SLIPWAY_PUBLIC_URL
+SESSION_COOKIES = (SESSION_COOKIE, HOST_SESSION_COOKIE)
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 NO_CREDENTIALS = ("missing credentials: send an API key as Authorization: Bearer slw_<key_id>_<secret>"
                   " or log in at /api/auth/login for a session cookie")
+TWO_SESSIONS = ("two session cookies: this request carries more than one slipway_session or "
+                "__Host-slipway_session cookie (a page of another site under the same domain can set one), so "
+                "none is used; clear this site's cookies in the browser and sign in again")
 CROSS_SITE = ("cross-site request refused: a state-changing request authenticated by the session cookie must "
               "carry an Origin header equal to the panel's public URL, or X-Requested-With")
 
@@ -61,9 +75,23 @@ def origin_of(url: str | None) -> str | None:
     return f"{parts.scheme}://{host}" + (f":{port}" if port else "")
 
 
-def session_cookie(req) -> str | None:
-    values = req.get_cookie_values(SESSION_COOKIE) or []
-    return values[0] if values else None
+def secure_url(url: str | None) -> bool:
+    """Whether ``url`` (``SLIPWAY_PUBLIC_URL``) is https: the panel's cookies are then Secure."""
+    return bool(url and url.strip().lower().startswith("https://"))
+
+
+def session_cookie_name(public_url: str | None) -> str:
+    """The session cookie's name for a panel at ``public_url`` (module docstring)."""
+    return HOST_SESSION_COOKIE if secure_url(public_url) else SESSION_COOKIE
+
+
+def session_cookie(req, name: str | None = None) -> str | None:
+    """The session secret ``req`` carries in the cookie ``name`` (None: in either name);
+    ``ApiError(401)`` when it carries two session cookies of either name."""
+    found = [(cookie, value) for cookie in SESSION_COOKIES for value in (req.get_cookie_values(cookie) or [])]
+    if len(found) > 1:
+        raise ApiError(401, TWO_SESSIONS)
+    return next((value for cookie, value in found if name is None or cookie == name), None)
 
 
 class PanelGate:
@@ -74,6 +102,7 @@ class PanelGate:
         # login sessions count only with OIDC login on; key sessions always
         self.sessions = bool(getattr(config, "oidc_issuer", None))
         self.origin = origin_of(getattr(config, "public_url", None))
+        self.cookie_name = session_cookie_name(getattr(config, "public_url", None))
         anon = getattr(config, "rate_anon_rpm", UNAUTHENTICATED_RPM)
         self.auth_rpm = getattr(config, "rate_auth_rpm", AUTHENTICATED_RPM)
         deploy = getattr(config, "rate_deploy_rpm", DEPLOY_RPM)
@@ -84,6 +113,11 @@ class PanelGate:
     #: ``security: []`` operations come through ``admit`` too (per-address tier)
     guards_open_operations = True
     guards_unknown_routes = "/api"  # routes and methods under it not in the contract: 401 before 404/405
+
+    def session_cookie(self, req) -> str | None:
+        """The secret of the request's session cookie (of this panel's name), or None; 401
+        when the request carries two session cookies."""
+        return session_cookie(req, self.cookie_name)
 
     def _headers(self, req, decisions) -> None:
         tightest = min(decisions, key=lambda d: (d.allowed, d.remaining))
@@ -106,7 +140,7 @@ class PanelGate:
         key = bearer(req)
         if key is None and req.is_websocket:  # docs/decisions.md: an upgrade may carry the key as ?api_key=
             key = req.get_param("api_key") or None
-        cookie = session_cookie(req) if cookies else None
+        cookie = self.session_cookie(req) if cookies else None
         try:
             if key is not None or cookie is None:
                 if key is None and not req.get_header("Authorization"):
@@ -119,8 +153,8 @@ class PanelGate:
             raise ApiError(401, exc.message) from exc
 
     async def session_of(self, req):
-        """The session of the request's cookie (ignoring any key), or None."""
-        cookie = session_cookie(req)
+        """The session of the request's cookie (ignoring any key), or None; 401 for two."""
+        cookie = self.session_cookie(req)
         if cookie is None:
             return None
         try:
@@ -159,6 +193,8 @@ class PanelGate:
         now = self.clock.monotonic()
         if not op.secured:  # the login flow: no credentials needed, per-address tier
             self._headers(req, [await self.by_address.take(self._source(req), now)])
+            if cookies:
+                self.session_cookie(req)  # two session cookies: 401 here too
             return None
         try:
             principal = await self.authenticate(req, cookies=cookies)

@@ -22,6 +22,7 @@ ROLES = {
     "customer": frozenset(p for p in PERMISSIONS if p.startswith("services:")) | {"templates:read"},
     "viewer": frozenset({"services:read", "services:logs", "templates:read", "customers:read"}),
 }
+DEFAULT_RPM = 120  # a key's rateLimitRpm when none is given and the operator set no SLIPWAY_RATE_AUTH_RPM
 UNAUTHORIZED_MESSAGE = "missing, malformed, unknown, expired or revoked API key"
 _KEY = re.compile(r"slw_([0-9a-f]{16})_([A-Za-z0-9_-]{32,128})")
 
@@ -78,20 +79,30 @@ def permissions_of(key: ApiKey) -> frozenset:
     return ROLES[key.role] - frozenset(key.denied_permissions)
 
 
+def _reach(holder: Principal, *, role: str, denied_permissions, customer_id: str | None,
+           acts: str = "creates") -> list[str]:
+    """What a key of ``role`` minus ``denied_permissions`` (of ``customer_id``) holds beyond
+    ``holder``: its effective permissions must be a subset of the holder's, and a holder
+    bound to a customer reaches only role customer keys of that customer. The bound of both
+    creating and revoking a key (docs/decisions.md "Tenant safety", "second round")."""
+    excess = []
+    extra = sorted((ROLES[role] - frozenset(denied_permissions)) - holder.permissions, key=PERMISSIONS.index)
+    if extra:
+        excess.append("permissions " + ", ".join(extra) + (" (the creator lacks them)" if acts == "creates"
+                                                           else " (the caller lacks them)"))
+    if holder.customer_id is not None and (role != "customer" or customer_id != holder.customer_id):
+        excess.append(f"customer: a key of customer {holder.customer_id} {acts} only role customer keys of "
+                      f"that customer")
+    return excess
+
+
 def _beyond(creator: Principal, *, role: str, rate_limit_rpm: int, expires_at: datetime | None,
             denied_permissions, customer_id: str | None) -> list[str]:
     """What a new key would hold beyond its creator (docs/decisions.md "Tenant safety"): its
     effective permissions must be a subset of the creator's; a key's ``expiresAt`` and
     ``rateLimitRpm`` bound the new key's; a creator bound to a customer mints keys of that
     customer only. A browser session is bounded by its user's role (and customer) only."""
-    excess = []
-    extra = sorted((ROLES[role] - frozenset(denied_permissions)) - creator.permissions,
-                   key=PERMISSIONS.index)
-    if extra:
-        excess.append("permissions " + ", ".join(extra) + " (the creator lacks them)")
-    if creator.customer_id is not None and (role != "customer" or customer_id != creator.customer_id):
-        excess.append(f"customer: a key of customer {creator.customer_id} creates only role customer keys of "
-                      f"that customer")
+    excess = _reach(creator, role=role, denied_permissions=denied_permissions, customer_id=customer_id)
     key = creator.key
     if key is not None:
         if key.expires_at is not None and (expires_at is None or expires_at > key.expires_at):
@@ -102,14 +113,20 @@ def _beyond(creator: Principal, *, role: str, rate_limit_rpm: int, expires_at: d
     return excess
 
 
-def create_api_key(uow, clock, *, name: str, role: str, rate_limit_rpm: int, expires_at: datetime | None = None,
-                   denied_permissions=(), customer_id: str | None = None,
-                   creator: Principal | None = None) -> tuple[ApiKey, str]:
+def create_api_key(uow, clock, *, name: str, role: str, rate_limit_rpm: int | None,
+                   expires_at: datetime | None = None, denied_permissions=(), customer_id: str | None = None,
+                   creator: Principal | None = None, default_rpm: int = DEFAULT_RPM) -> tuple[ApiKey, str]:
     """Mint a key; returns it and the full ``slw_<key_id>_<secret>``, shown only now.
 
     ``creator`` is the caller (a key or a session); None is the operator (CLI), unbounded.
     A key beyond its creator (``_beyond``) is ``Forbidden`` naming what exceeds, and
-    nothing is created."""
+    nothing is created. Without ``rate_limit_rpm`` the key gets ``default_rpm`` (the
+    operator's ``SLIPWAY_RATE_AUTH_RPM``), capped at the creating key's own (an omitted
+    value never exceeds the creator)."""
+    if rate_limit_rpm is None:
+        rate_limit_rpm = default_rpm
+        if creator is not None and creator.key is not None:
+            rate_limit_rpm = min(rate_limit_rpm, creator.key.rate_limit_rpm)
     problems = {}
     if not (name or "").strip():
         problems["name"] = "must not be empty"
@@ -168,10 +185,18 @@ def list_api_keys(uow) -> list[ApiKey]:
         return uow.api_keys.all()
 
 
-def revoke_api_key(uow, clock, key_id: str) -> None:
+def revoke_api_key(uow, clock, key_id: str, *, revoker: Principal | None = None) -> None:
+    """Revoke a key. ``revoker`` is the caller (a key or a session); None is the operator
+    (CLI), unbounded. A key revokes only keys within its own bounds, as it creates them
+    (``_reach``): else ``Forbidden`` naming what exceeds, and nothing changes."""
     with uow:
         key = uow.api_keys.get(key_id)
         if key is None or key.revoked_at is not None:
             raise NotFound(f"API key {key_id} not found")
+        if revoker is not None:
+            excess = _reach(revoker, role=key.role, denied_permissions=key.denied_permissions,
+                            customer_id=key.customer_id, acts="revokes")
+            if excess:
+                raise Forbidden("a key cannot revoke a key that holds more than the caller: " + "; ".join(excess))
         uow.api_keys.revoke(key_id, clock.now())
         uow.commit()

@@ -98,7 +98,7 @@ def test_denied_permissions_override_the_role(client, keys):
 @pytest.mark.parametrize("body, field, status", [
     ({"name": "x", "role": "root", "rateLimitRpm": 10}, "role", 422),
     ({"name": "x", "role": "viewer", "rateLimitRpm": 0}, "rateLimitRpm", 422),
-    ({"name": "x", "role": "viewer"}, "rateLimitRpm", 422),
+    ({"name": "x", "role": "viewer", "rateLimitRpm": "fast"}, "rateLimitRpm", 422),
     ({"name": "", "role": "viewer", "rateLimitRpm": 10}, "name", 422),
     ({"name": "x", "role": "viewer", "rateLimitRpm": 10, "deniedPermissions": ["everything"]}, "deniedPermissions.0",
      422),

@@ -415,9 +415,12 @@ def test_cookies_are_secure_behind_an_https_public_url(make_app, idp, user):
     answer = httpx.get(started.headers["location"], timeout=10)
     query = {k: v[0] for k, v in parse_qs(urlsplit(answer.headers["location"]).query).items()}
     done = callback(panel, query, started.cookies["slipway_login"].value, expect=302)
-    assert done.cookies["slipway_session"].secure
-    secret = done.cookies["slipway_session"].value
-    panel.post("/api/customers", headers=cookie(secret, Origin="http://panel.test"), json_body={"name": "C"},
+    made = done.cookies["__Host-slipway_session"]  # an https public URL: the __Host- name, Secure, Path=/
+    assert made.secure and made.path == "/" and made.http_only and made.same_site == "Lax"
+    assert done.cookies["slipway_session"].value == ""  # a plain one kept from before is cleared
+    secret = made.value
+    host = {"Cookie": f"__Host-slipway_session={secret}"}
+    panel.post("/api/customers", headers={**host, "Origin": "http://panel.test"}, json_body={"name": "C"},
                expect=403)
-    panel.post("/api/customers", headers=cookie(secret, Origin="https://panel.test"), json_body={"name": "C"},
+    panel.post("/api/customers", headers={**host, "Origin": "https://panel.test"}, json_body={"name": "C"},
                expect=201)

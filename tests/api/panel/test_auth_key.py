@@ -257,7 +257,7 @@ def test_csrf_rule_with_a_public_url(make_app, key, origin, status):
     _, secret = key("admin")
     done = panel.post("/api/auth/key", json_body={"key": secret}, headers={"Origin": origin}, expect=status)
     if status == 204:
-        assert done.cookies["slipway_session"].secure  # an https public URL: Secure
+        assert done.cookies["__Host-slipway_session"].secure  # an https public URL: Secure, the __Host- name
 
 
 def test_a_key_guessing_client_is_rate_limited_per_address(panel, key, store):

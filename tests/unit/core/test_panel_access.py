@@ -100,6 +100,36 @@ def test_a_customer_key_mints_only_keys_of_its_customer(uow, clock, customer):
                                 creator=creator)
 
 
+def test_a_key_revokes_only_keys_within_its_own_bounds(uow, clock, customer):
+    admin, _ = access.create_api_key(uow, clock, name="ops", role="admin", rate_limit_rpm=60)
+    manager = principal_of(uow, clock, "admin", denied_permissions=tuple(
+        p for p in access.PERMISSIONS if p != "api_keys:manage"))
+    with pytest.raises(Forbidden, match="cannot revoke.*services:read"):
+        access.revoke_api_key(uow, clock, admin.id, revoker=manager)
+    assert admin.id in {k.id for k in _keys(uow)}  # still valid
+    narrow, _ = access.create_api_key(uow, clock, name="n", role="admin", rate_limit_rpm=60, creator=manager,
+                                      denied_permissions=manager.key.denied_permissions)
+    access.revoke_api_key(uow, clock, narrow.id, revoker=manager)
+    access.revoke_api_key(uow, clock, manager.key.id, revoker=manager)  # itself: within its bounds
+    bound = principal_of(uow, clock, "customer", customer_id=customer.id)
+    theirs, _ = access.create_api_key(uow, clock, name="t", role="customer", rate_limit_rpm=60,
+                                      customer_id=customer.id)
+    with pytest.raises(Forbidden, match="api_keys:manage"):  # a customer key holds no api_keys:manage
+        access.revoke_api_key(uow, clock, admin.id, revoker=bound)
+    access.revoke_api_key(uow, clock, theirs.id, revoker=bound)  # the route's permission is checked before
+
+
+def test_a_key_without_rate_limit_rpm_gets_the_default_at_most_its_creators(uow, clock):
+    made, _ = access.create_api_key(uow, clock, name="k", role="viewer", rate_limit_rpm=None, default_rpm=77)
+    assert made.rate_limit_rpm == 77
+    slow = principal_of(uow, clock, "admin", rate_limit_rpm=50)
+    capped, _ = access.create_api_key(uow, clock, name="k", role="viewer", rate_limit_rpm=None, default_rpm=77,
+                                      creator=slow)
+    assert capped.rate_limit_rpm == 50
+    with pytest.raises(Forbidden, match="rateLimitRpm 60"):
+        access.create_api_key(uow, clock, name="k", role="viewer", rate_limit_rpm=60, creator=slow)
+
+
 def test_denied_permissions_are_refused(uow, clock):
     principal = principal_of(uow, clock, "admin", denied_permissions=("services:delete",))
     principal.require("services:read")

@@ -80,7 +80,7 @@ export function KeysPage({ session }) {
 
 function NewKey({ session, onCreated }) {
   const permissions = PERMISSIONS;
-  const [form, setForm] = useState({ name: "", role: session.customer_id ? "customer" : "viewer", rateLimitRpm: "120", expiresAt: "", denied: [], customerId: session.customer_id || "" });
+  const [form, setForm] = useState({ name: "", role: session.customer_id ? "customer" : "viewer", rateLimitRpm: "", expiresAt: "", denied: [], customerId: session.customer_id || "" });
   const [errors, setErrors] = useState({});
   const [busy, setBusy] = useState(false);
   const customers = useCustomers(session);
@@ -90,7 +90,8 @@ function NewKey({ session, onCreated }) {
     e.preventDefault();
     setBusy(true); setErrors({});
     const rpm = String(form.rateLimitRpm).trim();
-    const body = { name: form.name, role: form.role, rateLimitRpm: /^\d+$/.test(rpm) ? parseInt(rpm, 10) : rpm };
+    const body = { name: form.name, role: form.role };
+    if (rpm) body.rateLimitRpm = /^\d+$/.test(rpm) ? parseInt(rpm, 10) : rpm; // empty: the operator's default
     if (form.denied.length) body.deniedPermissions = form.denied;
     if (form.expiresAt) { const d = new Date(form.expiresAt); body.expiresAt = isNaN(d) ? form.expiresAt : d.toISOString(); }
     if (form.role === "customer" && form.customerId) body.customerId = form.customerId;
@@ -121,7 +122,7 @@ function NewKey({ session, onCreated }) {
           </select>`
         : html`<input id="f-customerId" data-testid="field-customerId" placeholder="cust_…" value=${form.customerId} onInput=${(e) => set("customerId", e.currentTarget.value)} />`}
     </${Field}>` : null}
-    <${Field} label="Requests per minute" name="rateLimitRpm" error=${errors.rateLimitRpm}>
+    <${Field} label="Requests per minute" name="rateLimitRpm" error=${errors.rateLimitRpm} hint="Empty: the panel's default (at most your own key's)">
       <input id="f-rateLimitRpm" data-testid="field-rateLimitRpm" type="number" min="1" step="1" value=${form.rateLimitRpm} onInput=${(e) => set("rateLimitRpm", e.currentTarget.value)} />
     </${Field}>
     <${Field} label="Expires" name="expiresAt" error=${errors.expiresAt} hint="Empty: never (within your own key's bounds)">
