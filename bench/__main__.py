@@ -1,9 +1,11 @@
-"""``python -m bench [me|licensing|realtime|compose-bomb|frontend|idempotency|webhooks]``: GET /v1/me on a bare Falcon app, then on Slipway
+"""``python -m bench [me|licensing|realtime|compose-bomb|frontend|idempotency|webhooks|redaction]``: GET /v1/me on a bare Falcon app, then on Slipway
 (``me``); or license list pages and the activity export on a small and a large generated
 database (``licensing``, see bench/licensing.py); or the web frontend's services list with
 1,000 services in headless Chromium (``frontend``, see bench/frontend.py); or what an
 ``Idempotency-Key`` adds to a POST (``idempotency``, see bench/idempotency.py); or POST /v1/licenses
-with and without a webhook endpoint that never answers (``webhooks``, see bench/webhooks.py).
+with and without a webhook endpoint that never answers (``webhooks``, see bench/webhooks.py); or
+what the access log's redaction costs a 500-character path built against it next to a plain
+one (``redaction``, see bench/redaction.py).
 Prints a table and one JSON line."""
 from __future__ import annotations
 
@@ -76,13 +78,15 @@ def print_report(report: dict) -> None:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("scenario", nargs="?", default="me",
-                        choices=["me", "licensing", "realtime", "compose-bomb", "frontend", "idempotency", "webhooks"],
+                        choices=["me", "licensing", "realtime", "compose-bomb", "frontend", "idempotency", "webhooks",
+                                 "redaction"],
                         help="what to measure (default: me)")
     parser.add_argument("--connections", type=int, default=32, help="concurrent keep-alive connections (32)")
     parser.add_argument("--duration", type=float, default=5.0, help="seconds measured per target (5)")
     parser.add_argument("--warmup", type=float, default=1.0, help="seconds of load before measuring (1)")
     parser.add_argument("--rounds", type=int, default=3,
-                        help="me: alternating rounds of load on the bare app and on Slipway (3)")
+                        help="me: alternating rounds of load on the bare app and on Slipway; "
+                             "redaction: alternating rounds of crafted and plain paths (3)")
     licensing = parser.add_argument_group("licensing scenario")
     licensing.add_argument("--licenses", type=int, default=100_000, help="licenses of the large database (100000)")
     licensing.add_argument("--events", type=int, default=1_000_000,
@@ -99,7 +103,8 @@ def main(argv=None) -> int:
     frontend.add_argument("--services", type=int, default=1000, help="services in the database (1000)")
     frontend.add_argument("--loads", type=int, default=10, help="cold loads of each page (10)")
     parser.add_argument("--requests", type=int, default=None,
-                        help="idempotency: POSTs measured per kind (300); webhooks: licenses each sender issues, timed (250)")
+                        help="idempotency: POSTs measured per kind (300); webhooks: licenses each sender issues, "
+                             "timed (250); redaction: requests of each kind per round (300)")
     webhooks = parser.add_argument_group("webhooks scenario")
     webhooks.add_argument("--senders", type=int, default=4, help="threads issuing licenses at once (4)")
     webhooks.add_argument("--warmup-requests", type=int, default=20, help="untimed licenses per thread first (20)")
@@ -129,6 +134,14 @@ def main(argv=None) -> int:
         if args.services < 1 or args.loads < 1:
             parser.error("--services and --loads must be >= 1")
         print_frontend(run_frontend(args))
+        return 0
+
+    if args.scenario == "redaction":
+        from bench.redaction import print_redaction, run_redaction
+
+        if min(args.requests, args.rounds) < 1:
+            parser.error("--requests and --rounds must be >= 1")
+        print_redaction(run_redaction(args.requests, args.rounds))
         return 0
 
     if args.scenario == "idempotency":
