@@ -74,10 +74,13 @@ class BackupArchives:
         finished file. On failure the partial file is removed and the error raised."""
         final = self.path(service_id, backup_id)
         part = final + ".part"
-        os.makedirs(os.path.dirname(final), exist_ok=True)
+        _private_dir(self.root)  # the folders and the archive: the server user's only, whatever the umask
+        _private_dir(os.path.dirname(final))
         entries = []
         try:
-            with open(part, "wb") as f:
+            fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+            os.fchmod(fd, 0o600)  # a .part left from before keeps no wider mode
+            with os.fdopen(fd, "wb") as f:
                 for index, (name, chunks) in enumerate(volumes):
                     member = f"volumes/{index}.tar"
                     start = f.tell()
@@ -154,6 +157,12 @@ class BackupArchives:
             if re.fullmatch(r"bkp_[A-Za-z0-9_-]+\.tar(\.part)?", name):
                 _unlink(os.path.join(directory, name))
         _rmdir(directory)
+
+
+def _private_dir(path: str) -> None:
+    """``path`` (and missing parents) made 0700, and set to 0700 if it was there."""
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    os.chmod(path, 0o700)
 
 
 def _pad_record(f) -> None:

@@ -118,8 +118,10 @@ class DeployWorker(JobWorker):
         """One job in a work directory of its own (``SLIPWAY_WORK_DIR/<job id>-...``),
         removed afterwards whatever happened; git and ai deploys clone and build there."""
         try:
-            os.makedirs(self.work_dir, exist_ok=True)
-            workdir = os.path.abspath(tempfile.mkdtemp(prefix=f"{job.id}-", dir=self.work_dir))
+            # the work folder and each job's are the server user's only (0700), whatever the umask
+            os.makedirs(self.work_dir, mode=0o700, exist_ok=True)
+            os.chmod(self.work_dir, 0o700)
+            workdir = os.path.abspath(tempfile.mkdtemp(prefix=f"{job.id}-", dir=self.work_dir))  # 0700
         except OSError as exc:  # never leave the service deploying for want of a directory
             deploys.fail_job(self.store.uow(), self.clock, job,
                              RuntimeError(f"cannot create a work directory under SLIPWAY_WORK_DIR: {exc}"),

@@ -21,19 +21,22 @@ as an absolute path (an inline Containerfile Slipway wrote outside the repositor
 added to the tar under :data:`INLINE_NAME` without touching the context on disk.
 
 The archive is made with docker-py's own ``exclude_paths`` (the ``.dockerignore`` rules
-Docker's CLI applies) and ``create_archive``.
+Docker's CLI applies) and an archive like its ``create_archive`` whose members carry the
+modes git checks files out with (0644, 0755), whatever the modes on disk.
 """
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
 import sys
+import tarfile
 import tempfile
 import threading
 import time
 
-from docker.utils.build import create_archive, exclude_paths
+from docker.utils.build import exclude_paths
 
 from plugins.runtime_common.bounded import close_response
 from ports.runtime import Cancelled, EngineError
@@ -127,12 +130,48 @@ def context_archive(context: str, dockerfile: str | None):
                                         f"(to {os.readlink(full)!r})")
     archive = tempfile.NamedTemporaryFile(prefix="slipway-context-", suffix=".tar")
     try:
-        create_archive(root=base, files=files, fileobj=archive, extra_files=extra)
+        _create_archive(base, files, archive, extra)
     except BaseException:
         archive.close()
         raise
     archive.seek(0)
     return archive, name
+
+
+def _create_archive(root: str, files, fileobj, extra_files) -> None:
+    """docker-py's ``create_archive`` (uncompressed, ``extra_files`` in place of context
+    files of the same name), each member with the mode git would have checked it out
+    with under umask 022 (files 0644, or 0755 when executable; folders 0755): the work
+    folders are the server user's only (0600/0700, docs/security.md), and the images
+    built from them must not change with that."""
+    extra_names = {name for name, _ in extra_files}
+    with tarfile.open(mode="w", fileobj=fileobj) as tar:
+        for path in files:
+            if path in extra_names:
+                continue
+            full = os.path.join(root, path)
+            info = tar.gettarinfo(full, arcname=path)
+            if info is None:  # a socket
+                continue
+            if info.mtime < 0 or info.mtime > 8 ** 11 - 1:
+                info.mtime = int(info.mtime)
+            if info.isdir() or (info.isfile() and info.mode & 0o111):
+                info.mode = 0o755
+            elif info.isfile():
+                info.mode = 0o644
+            if info.isfile():
+                try:
+                    with open(full, "rb") as f:
+                        tar.addfile(info, f)
+                except OSError as exc:
+                    raise OSError(f"Can not read file in context: {full}") from exc
+            else:
+                tar.addfile(info, None)
+        for name, contents in extra_files:
+            data = contents.encode("utf-8")
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
 
 
 def context_archive_bounded(context: str, dockerfile: str | None, *, timeout: float | None, cancel=None):

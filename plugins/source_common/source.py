@@ -167,13 +167,29 @@ def check_branch(branch, field: str = "git_branch") -> None:
 # --- cloning ----------------------------------------------------------------------------
 
 
+def private_dir(path: str) -> str:
+    """``path`` made if missing (parents too), readable by the server's user only (0700),
+    whatever the process's umask."""
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    os.chmod(path, 0o700)
+    return path
+
+
+def open_private(path: str):
+    """``path`` opened for writing text, created (or truncated) readable by the server's
+    user only (0600), whatever the umask."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    os.fchmod(fd, 0o600)
+    return os.fdopen(fd, "w", encoding="utf-8")
+
+
 def _git_env(workdir: str, ssh_options: tuple = ()) -> dict:
     """The whole environment git runs with: nothing of the server user's (no HOME, no
     SSH agent, no XDG config, no proxies, no ``GIT_*``), HOME an empty directory of the
     job, no system or global git config, ssh with no config file, keys or agent and a
     known-hosts file of the job's own."""
     home = os.path.join(workdir, "git-home")
-    os.makedirs(home, exist_ok=True)
+    private_dir(home)
     ssh = ["ssh", "-F", "/dev/null", "-o", "IdentitiesOnly=yes", "-o", "IdentityFile=none",
            "-o", "IdentityAgent=none", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=accept-new",
            "-o", "UserKnownHostsFile=" + os.path.join(workdir, "known_hosts"), *ssh_options]
@@ -219,8 +235,9 @@ def _run_git(args: list, *, cwd: str | None, timeout: float, url: str, what: str
     secrets = url_secrets(url)
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         try:
+            # umask 077: the clone (and ssh's known hosts) are the server user's only, whatever its umask
             process = subprocess.Popen(["git", *args], cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                       stderr=err, start_new_session=True)
+                                       stderr=err, start_new_session=True, umask=0o077)
         except FileNotFoundError:
             raise SourceError(f"{what} failed: the git command is not installed") from None
         deadline = time.monotonic() + timeout
@@ -470,7 +487,7 @@ def build_compose(text: str, root: str, runtime, *, service_id: str, revision: s
         if inline is not None:  # the job's directory, outside the tree: no link of the repository is written through
             safe = re.sub(r"[^A-Za-z0-9_.-]", "-", name)
             dockerfile = os.path.join(workdir, f"inline-{index}-{safe}.Containerfile")
-            with open(dockerfile, "w", encoding="utf-8") as handle:
+            with open_private(dockerfile) as handle:
                 handle.write(inline if inline.endswith("\n") else inline + "\n")
         progress(f"building {name} ({tag})")
         try:

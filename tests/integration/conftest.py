@@ -71,3 +71,12 @@ def runtime(request, monkeypatch) -> ContainerRuntime:
         return _factories()["swarm"].create(request.getfixturevalue("swarm_url"), ulimits="")
     url, ulimits = request.getfixturevalue("runtime_url"), request.getfixturevalue("engine_ulimits")
     return _factories()[request.param].create(url, ulimits=ulimits)
+
+
+@pytest.fixture
+def umask_022():
+    """This process (and the servers it starts) with the common umask 022, so a file that
+    comes out 0600 shows Slipway set its mode, not that the umask happened to be strict."""
+    before = os.umask(0o022)
+    yield
+    os.umask(before)

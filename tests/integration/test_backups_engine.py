@@ -23,7 +23,7 @@ IMAGE = "localhost/busybox:latest"
 
 
 @pytest.fixture(params=ENGINES)
-def panel(request, database_url, tmp_path):
+def panel(request, database_url, tmp_path, umask_022):
     runtime_url, engine_ulimits = engine_for(request, request.param)
     backup_dir = tmp_path / "backups"
     key = admin_key(database_url)
@@ -128,3 +128,38 @@ def test_backup_change_restore_delete(panel):
     assert client.delete(f"/api/services/{service_id}").status_code == 204
     assert not (backup_dir / service_id).exists()  # the service's archives went with it
     assert client.get(backups).status_code == 404
+
+
+def _modes(root) -> dict:
+    """{path relative to ``root`` ('.' itself): permission bits} of everything under it."""
+    found = {".": os.stat(root).st_mode & 0o777}
+    for folder, dirs, files in os.walk(root):
+        for name in dirs + files:
+            path = os.path.join(folder, name)
+            found[os.path.relpath(path, root)] = os.lstat(path).st_mode & 0o777
+    return found
+
+
+def test_backup_archives_and_their_folders_are_the_server_users_only(panel):
+    """Under umask 022 (the server's too), with the backup folder made 0755 beforehand:
+    the folder, the service's folder and the archive are 0700, 0700 and 0600."""
+    client, customer, engine, made, backup_dir = panel
+    backup_dir.mkdir(mode=0o755)
+    os.chmod(backup_dir, 0o755)
+    created = client.post("/api/services", json={
+        "name": f"bkm-{os.getpid()}-{time.monotonic_ns() % 100000}", "customer_id": customer["id"],
+        "deploy_method": "template", "template_id": "static-site",
+        "variables": {"IMAGE": IMAGE, "TITLE": "Private"}})
+    assert created.status_code == 201, created.text
+    service_id = created.json()["id"]
+    made.append(service_id)
+    _until(client, service_id, "running")
+    backups = f"/api/services/{service_id}/backups"
+    for _ in range(2):  # the second finds the folders there
+        backup = _wait_backup(client, f"{backups}/{client.post(backups).json()['id']}",
+                              lambda b: b["status"] == "completed")
+    first = client.get(backups).json()["data"]
+    assert len(first) == 2
+    expected = {".": 0o700, service_id: 0o700}
+    expected.update({os.path.join(service_id, f"{b['id']}.tar"): 0o600 for b in first})
+    assert _modes(backup_dir) == expected, backup
