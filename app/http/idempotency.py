@@ -48,7 +48,6 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from app.http.errors import ApiError, render_error, to_api_error
 from app.http.pipeline import Reply, kept_reply
-from app.panel.gate import session_cookie
 from app.partner.gate import bearer
 from app.storage.idempotency_repos import PeeweeIdempotencyKeys
 from core.panel.access import Principal
@@ -77,10 +76,12 @@ def credential_of(caller) -> str | None:
 
 
 def presented_secret(req, caller) -> str:
-    """The credential's secret as ``req`` presents it: a browser session's cookie (the gate
-    admitted it, so the request carries exactly one), else the Bearer token or key (what the
+    """The credential's secret as ``req`` presents it: a browser session's cookie (the one the gate
+    admitted it by), else the Bearer token or key (what the
     gate authenticated the caller by)."""
-    return (session_cookie(req) if isinstance(caller, SessionPrincipal) else bearer(req)) or ""
+    if isinstance(caller, SessionPrincipal):
+        return getattr(req.context, "session_secret", None) or ""
+    return bearer(req) or ""
 
 
 class Seal:

@@ -10,11 +10,13 @@ flow) need neither.
 The session cookie (docs/decisions.md "Tenant safety, second round"): with an ``https``
 ``SLIPWAY_PUBLIC_URL`` it is ``__Host-slipway_session`` (``Secure``, ``Path=/``, no
 ``Domain``: no other site, not even a sibling subdomain, can set one of that name), and a
-plain ``slipway_session`` is then ignored as if absent; over plain http it is
-``slipway_session``. A request that carries two session cookies (both names, or one name
-twice: cookie tossing, a second cookie set by a page on a sibling domain or with a longer
-path) is 401 on every ``/api`` operation and the WebSocket upgrade, before any other
-check: the gate never picks one of them.
+cookie of any other name, a plain ``slipway_session`` included, is ignored as if absent
+(so a sibling site can neither sign a browser in as its tenant nor lock it out); over
+plain http it is ``slipway_session`` and ``__Host-slipway_session`` is ignored. A request
+that carries the panel's session cookie twice (cookie tossing: a second cookie of the
+same name set by a page on a sibling domain or with a longer path) is 401 on every
+``/api`` operation and the WebSocket upgrade, before any other check: the gate never
+picks one of them.
 
 Tiers (docs/decisions.md): requests that do not authenticate, and the ``security: []``
 operations, draw on ``SLIPWAY_RATE_ANON_RPM`` (60/min) per source address; authenticated
@@ -52,13 +54,12 @@ AUTHENTICATED_RPM = 120
 DEPLOY_RPM = 10
 SESSION_COOKIE = "slipway_session"  # over plain http
 HOST_SESSION_COOKIE = "__Host-slipway_session"  # with an https SLIPWAY_PUBLIC_URL
-SESSION_COOKIES = (SESSION_COOKIE, HOST_SESSION_COOKIE)
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 NO_CREDENTIALS = ("missing credentials: send an API key as Authorization: Bearer slw_<key_id>_<secret>"
                   " or log in at /api/auth/login for a session cookie")
-TWO_SESSIONS = ("two session cookies: this request carries more than one slipway_session or "
-                "__Host-slipway_session cookie (a page of another site under the same domain can set one), so "
-                "none is used; clear this site's cookies in the browser and sign in again")
+TWO_SESSIONS = ("two session cookies: this request carries the panel's session cookie more than once (a page "
+                "of another site under the same domain can set one), so none is used; clear this site's "
+                "cookies in the browser and sign in again")
 CROSS_SITE = ("cross-site request refused: a state-changing request authenticated by the session cookie must "
               "carry an Origin header equal to the panel's public URL, or X-Requested-With")
 
@@ -85,13 +86,13 @@ def session_cookie_name(public_url: str | None) -> str:
     return HOST_SESSION_COOKIE if secure_url(public_url) else SESSION_COOKIE
 
 
-def session_cookie(req, name: str | None = None) -> str | None:
-    """The session secret ``req`` carries in the cookie ``name`` (None: in either name);
-    ``ApiError(401)`` when it carries two session cookies of either name."""
-    found = [(cookie, value) for cookie in SESSION_COOKIES for value in (req.get_cookie_values(cookie) or [])]
+def session_cookie(req, name: str) -> str | None:
+    """The session secret ``req`` carries in the cookie ``name``, or None;
+    ``ApiError(401)`` when it carries that cookie twice."""
+    found = req.get_cookie_values(name) or []
     if len(found) > 1:
         raise ApiError(401, TWO_SESSIONS)
-    return next((value for cookie, value in found if name is None or cookie == name), None)
+    return found[0] if found else None
 
 
 class PanelGate:
@@ -147,8 +148,10 @@ class PanelGate:
                     raise Unauthorized(NO_CREDENTIALS)
                 return await self.store.run(access.authenticate_key, self.store.uow(transaction=False),
                                             self.clock, key)
-            return await self.store.run(sessions.authenticate_session, self.store.uow(transaction=False),
-                                        self.clock, cookie, users=self.sessions)
+            principal = await self.store.run(sessions.authenticate_session, self.store.uow(transaction=False),
+                                             self.clock, cookie, users=self.sessions)
+            req.context.session_secret = cookie  # what the request presented (app.http.idempotency)
+            return principal
         except Unauthorized as exc:
             raise ApiError(401, exc.message) from exc
 
