@@ -249,6 +249,8 @@ class Config:
     webhook_retry_base: float = 30.0
     webhook_allow_private: bool = False
     webhook_timeout: float = 10.0
+    #: image references whose registry host is not public may be pulled (SLIPWAY_REGISTRY_ALLOW_PRIVATE)
+    registry_allow_private: bool = False
     #: plugin settings (the environment): each plugin reads its own SLIPWAY_* variables
     settings: dict = field(default_factory=dict)
     clock: Clock = field(default_factory=SystemClock)
@@ -323,6 +325,7 @@ class Config:
             webhook_retry_base=_positive_number(env, "SLIPWAY_WEBHOOK_RETRY_BASE", 30.0),
             webhook_allow_private=_flag(env, "SLIPWAY_WEBHOOK_ALLOW_PRIVATE"),
             webhook_timeout=_positive_number(env, "SLIPWAY_WEBHOOK_TIMEOUT", 10.0),
+            registry_allow_private=_flag(env, "SLIPWAY_REGISTRY_ALLOW_PRIVATE"),
             settings=dict(env),
         )
         values["default_memory_mb"], values["default_cpus"] = container_defaults(env)

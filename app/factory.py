@@ -176,7 +176,8 @@ def create_app(config: Config | None = None, *, store: Store | None = None) -> S
                             progress=DeployProgress(store, bus), lease=lease, health_engine=engine,
                             concurrency=config.deploy_concurrency, per_customer=config.deploys_per_customer,
                             settle_seconds=config.deploy_settle, health_timeout=config.deploy_health_timeout,
-                            drain_seconds=config.deploy_drain, **switch)
+                            drain_seconds=config.deploy_drain, registry_allow_private=config.registry_allow_private,
+                            **switch)
     recompute = BillingRecompute(store, config.clock, models, config.billing_interval)
     jobs = ([recompute] if config.billing_interval else []) + ([deployer] if config.deploy_worker else [])
     archives = BackupArchives(config.backup_dir)

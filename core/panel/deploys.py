@@ -14,14 +14,13 @@ container is gone. Afterwards the health check keeps the status true: a running
 service whose container exited (seen on two checks in a row) becomes ``failed``."""
 from __future__ import annotations
 
-import re
 import threading
 import time
 from dataclasses import replace
 
 from core.panel import routes, leases
-from core.panel.containers import (BUILT_IMAGES, COMPONENT_LABEL, JOB_LABEL, SERVICE_LABEL, ContainerSpec,
-                                   built_image_prefix, keep_tag)
+from core.panel.containerfiles import engine_local, image_refusal, registry_refusal
+from core.panel.containers import COMPONENT_LABEL, JOB_LABEL, SERVICE_LABEL, ContainerSpec, keep_tag
 from core.panel.events import deploy_progress, service_status
 from core.panel.releases import keep_images, new_release
 from core.panel.services import NOT_CHECKED, record
@@ -121,25 +120,25 @@ def recover_interrupted(uow, clock) -> list[str]:
     return [job.id for job in resumed]
 
 
-_IMAGE_ID = re.compile(r"(sha256:)?[0-9a-f]{1,64}")
-
-
 def _own_builds_only(plan, service_id: str) -> None:
     """A compose may name the images built for its own service only (``image:
-    localhost/slw-<another service>-...`` would run another tenant's build)."""
-    own = built_image_prefix(service_id)
+    localhost/slw-<another service>-...`` would run another tenant's build), and no image
+    id (:func:`core.panel.containerfiles.image_refusal`, the rule of every image a build
+    reads too)."""
     for component in plan.components:
-        image = component.image.lower()
-        # a short name (no registry host) is looked up under localhost/ by Podman
-        named = image if "/" in image.split(":", 1)[0] else "localhost/" + image
-        if named.startswith(BUILT_IMAGES) and not named.startswith(own):
-            raise RuntimeError(f"services.{component.name}.image: {component.image} was built for another "
-                               "service; a service runs only images it built itself or pulls")
-        if _IMAGE_ID.fullmatch(image):
-            # the engines resolve an image id, or any unique prefix of one (two hex digits
-            # do), to whatever image has it: another tenant's build or kept release
-            raise RuntimeError(f"services.{component.name}.image: {component.image} reads as an image id; "
-                               "name the image (a repository, with a tag or a digest)")
+        reason = image_refusal(component.image, service_id)
+        if reason:
+            raise RuntimeError(f"services.{component.name}.image: {reason}")
+
+
+def registries_refusal(plan, *, resolve=None) -> str | None:
+    """Why an image of ``plan`` may not be pulled (its registry host is, or resolves to,
+    an address that is not public), naming the service, or None."""
+    for component in plan.components:
+        reason = registry_refusal(component.image, **({"resolve": resolve} if resolve else {}))
+        if reason:
+            return f"services.{component.name}.image: {reason}"
+    return None
 
 
 def _check(cancel) -> None:
@@ -170,7 +169,7 @@ def _step(uow, clock, job, step, progress, message, pct, cancel=None):
 def run_job(uow, clock, runtime, job, parse, *, base_domain: str | None = None, progress=lambda *a: None,
             wait_seconds: float = WAIT_SECONDS, methods: dict | None = None, workdir: str | None = None,
             cancel=None, settle_seconds: float = SETTLE_SECONDS, routes_changed=lambda: None,
-            drain_seconds: float = DRAIN_SECONDS):
+            drain_seconds: float = DRAIN_SECONDS, registry_allow_private: bool = False):
     """Deploy, redeploy or roll back the job's service. Never raises: failures end the job
     (and a first deploy's service ``failed``) with the reason in the event timeline.
 
@@ -193,7 +192,11 @@ def run_job(uow, clock, runtime, job, parse, *, base_domain: str | None = None, 
     service): once set, the job stops at the next step or poll, removes what it made and
     ends (``cancelled``, or ``failed`` "service deleted"). The final ``deploy.progress``
     (``done``/``failed``) is announced with the job's last transaction, before the
-    ``service.status`` it leads to."""
+    ``service.status`` it leads to.
+
+    Images: a service uses only images it may (:func:`_own_builds_only`); an image whose
+    registry host is not public is never pulled (the job fails naming it) unless
+    ``registry_allow_private`` (``SLIPWAY_REGISTRY_ALLOW_PRIVATE``)."""
     with uow.reading():
         service = uow.services.get(job.service_id)
         target = uow.releases.get(job.target_release_id) if job.target_release_id else None
@@ -232,6 +235,9 @@ def run_job(uow, clock, runtime, job, parse, *, base_domain: str | None = None, 
         plan = parse(service.compose, service.variables or {})
         _own_builds_only(plan, service.id)
         _step(uow, clock, job, "images", progress, "checking images", 15, cancel)
+        refused = None if target is not None or registry_allow_private else registries_refusal(plan)
+        if refused:  # checked at create and PATCH too; a name may resolve elsewhere now
+            raise RuntimeError(refused)
         if target is not None:
             plan, images = _kept_images(runtime, plan, target)
         else:
@@ -476,11 +482,17 @@ def _await_delete(uow, service_id: str, cancel) -> None:
 
 def _image(runtime, image: str, *, refresh: bool, cancel=None) -> str | None:
     """Make sure the engine has ``image``: pull it when missing, and on a redeploy pull it
-    again so a moved tag brings the latest image. ``localhost/`` images are the engine's
-    own (local builds) and are never pulled. A redeploy whose pull fails while a copy is
-    at hand goes on with that copy; the message saying so is returned."""
+    again so a moved tag brings the latest image. ``localhost/`` images (without a port)
+    are the engine's own (local builds) and are never pulled: one that is absent fails
+    "image not found". A redeploy whose pull fails while a copy is at hand goes on with
+    that copy; the message saying so is returned."""
     present = runtime.has_image(image)
-    if present and (not refresh or image.startswith("localhost/")):
+    if engine_local(image):
+        if not present:
+            raise RuntimeError(f"image not found: {image} (localhost/ names the engine's own images; "
+                               "they are never pulled)")
+        return None
+    if present and not refresh:
         return None
     try:
         runtime.pull_image(image, cancel=cancel)

@@ -2,9 +2,14 @@
 
 The definition is parsed by the deploy-plan language in :mod:`core.panel.compose`
 (supported keys, limits, interpolation and ``SLIPWAY_HOST_PORTS`` are described there).
+An ``image`` whose registry host is, or resolves to, an address that is not public is a
+422 on ``compose`` at create and PATCH (:func:`core.panel.containerfiles.registry_refusal`)
+unless ``SLIPWAY_REGISTRY_ALLOW_PRIVATE=1``; the deploy job checks again before it pulls.
 """
 from __future__ import annotations
 
+from core.errors import Invalid
+from core.panel import containerfiles
 from core.panel.compose import DEFAULT_HOST_PORTS, host_port_range, parse_compose
 from ports import hookimpl
 from ports.deploy import DeployMethod, DeployPlan
@@ -20,16 +25,25 @@ class ComposeDeploy(DeployMethod):
 
     def __init__(self):
         self.host_ports = DEFAULT_HOST_PORTS
+        self.registry_allow_private = False
 
     def configure(self, settings, plugins) -> None:
         self.host_ports = host_port_range(settings)
+        self.registry_allow_private = containerfiles.allow_private(settings)
 
     def parse(self, text: str, variables: dict | None = None) -> DeployPlan:
         """``parse_compose`` with the configured ``SLIPWAY_HOST_PORTS``."""
         return parse_compose(text, variables, host_ports=self.host_ports)
 
     def plan(self, request: dict, catalog: dict) -> DeployPlan:
-        return self.parse(request["compose"], request.get("variables") or {})
+        plan = self.parse(request["compose"], request.get("variables") or {})
+        if not self.registry_allow_private:
+            for component in plan.components:  # a name lookup each: plan runs off the event loop
+                reason = containerfiles.registry_refusal(component.image)
+                if reason:
+                    raise Invalid("invalid compose definition",
+                                  fields={"compose": f"services.{component.name}.image: {reason}"})
+        return plan
 
 
 @hookimpl

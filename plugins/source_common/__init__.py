@@ -20,7 +20,8 @@ def run_source(text: str, root: str, runtime, *, service, revision: str, progres
     try:
         return source.build_compose(text, root, runtime, service_id=service.id, revision=revision,
                                     progress=progress, workdir=workdir, timeout=settings.build_timeout,
-                                    cancel=cancel, host_ports=settings.host_ports)
+                                    cancel=cancel, host_ports=settings.host_ports,
+                                    registry_allow_private=settings.registry_allow_private)
     except Invalid as exc:
         raise source.SourceError(f"invalid compose definition: {invalid_reason(exc)}") from None
 

@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
+from core.panel import containerfiles
 from core.panel.containers import built_image_prefix
 from core.errors import Invalid
 from core.redaction import redact, redact_url, url_secrets  # noqa: F401 (used here and by the methods)
@@ -47,6 +48,7 @@ OUTPUT_BYTES = 1024 * 1024
 TAIL_LINES = 15
 COMPOSE_FILES = ("compose.yaml", "compose.yml", "docker-compose.yaml", "docker-compose.yml")
 BUILD_FILES = ("Containerfile", "Dockerfile")
+CONTAINERFILE_MAX_BYTES = 1024 * 1024  # what the runtime sends at most (plugins.runtime_common.build)
 
 _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 _SCP = re.compile(r"^(?:[A-Za-z0-9._~-]+@)?[A-Za-z0-9.-]+:(?!//)")
@@ -96,6 +98,7 @@ class Settings:
     max_bytes: int = DEFAULT_MAX_MB * MB  # SLIPWAY_SOURCE_MAX_MB
     build_timeout: float = DEFAULT_BUILD_TIMEOUT  # SLIPWAY_BUILD_TIMEOUT, seconds per image build
     host_ports: tuple = DEFAULT_HOST_PORTS  # SLIPWAY_HOST_PORTS, where compose host ports must lie
+    registry_allow_private: bool = False  # SLIPWAY_REGISTRY_ALLOW_PRIVATE: builds may pull from private registries
 
 
 def require_git() -> None:
@@ -112,7 +115,8 @@ def source_settings(settings: Mapping[str, str]) -> Settings:
     return Settings(allowed=allowed_schemes(settings), timeout=git_timeout(settings),
                     allow_private=hosts.allow_private(settings), max_bytes=max_mb(settings) * MB,
                     build_timeout=seconds(settings, "SLIPWAY_BUILD_TIMEOUT", DEFAULT_BUILD_TIMEOUT),
-                    host_ports=host_port_range(settings))
+                    host_ports=host_port_range(settings),
+                    registry_allow_private=containerfiles.allow_private(settings))
 
 
 # --- URLs -------------------------------------------------------------------------------
@@ -469,26 +473,73 @@ def built_images(service_id: str, compose: str | None) -> list[str]:
     return sorted(set(re.findall(prefix + r"[a-z0-9_.-]+:[A-Za-z0-9_.-]+", compose or "")))
 
 
+def _containerfile_text(context: str, dockerfile: str | None) -> tuple[str, str]:
+    """(the Dockerfile name the build is told, its text): the file the engine is sent.
+    Without a name, ``Dockerfile`` and else ``Containerfile`` (the runtime's order)."""
+    if dockerfile is None:
+        dockerfile = "Dockerfile" if os.path.lexists(os.path.join(context, "Dockerfile")) else "Containerfile"
+    refuse_escape(context, dockerfile, "the Dockerfile")
+    path = inside(context, dockerfile)
+    if path is None or not os.path.isfile(path):
+        raise SourceError(f"the Dockerfile {dockerfile!r} is not a regular file of the build context")
+    with open(path, "rb") as handle:
+        data = handle.read(CONTAINERFILE_MAX_BYTES + 1)
+    if len(data) > CONTAINERFILE_MAX_BYTES:
+        raise SourceError(f"the Dockerfile {dockerfile!r} is larger than {CONTAINERFILE_MAX_BYTES // 1024} KiB")
+    return dockerfile, data.decode("utf-8", errors="replace")
+
+
+def check_containerfile(context: str, dockerfile: str | None, inline: str | None, runtime, *, service_id: str,
+                        where: str, allow_private: bool) -> str:
+    """Read the Containerfile a build is about to send (``dockerfile`` of ``context``,
+    or the inline file Slipway wrote at the absolute path ``dockerfile`` from ``inline``)
+    for the images it starts from; a :class:`SourceError` naming the line when the
+    service may not use one (:func:`core.panel.containerfiles.refusal`), or when a
+    ``localhost/`` image (the engine's own, never pulled) is absent. Answers the
+    Dockerfile name to build with (the same file, named)."""
+    if inline is not None:
+        text, shown = inline if inline.endswith("\n") else inline + "\n", "dockerfile_inline"
+    else:
+        dockerfile, text = _containerfile_text(context, dockerfile)
+        shown = dockerfile
+    reason = containerfiles.refusal(text, service_id, allow_private_registries=allow_private)
+    if reason:
+        raise SourceError(f"{where}: {shown} {reason}")
+    for ref in containerfiles.references(text):
+        if containerfiles.engine_local(ref.image) and not runtime.has_image(ref.image):
+            raise SourceError(f"{where}: {shown} {ref.where()}: image not found: {ref.image} (localhost/ names "
+                              "the engine's own images; they are never pulled)")
+    return dockerfile
+
+
 def build_compose(text: str, root: str, runtime, *, service_id: str, revision: str, progress,
                   workdir: str | None = None, timeout: float | None = DEFAULT_BUILD_TIMEOUT, cancel=None,
-                  host_ports: tuple[int, int] = DEFAULT_HOST_PORTS) -> str:
+                  host_ports: tuple[int, int] = DEFAULT_HOST_PORTS, registry_allow_private: bool = False) -> str:
     """Build the images of ``text``'s ``build`` entries from the tree at ``root`` and
     answer the compose text that runs them (``build`` replaced by ``image``; a built
     service without ``ports`` publishes the ports its image EXPOSEs). An inline
     Containerfile is written into ``workdir`` (default: the parent of ``root``), never
     into the tree. Each build may take ``timeout`` seconds; ``cancel`` stops it
-    (``ports.runtime.Cancelled``, passed on as it is)."""
+    (``ports.runtime.Cancelled``, passed on as it is).
+
+    Before any build, every Containerfile is read for the images it starts from
+    (:func:`check_containerfile`): one the service may not use fails the job naming the
+    line, and nothing is built."""
     document, builds = check_compose(text, root, host_ports=host_ports)
     # absolute: the build reads an absolute Dockerfile path as Slipway's own, a relative one inside the context
     workdir = os.path.abspath(workdir or os.path.dirname(os.path.abspath(root)))
     services = dict(document["services"])
+    checked = {}  # every Containerfile is read before the first build starts
     for index, (name, (context, dockerfile, inline)) in enumerate(builds.items()):
-        tag = image_tag(service_id, name, revision)
         if inline is not None:  # the job's directory, outside the tree: no link of the repository is written through
             safe = re.sub(r"[^A-Za-z0-9_.-]", "-", name)
             dockerfile = os.path.join(workdir, f"inline-{index}-{safe}.Containerfile")
             with open_private(dockerfile) as handle:
                 handle.write(inline if inline.endswith("\n") else inline + "\n")
+        checked[name] = check_containerfile(context, dockerfile, inline, runtime, service_id=service_id,
+                                            where=f"services.{name}.build", allow_private=registry_allow_private)
+    for name, (context, _, _) in builds.items():
+        tag, dockerfile = image_tag(service_id, name, revision), checked[name]
         progress(f"building {name} ({tag})")
         try:
             runtime.build_image(context, tag, dockerfile, timeout=timeout, cancel=cancel)

@@ -46,3 +46,15 @@ def test_a_redeploy_without_the_registry_keeps_the_local_copy_and_says_so():
 def test_a_missing_image_that_cannot_be_pulled_fails_the_deploy():
     with pytest.raises(RuntimeError, match="no registry"):
         _image(FakeEngine(registry_up=False), "docker.io/library/redis:7", refresh=False)
+
+
+@pytest.mark.parametrize("refresh", [False, True])
+def test_an_absent_localhost_image_is_not_found_and_never_pulled(refresh):
+    """``localhost/`` without a port names the engine's own images: a pull of one would
+    ask a registry on the host's port 443."""
+    engine = FakeEngine()
+    with pytest.raises(RuntimeError, match="image not found: localhost/billing:latest"):
+        _image(engine, "localhost/billing:latest", refresh=refresh)
+    assert engine.pulled == []
+    _image(engine, "localhost:5000/billing:latest", refresh=False)  # a registry (run_job refuses it before)
+    assert engine.pulled == ["localhost:5000/billing:latest"]

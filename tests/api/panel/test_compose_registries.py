@@ -1,0 +1,66 @@
+"""Registries on the host's network (in process): a compose ``image`` whose registry host
+is, or resolves to, an address that is not public is a 422 on ``compose`` at create and
+at PATCH, and stores nothing, unless ``SLIPWAY_REGISTRY_ALLOW_PRIVATE=1``. A name that
+does not resolve is accepted (its pull fails)."""
+from __future__ import annotations
+
+import pytest
+
+from tests.support.api import create_service
+from tests.support.compose import HEAD
+
+PRIVATE = {
+    "127.0.0.1:5000/ops/billing:latest": "127.0.0.1 is a loopback address",
+    "localhost:5000/ops/billing:latest": "localhost resolves to 127.0.0.1, which is a loopback address",
+    "[::1]:5000/ops/billing": "::1 is a loopback address",
+    "10.0.0.8/ops/billing:1": "10.0.0.8 is a private address",
+    "169.254.169.254:80/latest/x": "169.254.169.254 is a link-local address",
+}
+
+
+def compose(image: str) -> str:
+    return f"services:\n  web:\n    image: localhost/busybox:latest\n  billing:\n    image: '{image}'\n"
+
+
+@pytest.mark.parametrize("image, words", PRIVATE.items())
+def test_a_private_registry_is_a_422_on_compose_at_create(panel, image, words):
+    make, acme, admin = panel
+    client, _ = make()
+    result = create_service(client, admin, acme, deploy_method="compose", compose=compose(image))
+    assert result.status_code == 422, result.text
+    error = result.json["error"]
+    assert error["code"] == "validation_error" and set(error["fields"]) == {"compose"}, error
+    message = error["fields"]["compose"]
+    assert message.startswith("services.billing.image: the registry ") and words in message, message
+    assert "only public registries are allowed" in message
+    assert client.get("/api/services", token=admin).json["total"] == 0
+
+
+def test_a_private_registry_is_a_422_at_patch_and_changes_nothing(panel):
+    make, acme, admin = panel
+    client, _ = make()
+    created = create_service(client, admin, acme, deploy_method="compose", compose=HEAD)
+    assert created.status_code == 201, created.text
+    service_id = created.json["id"]
+    answer = client.patch(f"/api/services/{service_id}", token=admin,
+                          json_body={"compose": compose("127.0.0.1:5000/ops/billing:latest")})
+    assert answer.status_code == 422, answer.text
+    assert "127.0.0.1 is a loopback address" in answer.json["error"]["fields"]["compose"]
+    assert client.get(f"/api/services/{service_id}", token=admin).json["compose"] == HEAD
+
+
+def test_public_unresolved_and_engine_local_names_are_accepted(panel):
+    make, acme, admin = panel
+    client, _ = make()
+    text = ("services:\n  a:\n    image: registry.invalid/ops/billing:1\n  b:\n    image: docker.io/library/redis:7\n"
+            "  c:\n    image: localhost/billing:latest\n")
+    result = create_service(client, admin, acme, deploy_method="compose", compose=text)
+    assert result.status_code == 201, result.text
+
+
+def test_the_operator_may_allow_private_registries(panel):
+    make, acme, admin = panel
+    client, _ = make(SLIPWAY_REGISTRY_ALLOW_PRIVATE="1")
+    result = create_service(client, admin, acme, deploy_method="compose",
+                            compose=compose("127.0.0.1:5000/ops/billing:latest"))
+    assert result.status_code == 201, result.text
