@@ -762,9 +762,9 @@ class LeaseRepository(Protocol):
         sub-query in SQL, a set in memory)."""
 
     @abstractmethod
-    def held(self, worker_ids, since) -> set:
-        """Which of ``worker_ids`` hold a lease whose heartbeat is at or after ``since``
-        (the leases of operations on services, ``core.panel.leases``, too)."""
+    def held(self, prefix: str, since) -> set:
+        """The ids starting with ``prefix`` whose lease has a heartbeat at or after
+        ``since`` (the leases of operations on services, ``core.panel.leases``)."""
 
     @abstractmethod
     def purge(self, before) -> int:

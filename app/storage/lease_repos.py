@@ -19,13 +19,11 @@ class PeeweeLeases:
         L = self.m.WorkerLease
         return L.select(L.worker_id).where(L.heartbeat_at >= since)
 
-    def held(self, worker_ids, since) -> set:
-        """Which of ``worker_ids`` hold a lease whose heartbeat is at or after ``since``."""
+    def held(self, prefix: str, since) -> set:
+        """The ids starting with ``prefix`` whose heartbeat is at or after ``since``."""
         L = self.m.WorkerLease
-        ids = list(worker_ids)
-        if not ids:
-            return set()
-        return {row[0] for row in L.select(L.worker_id).where(L.worker_id.in_(ids), L.heartbeat_at >= since).tuples()}
+        rows = L.select(L.worker_id).where(L.worker_id.startswith(prefix), L.heartbeat_at >= since).tuples()
+        return {row[0] for row in rows if row[0].startswith(prefix)}  # LIKE folds case: exact here
 
     def purge(self, before) -> int:
         L = self.m.WorkerLease

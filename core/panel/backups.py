@@ -258,9 +258,30 @@ def run_backup(uow, clock, runtime, archives, backup: Backup) -> Backup:
 def run_restore(uow, clock, runtime, archives, backup: Backup) -> Backup:
     """Stop the service's running containers, replace each volume's content with the
     archive's, start again the containers that were running. Never raises: a failure
-    ends the restore ``failed`` (the containers that ran are started again anyway)."""
+    ends the restore ``failed`` (the containers that ran are started again anyway).
+
+    The restore holds an operation lease on the service (``core.panel.leases``), beaten
+    after each volume, so the health check does not take the containers it stopped for a
+    sick service."""
     with uow.reading():
         service = uow.services.get(backup.service_id)
+    lease = leases.operation_key(backup.service_id)
+    _beat(uow, clock, lease)
+    try:
+        return _restore(uow, clock, runtime, archives, backup, service, lease)
+    finally:
+        with uow:
+            leases.end_operation(uow, lease)
+            uow.commit()
+
+
+def _beat(uow, clock, lease: str) -> None:
+    with uow:
+        leases.hold_operation(uow, clock, lease)
+        uow.commit()
+
+
+def _restore(uow, clock, runtime, archives, backup: Backup, service, lease: str) -> Backup:
     restart = backup.restore_containers
     try:
         if service is None:
@@ -282,6 +303,7 @@ def run_restore(uow, clock, runtime, archives, backup: Backup) -> Backup:
             backup = replace(backup, restore_progress=min(99, 10 + int(85 * (index + 1) / len(volumes))),
                              updated_at=clock.now())
             _save(uow, service, backup, "restore")
+            _beat(uow, clock, lease)
         for name in restart:
             runtime.start(name)
     except Exception as exc:

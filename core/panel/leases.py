@@ -8,10 +8,12 @@ So several processes sharing one PostgreSQL database never take each other's liv
 and a restarted process picks up its predecessor's at once after a clean stop, or within
 ``STALE_S`` after a crash.
 
-A start, stop or restart of a service holds a lease of its own, ``op_<service id>``, while
-it touches the containers: the health check leaves such a service alone (containers being
-restarted are not a verdict on it). The lease counts for ``OPERATION_S`` at most, so one
-left by a process that died mid-way stops counting on its own.
+A start, stop or restart of a service, and a restore into it, holds a lease of its own,
+``op_<service id>_<random>`` (one per operation, so two at once on one service each hold
+theirs until they end), while it touches the containers: the health check leaves such a
+service alone (containers being stopped and started again are not a verdict on it). A
+lease counts for ``OPERATION_S`` after its last beat at most, so one left by a process that
+died mid-way stops counting on its own; a long operation (a restore) beats it as it goes.
 """
 from __future__ import annotations
 
@@ -47,23 +49,27 @@ def stale_before(clock):
 OPERATION_S = 900.0  # how long an operation's lease counts at most
 
 
+OPERATION_PREFIX = "op_"
+
+
 def operation_key(service_id: str) -> str:
-    return f"op_{service_id}"
+    """A new operation's lease on ``service_id``: ``op_<service id>_<random>``."""
+    return f"{OPERATION_PREFIX}{service_id}_{secrets.token_hex(4)}"
 
 
-def hold_operation(uow, clock, service_id: str) -> None:
-    """In the caller's transaction: an operation on ``service_id``'s containers begins
-    (or goes on: the lease is taken again)."""
-    uow.leases.beat(operation_key(service_id), clock.now())
+def hold_operation(uow, clock, key: str) -> None:
+    """In the caller's transaction: the operation of lease ``key`` (``operation_key``)
+    begins, or goes on (its lease is beaten again)."""
+    uow.leases.beat(key, clock.now())
 
 
-def end_operation(uow, service_id: str) -> None:
-    """In the caller's transaction: the operation on ``service_id`` ended."""
-    uow.leases.drop(operation_key(service_id))
+def end_operation(uow, key: str) -> None:
+    """In the caller's transaction: the operation of lease ``key`` ended."""
+    uow.leases.drop(key)
 
 
 def operating(uow, clock, service_ids) -> set:
     """Which of ``service_ids`` have an operation under way (in the caller's transaction)."""
-    keys = {operation_key(service_id): service_id for service_id in service_ids}
     since = clock.now() - timedelta(seconds=OPERATION_S)
-    return {keys[key] for key in uow.leases.held(list(keys), since)}
+    held = {key[len(OPERATION_PREFIX):].rpartition("_")[0] for key in uow.leases.held(OPERATION_PREFIX, since)}
+    return held & set(service_ids)

@@ -276,13 +276,14 @@ def operate(uow, clock, runtime, principal, service_id: str, operation: str, *, 
     with uow:
         if operation in ("stop", "restart"):
             uow.routes.delete_for(service.id)
-        leases.hold_operation(uow, clock, service.id)
+        lease = leases.operation_key(service.id)
+        leases.hold_operation(uow, clock, lease)
         uow.commit()
     try:
         return _operate(uow, clock, runtime, service, operation, containers, base_domain, parse)
     finally:
         with uow:
-            leases.end_operation(uow, service.id)
+            leases.end_operation(uow, lease)
             uow.commit()
 
 

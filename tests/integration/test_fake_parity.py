@@ -243,3 +243,18 @@ def test_history_prune_keeps_the_newest_and_every_unfinished_job(uow, clock):
         jobs, total = uow.deploy_jobs.page("svc_a", page=1, per_page=10)
     assert [j.id for j in jobs] == ["job_5", "job_4", "job_2", "job_0"]
     assert history.prune(uow, events_keep=2, jobs_keep=2) == (0, 0)
+
+
+def test_operation_leases_are_found_by_prefix(uow, clock):
+    from datetime import timedelta
+
+    with uow:
+        uow.leases.beat("op_svc_a_1", clock.now())
+        uow.leases.beat("op_svc_b_2", clock.now() - timedelta(seconds=60))
+        uow.leases.beat("OP_svc_c_3", clock.now())  # another case: not the prefix
+        uow.leases.beat("wkr_1", clock.now())
+        uow.commit()
+    with uow.reading():
+        assert uow.leases.held("op_", clock.now() - timedelta(seconds=30)) == {"op_svc_a_1"}
+        assert uow.leases.held("op_", clock.now() - timedelta(seconds=90)) == {"op_svc_a_1", "op_svc_b_2"}
+        assert uow.leases.held("op_svc_a_", clock.now() - timedelta(seconds=30)) == {"op_svc_a_1"}

@@ -1007,8 +1007,8 @@ class InMemoryLeases(_Repo):
     def live(self, since):
         return {w for w, at in self.rows.items() if at >= since}
 
-    def held(self, worker_ids, since):
-        return {w for w in worker_ids if w in self.rows and self.rows[w] >= since}
+    def held(self, prefix, since):
+        return {w for w, at in self.rows.items() if w.startswith(prefix) and at >= since}
 
     def purge(self, before):
         gone = [w for w, at in self.rows.items() if at < before]

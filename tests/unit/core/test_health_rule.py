@@ -118,7 +118,7 @@ def test_a_restart_under_way_is_no_verdict(uow, clock, admin, runtime, deployed)
 
 def test_a_lease_left_by_a_process_that_died_stops_counting(uow, clock, admin, runtime, deployed):
     with uow:
-        leases.hold_operation(uow, clock, deployed.id)  # and the process never ended it
+        leases.hold_operation(uow, clock, leases.operation_key(deployed.id))  # and the process never ended it
         uow.commit()
     (container,) = runtime.containers(deployed.id)
     runtime.states[container.id] = _stopped(container)
@@ -127,3 +127,19 @@ def test_a_lease_left_by_a_process_that_died_stops_counting(uow, clock, admin, r
     deploys.check_health(uow, clock, runtime)
     assert deploys.check_health(uow, clock, runtime) == 1
     assert services.get_service(uow, admin, deployed.id).status == "failed"
+
+
+def test_two_operations_at_once_each_hold_their_own_lease(uow, clock, deployed):
+    first, second = leases.operation_key(deployed.id), leases.operation_key(deployed.id)
+    with uow:
+        leases.hold_operation(uow, clock, first)
+        leases.hold_operation(uow, clock, second)
+        leases.end_operation(uow, first)  # the first ends while the second goes on
+        uow.commit()
+    with uow.reading():
+        assert leases.operating(uow, clock, [deployed.id, "svc_other"]) == {deployed.id}
+    with uow:
+        leases.end_operation(uow, second)
+        uow.commit()
+    with uow.reading():
+        assert leases.operating(uow, clock, [deployed.id]) == set()

@@ -131,3 +131,28 @@ def test_deleting_a_service_takes_its_backups(uow, clock, admin, running, runtim
     with uow:
         assert uow.backups.busy_for_service(running.id) is None
     assert archives.removed == [running.id]
+
+
+def test_the_health_check_leaves_a_service_being_restored_alone(uow, clock, admin, running, runtime, archives):
+    """A restore stops the service's containers while its status stays ``running``: the
+    health check must not take that for a sick service (the restore holds an operation
+    lease, beaten as it goes, and ends it)."""
+    _backup(uow, clock, admin, running)
+    done = backups.run_backup(uow, clock, runtime, archives, backups.claim_next(uow, clock)[1])
+    backups.restore_backup(uow, clock, admin, running.id, done.id)
+    checks = []
+    import_volume = runtime.import_volume
+
+    def slow_import(name, chunks):  # the containers are stopped now; the monitor runs meanwhile
+        import_volume(name, chunks)
+        clock.advance(leases.OPERATION_S - 1)  # a long restore: its lease is beaten after each volume
+        checks.extend(deploys.check_health(uow, clock, runtime) for _ in range(3))
+
+    runtime.import_volume = slow_import
+    backups.run(uow, clock, runtime, archives, backups.claim_next(uow, clock))
+    assert checks == [0, 0, 0]
+    assert backups.get_backup(uow, admin, running.id, done.id).restore_status == "completed"
+    after = services.get_service(uow, admin, running.id)
+    assert after.status == "running" and after.health_failures == 0
+    with uow.reading():
+        assert leases.operating(uow, clock, [running.id]) == set()  # the lease went with the restore
