@@ -68,8 +68,8 @@ def test_every_stage_and_every_from_is_read_with_arg_defaults():
     ("FROM busybox\nCOPY \\\n  # a comment inside the continuation\n\n  --from=ab /x /y\n", 2),
     ("# escape=`\nFROM busybox\nCOPY `\n  --from=ab /x /y\n", 3),
     ("FROM busybox AS one\nCOPY --from=1 /x /y\n", 2),  # no stage 1 before this one: an image id
-    ("FROM busybox AS one\nCOPY --from=one /x /y\nCOPY --from=two /x /y\nFROM busybox AS two\n"
-     "COPY --from=ab / /\n", 5),
+    (("FROM busybox AS one\nCOPY --from=one /x /y\nCOPY --from=two /x /y\nFROM busybox AS two\n"
+      "COPY --from=ab / /\n"), 5),
     ("FROM busybox\nONBUILD COPY --from=ab /x /y\n", 2),
     ("FROM localhost/slw-svc_other-web:1 AS ab\n", 1),
     ("\ufeffFROM slw-svc_other-web:1\n", 1),
