@@ -10,13 +10,12 @@ flow) need neither.
 The session cookie (docs/decisions.md "Tenant safety, second round"): with an ``https``
 ``SLIPWAY_PUBLIC_URL`` it is ``__Host-slipway_session`` (``Secure``, ``Path=/``, no
 ``Domain``: no other site, not even a sibling subdomain, can set one of that name), and a
-cookie of any other name, a plain ``slipway_session`` included, is ignored as if absent
-(so a sibling site can neither sign a browser in as its tenant nor lock it out); over
-plain http it is ``slipway_session`` and ``__Host-slipway_session`` is ignored. A request
-that carries the panel's session cookie twice (cookie tossing: a second cookie of the
-same name set by a page on a sibling domain or with a longer path) is 401 on every
-``/api`` operation and the WebSocket upgrade, before any other check: the gate never
-picks one of them.
+plain ``slipway_session`` alone is ignored as if absent; over plain http it is
+``slipway_session`` (and a ``__Host-slipway_session`` alone is ignored). A request that
+carries two session cookies (both names, or one name twice: cookie tossing, a second
+cookie set by a page on a sibling domain or with a longer path) is 401 on every ``/api``
+operation, the MCP endpoint and the WebSocket upgrade, before any other check: the gate
+never picks one of them.
 
 Tiers (docs/decisions.md): requests that do not authenticate, and the ``security: []``
 operations, draw on ``SLIPWAY_RATE_ANON_RPM`` (60/min) per source address; authenticated
@@ -54,12 +53,13 @@ AUTHENTICATED_RPM = 120
 DEPLOY_RPM = 10
 SESSION_COOKIE = "slipway_session"  # over plain http
 HOST_SESSION_COOKIE = "__Host-slipway_session"  # with an https SLIPWAY_PUBLIC_URL
+SESSION_COOKIES = (SESSION_COOKIE, HOST_SESSION_COOKIE)
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 NO_CREDENTIALS = ("missing credentials: send an API key as Authorization: Bearer slw_<key_id>_<secret>"
                   " or log in at /api/auth/login for a session cookie")
-TWO_SESSIONS = ("two session cookies: this request carries the panel's session cookie more than once (a page "
-                "of another site under the same domain can set one), so none is used; clear this site's "
-                "cookies in the browser and sign in again")
+TWO_SESSIONS = ("two session cookies: this request carries more than one slipway_session or "
+                "__Host-slipway_session cookie (a page of another site under the same domain can set one), so "
+                "none is used; clear this site's cookies in the browser and sign in again")
 CROSS_SITE = ("cross-site request refused: a state-changing request authenticated by the session cookie must "
               "carry an Origin header equal to the panel's public URL, or X-Requested-With")
 
@@ -88,11 +88,11 @@ def session_cookie_name(public_url: str | None) -> str:
 
 def session_cookie(req, name: str) -> str | None:
     """The session secret ``req`` carries in the cookie ``name``, or None;
-    ``ApiError(401)`` when it carries that cookie twice."""
-    found = req.get_cookie_values(name) or []
+    ``ApiError(401)`` when it carries two session cookies (of either name)."""
+    found = [(cookie, value) for cookie in SESSION_COOKIES for value in (req.get_cookie_values(cookie) or [])]
     if len(found) > 1:
         raise ApiError(401, TWO_SESSIONS)
-    return found[0] if found else None
+    return next((value for cookie, value in found if cookie == name), None)
 
 
 class PanelGate:
@@ -141,7 +141,9 @@ class PanelGate:
         key = bearer(req)
         if key is None and req.is_websocket:  # docs/decisions.md: an upgrade may carry the key as ?api_key=
             key = req.get_param("api_key") or None
-        cookie = self.session_cookie(req) if cookies else None
+        cookie = self.session_cookie(req)  # two session cookies: 401, with or without a key
+        if not cookies:
+            cookie = None
         try:
             if key is not None or cookie is None:
                 if key is None and not req.get_header("Authorization"):
@@ -196,8 +198,7 @@ class PanelGate:
         now = self.clock.monotonic()
         if not op.secured:  # the login flow: no credentials needed, per-address tier
             self._headers(req, [await self.by_address.take(self._source(req), now)])
-            if cookies:
-                self.session_cookie(req)  # two session cookies: 401 here too
+            self.session_cookie(req)  # two session cookies: 401 here too
             return None
         try:
             principal = await self.authenticate(req, cookies=cookies)

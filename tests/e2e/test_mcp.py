@@ -110,6 +110,10 @@ def test_the_http_request_needs_a_bearer_key(panel):
     assert cookie
     refused = httpx.post(url, json=TOOLS_LIST, headers=JSON_RPC, cookies={"slipway_session": cookie})
     assert refused.status_code == 401, refused.text
+    # two session cookies are 401 here too, even beside a key (docs/decisions.md "Tenant safety, second round")
+    tossed = httpx.post(url, json=TOOLS_LIST, headers={**JSON_RPC, "Authorization": f"Bearer {panel.admin}",
+                                                        "Cookie": f"slipway_session=x; slipway_session={cookie}"})
+    assert tossed.status_code == 401 and "two session cookies" in tossed.json()["error"]["message"], tossed.text
 
     admitted = httpx.post(url, json=TOOLS_LIST, headers={**JSON_RPC, "Authorization": f"Bearer {panel.admin}"})
     assert admitted.status_code == 200, admitted.text

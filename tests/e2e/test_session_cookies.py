@@ -84,11 +84,9 @@ def test_two_session_cookies_are_401_and_change_nothing(db, public):
             assert _set_cookies(done)[PLAIN][1]["path"] == "/api" and "secure" not in _set_cookies(done)[PLAIN][1]
         mine = _session_secret(server, admin["key"], origin, name)
         theirs = _session_secret(server, tenant["key"], origin, name)
-        tossed = [f"{name}={theirs}; {name}={mine}"]
-        # a cookie of the other name counts for nothing: neither the tenant's session nor a lock-out
         other = PLAIN if public else HOST
-        for cookie in (f"{other}={theirs}; {name}={mine}", f"{name}={mine}; {other}={theirs}"):
-            assert _who(server, cookie).json()["key"]["id"] == admin["id"]
+        tossed = [f"{other}={theirs}; {name}={mine}", f"{name}={mine}; {other}={theirs}",
+                  f"{name}={theirs}; {name}={mine}"]
         bearer = {"Authorization": f"Bearer {admin['key']}"}
         customers = httpx.get(server.base + "/api/customers", headers=bearer, timeout=20).json()["total"]
         for cookie in tossed:
