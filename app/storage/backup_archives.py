@@ -20,6 +20,7 @@ import tarfile
 import time
 
 from app.config import ConfigError
+from app.private_dirs import private_dir
 
 BLOCK = tarfile.BLOCKSIZE
 CHUNK = 1024 * 1024
@@ -74,8 +75,8 @@ class BackupArchives:
         finished file. On failure the partial file is removed and the error raised."""
         final = self.path(service_id, backup_id)
         part = final + ".part"
-        _private_dir(self.root)  # the folders and the archive: the server user's only, whatever the umask
-        _private_dir(os.path.dirname(final))
+        private_dir(self.root)  # the folders and the archive: the server user's only, whatever the umask
+        private_dir(os.path.dirname(final))
         entries = []
         try:
             fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
@@ -157,12 +158,6 @@ class BackupArchives:
             if re.fullmatch(r"bkp_[A-Za-z0-9_-]+\.tar(\.part)?", name):
                 _unlink(os.path.join(directory, name))
         _rmdir(directory)
-
-
-def _private_dir(path: str) -> None:
-    """``path`` (and missing parents) made 0700, and set to 0700 if it was there."""
-    os.makedirs(path, mode=0o700, exist_ok=True)
-    os.chmod(path, 0o700)
 
 
 def _pad_record(f) -> None:

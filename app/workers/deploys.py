@@ -19,6 +19,7 @@ import shutil
 import tempfile
 import threading
 
+from app.private_dirs import private_dir
 from app.workers.loop import JobWorker
 from core.panel import deploys
 from core.panel.compose import compose_parser
@@ -120,8 +121,7 @@ class DeployWorker(JobWorker):
         removed afterwards whatever happened; git and ai deploys clone and build there."""
         try:
             # the work folder and each job's are the server user's only (0700), whatever the umask
-            os.makedirs(self.work_dir, mode=0o700, exist_ok=True)
-            os.chmod(self.work_dir, 0o700)
+            private_dir(self.work_dir)
             workdir = os.path.abspath(tempfile.mkdtemp(prefix=f"{job.id}-", dir=self.work_dir))  # 0700
         except OSError as exc:  # never leave the service deploying for want of a directory
             deploys.fail_job(self.store.uow(), self.clock, job,
