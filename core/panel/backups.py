@@ -261,8 +261,8 @@ def run_restore(uow, clock, runtime, archives, backup: Backup) -> Backup:
     ends the restore ``failed`` (the containers that ran are started again anyway).
 
     The restore holds an operation lease on the service (``core.panel.leases``), beaten
-    after each volume, so the health check does not take the containers it stopped for a
-    sick service."""
+    every ``BEAT_S`` while a volume streams in and after each volume, so the health check
+    does not take the containers it stopped for a sick service, however long it takes."""
     with uow.reading():
         service = uow.services.get(backup.service_id)
     lease = leases.operation_key(backup.service_id)
@@ -275,10 +275,23 @@ def run_restore(uow, clock, runtime, archives, backup: Backup) -> Backup:
             uow.commit()
 
 
+BEAT_S = 60.0  # how often a restore beats its operation lease while a volume streams in
+
+
 def _beat(uow, clock, lease: str) -> None:
     with uow:
         leases.hold_operation(uow, clock, lease)
         uow.commit()
+
+
+def _beating(chunks, uow, clock, lease: str):
+    """``chunks`` as they are, the lease beaten every ``BEAT_S`` (of the clock) meanwhile."""
+    last = clock.monotonic()
+    for chunk in chunks:
+        yield chunk
+        if clock.monotonic() - last >= BEAT_S:
+            _beat(uow, clock, lease)
+            last = clock.monotonic()
 
 
 def _restore(uow, clock, runtime, archives, backup: Backup, service, lease: str) -> Backup:
@@ -299,7 +312,8 @@ def _restore(uow, clock, runtime, archives, backup: Backup, service, lease: str)
         volumes = manifest["volumes"]
         for index, volume in enumerate(volumes):
             runtime.import_volume(resource_names(service, volume=volume["name"]),
-                                  archives.volume_chunks(service.id, backup.id, volume["member"]))
+                                  _beating(archives.volume_chunks(service.id, backup.id, volume["member"]),
+                                           uow, clock, lease))
             backup = replace(backup, restore_progress=min(99, 10 + int(85 * (index + 1) / len(volumes))),
                              updated_at=clock.now())
             _save(uow, service, backup, "restore")
