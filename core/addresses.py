@@ -17,6 +17,7 @@ from __future__ import annotations
 import ipaddress
 import socket
 import threading
+import time
 
 RESOLVE_TIMEOUT_S = 5.0
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
@@ -79,6 +80,43 @@ def resolve(host: str, timeout: float = RESOLVE_TIMEOUT_S) -> list[str] | None:
     worker.start()
     worker.join(timeout)
     return result.get("addresses")
+
+
+def resolve_all(hosts, *, deadline: float = RESOLVE_TIMEOUT_S, workers: int = 8,
+                lookup=None) -> dict[str, list[str] | None]:
+    """Each distinct name of ``hosts`` looked up (:func:`resolve`), up to ``workers`` at
+    a time, all within one overall ``deadline`` in seconds: {name: its addresses, or None
+    when it does not resolve or was not answered in time}. However many names there are
+    and however slowly they answer, the caller waits ``deadline`` at most.
+    ``lookup(name)`` replaces :func:`resolve` (tests)."""
+    pending = list(dict.fromkeys(hosts))
+    answers: dict = {}
+    if not pending:
+        return {}
+    end = time.monotonic() + deadline
+    lock, finished = threading.Lock(), threading.Event()
+    queue = list(reversed(pending))
+
+    def work():
+        while True:
+            with lock:
+                if not queue or time.monotonic() >= end:
+                    return
+                host = queue.pop()
+            try:
+                found = lookup(host) if lookup is not None else resolve(host, max(0.0, end - time.monotonic()))
+            except Exception:  # noqa: BLE001 - a lookup that fails does not resolve
+                found = None
+            with lock:
+                answers[host] = found
+                if len(answers) == len(pending):
+                    finished.set()
+
+    for _ in range(min(workers, len(pending))):
+        threading.Thread(target=work, name="slipway resolve-all", daemon=True).start()
+    finished.wait(max(0.0, end - time.monotonic()))
+    with lock:
+        return {host: answers.get(host) for host in pending}
 
 
 def refusal(host: str, addresses, allowed: str) -> str | None:

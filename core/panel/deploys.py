@@ -19,7 +19,8 @@ import time
 from dataclasses import replace
 
 from core.panel import routes, leases
-from core.panel.containerfiles import engine_local, image_refusal, registry_refusal
+from core.panel import containerfiles
+from core.panel.containerfiles import engine_local, image_refusal
 from core.panel.containers import COMPONENT_LABEL, JOB_LABEL, SERVICE_LABEL, ContainerSpec, keep_tag
 from core.panel.events import deploy_progress, service_status
 from core.panel.releases import keep_images, new_release
@@ -132,13 +133,13 @@ def _own_builds_only(plan, service_id: str) -> None:
 
 
 def registries_refusal(plan, *, resolve=None) -> str | None:
-    """Why an image of ``plan`` may not be pulled (its registry host is, or resolves to,
-    an address that is not public), naming the service, or None."""
-    for component in plan.components:
-        reason = registry_refusal(component.image, **({"resolve": resolve} if resolve else {}))
-        if reason:
-            return f"services.{component.name}.image: {reason}"
-    return None
+    """Why an image of ``plan`` may not be pulled now (its registry host is, resolves to,
+    an address that is not public, or does not resolve), naming the service, or None.
+    The hosts are looked up at once, within one deadline
+    (:func:`core.panel.containerfiles.registries_refusal`)."""
+    return containerfiles.registries_refusal(
+        [(f"services.{component.name}.image", component.image) for component in plan.components],
+        strict=True, resolve=resolve)
 
 
 def _check(cancel) -> None:

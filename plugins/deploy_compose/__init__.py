@@ -2,9 +2,13 @@
 
 The definition is parsed by the deploy-plan language in :mod:`core.panel.compose`
 (supported keys, limits, interpolation and ``SLIPWAY_HOST_PORTS`` are described there).
-An ``image`` whose registry host is, or resolves to, an address that is not public is a
-422 on ``compose`` at create and PATCH (:func:`core.panel.containerfiles.registry_refusal`)
-unless ``SLIPWAY_REGISTRY_ALLOW_PRIVATE=1``; the deploy job checks again before it pulls.
+An ``image`` that is not an image reference (:func:`core.panel.containerfiles.image_refusal`:
+a transport, an image id, another service's build), or whose registry host is, or
+resolves to, an address that is not public, is a 422 on ``compose`` at create and PATCH
+(:func:`core.panel.containerfiles.registries_refusal`: every host looked up once, at the
+same time, within one deadline; a name that does not resolve in time is accepted) unless
+``SLIPWAY_REGISTRY_ALLOW_PRIVATE=1``; the deploy job checks again before it pulls, and
+then a name that does not resolve fails it.
 """
 from __future__ import annotations
 
@@ -37,12 +41,16 @@ class ComposeDeploy(DeployMethod):
 
     def plan(self, request: dict, catalog: dict) -> DeployPlan:
         plan = self.parse(request["compose"], request.get("variables") or {})
-        if not self.registry_allow_private:
-            for component in plan.components:  # a name lookup each: plan runs off the event loop
-                reason = containerfiles.registry_refusal(component.image)
-                if reason:
-                    raise Invalid("invalid compose definition",
-                                  fields={"compose": f"services.{component.name}.image: {reason}"})
+        for component in plan.components:
+            reason = containerfiles.reference_refusal(component.image)
+            if reason:
+                raise Invalid("invalid compose definition",
+                              fields={"compose": f"services.{component.name}.image: {reason}"})
+        if not self.registry_allow_private:  # plan runs off the event loop; one deadline for every lookup
+            reason = containerfiles.registries_refusal(
+                [(f"services.{c.name}.image", c.image) for c in plan.components], strict=False)
+            if reason:
+                raise Invalid("invalid compose definition", fields={"compose": reason})
         return plan
 
 

@@ -103,6 +103,8 @@ def dockerfile_entry(context: str, dockerfile: str | None) -> tuple[str, str]:
                 and os.path.lexists(os.path.join(context, "Containerfile")):
             dockerfile = "Containerfile"
     name = os.path.normpath(dockerfile)
+    if name.lower().endswith(".in"):  # Buildah runs a Dockerfile so named through cpp (#include "/etc/...")
+        raise BuildContextError(f"the Dockerfile {dockerfile!r} ends in .in, which Buildah preprocesses with cpp")
     if name.startswith(".." + os.sep) or name == "..":
         raise BuildContextError(f"the Dockerfile {dockerfile!r} is outside the build context")
     if not os.path.lexists(os.path.join(context, name)):

@@ -478,6 +478,9 @@ def _containerfile_text(context: str, dockerfile: str | None) -> tuple[str, str]
     Without a name, ``Dockerfile`` and else ``Containerfile`` (the runtime's order)."""
     if dockerfile is None:
         dockerfile = "Dockerfile" if os.path.lexists(os.path.join(context, "Dockerfile")) else "Containerfile"
+    if dockerfile.lower().endswith(".in"):  # Buildah runs such a file through cpp (#include, #define)
+        raise SourceError(f"the Dockerfile {dockerfile!r} ends in .in, which Buildah preprocesses with cpp; "
+                          "rename it")
     refuse_escape(context, dockerfile, "the Dockerfile")
     path = inside(context, dockerfile)
     if path is None or not os.path.isfile(path):
@@ -500,12 +503,21 @@ def check_containerfile(context: str, dockerfile: str | None, inline: str | None
     if inline is not None:
         text, shown = inline if inline.endswith("\n") else inline + "\n", "dockerfile_inline"
     else:
-        dockerfile, text = _containerfile_text(context, dockerfile)
+        try:
+            dockerfile, text = _containerfile_text(context, dockerfile)
+        except SourceError as exc:
+            raise SourceError(f"{where}: {exc}") from None
         shown = dockerfile
-    reason = containerfiles.refusal(text, service_id, allow_private_registries=allow_private)
+    try:
+        found = containerfiles.references(text)
+    except containerfiles.ContainerfileError as exc:
+        raise SourceError(f"{where}: {shown} cannot be read for the images it starts from: {exc}") from None
+    # the build is about to pull: a registry host that does not resolve is refused too
+    reason = containerfiles.references_refusal(found, service_id, allow_private_registries=allow_private,
+                                               strict=True)
     if reason:
         raise SourceError(f"{where}: {shown} {reason}")
-    for ref in containerfiles.references(text):
+    for ref in found:
         if containerfiles.engine_local(ref.image) and not runtime.has_image(ref.image):
             raise SourceError(f"{where}: {shown} {ref.where()}: image not found: {ref.image} (localhost/ names "
                               "the engine's own images; they are never pulled)")

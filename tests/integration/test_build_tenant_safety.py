@@ -4,7 +4,9 @@ git (repositories served on loopback over git's dumb HTTP transport) and a real 
 
 - tenant A builds an image holding a marker; tenant B's repositories then name it by an
   id prefix (12 and 2 hex digits), by its name (full and short), by ``COPY --from=``,
-  ``RUN --mount=...,from=``, an ``ARG`` default and a ``dockerfile_inline``: each of B's
+  ``RUN --mount=...,from=``, an ``ARG`` default, a ``dockerfile_inline``, a form feed
+  between words or after a line's last backslash, a ``containers-storage:`` transport and
+  a ``Containerfile.in`` (which Buildah runs through cpp): each of B's
   jobs fails naming the line, nothing is built, nothing of A's image reaches B's events
   or the server's log, and a multi-stage build of B's own stages still runs;
 - registries on the host's network: a ``FROM`` or a repository compose ``image`` naming
@@ -98,6 +100,17 @@ def test_a_build_never_starts_from_another_tenants_image(start_panel, tmp_path):
             "inline": ({"compose.yaml": "services:\n  app:\n    build:\n      context: .\n      dockerfile_inline: |\n"
                                         f"        FROM {BUSYBOX}\n        COPY --from={p12} /www /www\n"},
                        f"dockerfile_inline line 2 (COPY --from={p12} /www /www)", "reads as an image id"),
+            # the engines split words at a form feed, and a line ending "\<form feed>" does not continue
+            "formfeed": ({"Containerfile": f"FROM\x0c{p2}\n{steal}"}, f"line 1 (FROM\x0c{p2})",
+                         "reads as an image id"),
+            "continued": ({"Containerfile": f"FROM {BUSYBOX}\nRUN true \\\x0c\nFROM {p12}\n{steal}"},
+                          f"line 3 (FROM {p12})", "reads as an image id"),
+            "transport": ({"Containerfile": f"FROM containers-storage:{p12}\n{steal}"}, "line 1 (FROM containers",
+                          "names the transport containers-storage:"),
+            "cpp": ({"compose.yaml": "services:\n  app:\n    build:\n      context: .\n"
+                                     "      dockerfile: Containerfile.in\n",
+                     "Containerfile.in": f'#include "/etc/hostname"\nFROM {BUSYBOX}\n{steal}'},
+                    "the Dockerfile 'Containerfile.in'", "ends in .in"),
         }
         created = {}
         for name, (files, _, _) in cases.items():

@@ -237,7 +237,7 @@ def test_the_worker_cancels_a_pull_whose_service_was_deleted(store, clock, tmp_p
     principal = _admin(store, clock)
     customer = customers.create_customer(store.uow(), clock, name="Acme")
     service, job = _create(store, clock, principal, customer, "pulling",
-                           "services:\n  a:\n    image: registry.example.test/big:1\n")
+                           "services:\n  a:\n    image: slipway-test/big:1\n")  # no registry host: nothing to look up
     engine = StuckPullEngine()
     worker = DeployWorker(store, clock, engine, EngineCalls(threads=2), work_dir=str(tmp_path / "work"))
 

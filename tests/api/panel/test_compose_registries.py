@@ -64,3 +64,19 @@ def test_the_operator_may_allow_private_registries(panel):
     result = create_service(client, admin, acme, deploy_method="compose",
                             compose=compose("127.0.0.1:5000/ops/billing:latest"))
     assert result.status_code == 201, result.text
+
+
+@pytest.mark.parametrize("image, words", [
+    ("containers-storage:localhost/slw-svc_other-app:x", "is not an image reference"),
+    ("docker://127.0.0.1:5000/ops/billing", "is not an image reference"),
+    ("oci-archive:billing", "names the transport oci-archive:"),
+    ("dir:billing", "names the transport dir:"),
+])
+def test_an_image_that_is_not_a_reference_is_a_422_on_compose_at_create(panel, image, words):
+    make, acme, admin = panel
+    client, _ = make()
+    result = create_service(client, admin, acme, deploy_method="compose", compose=compose(image))
+    assert result.status_code == 422, result.text
+    message = result.json["error"]["fields"]["compose"]
+    assert message.startswith(f"services.billing.image: {image} ") and words in message, message
+    assert client.get("/api/services", token=admin).json["total"] == 0

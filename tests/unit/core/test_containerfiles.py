@@ -3,8 +3,11 @@ stage, ARG defaults applied, stages of the same file left out; the image rule a 
 ``image:`` follows; the registry rule (a name lookup handed in, no network)."""
 from __future__ import annotations
 
+import threading
+
 import pytest
 
+from core.panel import containerfiles
 from core.panel.containerfiles import (ContainerfileError, allow_private, engine_local, image_refusal, references,
                                        refusal, registry_host, registry_refusal)
 
@@ -16,8 +19,9 @@ def refs(text):
 
 
 def why(text, **kwargs):
+    """The refusal at create (a name that does not resolve is accepted)."""
     return refusal(text, OWN, allow_private_registries=kwargs.pop("allow", False),
-                   resolve=kwargs.pop("resolve", lambda host: None))
+                   resolve=kwargs.pop("resolve", lambda host: None), strict=False)
 
 
 @pytest.mark.parametrize("image", ["3f", "3F", "sha256:3f", "SHA256:ab12", "0", "a" * 64, "cafe"])
@@ -46,7 +50,7 @@ def test_every_stage_and_every_from_is_read_with_arg_defaults():
             "RUN echo it's fine \\\n  && echo more\n"
             "FROM builder\n"  # a stage of the file: not an image
             "COPY --from=builder /a /b\nCOPY --from=0 /a /b\n"
-            "ARG X=localhost/slw-svc_other-web:1\nARG PREFIX\n"  # the global default, in this stage
+            "ENV X=localhost/slw-svc_other-web:1\nENV PREFIX=3\n"  # the stage's ENV (its ARG the base image may override)
             "COPY --chown=1:1 --from=$X /a /b\n"
             "RUN --mount=type=cache,target=/c --mount=type=bind,from=${PREFIX:-9}f,target=/x true\n"
             "FROM $PREFIX\n"  # FROM sees the global ARGs
@@ -97,7 +101,12 @@ def test_a_heredoc_body_is_not_a_stage_of_the_file():
     "ARG V=1.36\nFROM busybox:${V}\nARG V\nENV APP=/app PATH=/app/bin:$PATH\nRUN echo $V\n",
     "FROM scratch\nCOPY app /\n",
     f"FROM localhost/slw-{OWN}-base:abc\n",
-    "FROM busybox AS b\nFROM busybox\nARG S=b\nCOPY --from=$S /x /y\n",
+    "FROM busybox AS b\nFROM busybox\nENV S=b\nCOPY --from=$S /x /y\n",
+    "ARG TAG\nFROM busybox:${TAG:-latest}\n",  # an ARG without a default is unset: no build arguments are passed
+    "FROM --platform=$BUILDPLATFORM busybox AS build\nFROM busybox\nCOPY --from=build /x /y\n",
+    "FROM docker:24-dind\n",  # the image named docker, not a transport
+    "FROM busybox\nRUN true \\\n\v\n",  # not a continuation into nothing: \v is a line of its own
+    "# syntax=docker/dockerfile:1\n# escape=`\nFROM busybox\nRUN echo `\n  hi\n",
     "# check=skip=all\n# syntax=docker/dockerfile:1\nFROM busybox\n",
 ])
 def test_files_that_pass(text):
@@ -160,3 +169,191 @@ def test_the_setting():
     assert allow_private({}) is False and allow_private({"SLIPWAY_REGISTRY_ALLOW_PRIVATE": "1"}) is True
     with pytest.raises(ValueError, match="SLIPWAY_REGISTRY_ALLOW_PRIVATE"):
         allow_private({"SLIPWAY_REGISTRY_ALLOW_PRIVATE": "yes"})
+
+
+# --- read as the engines read: white space, continuations, escape directives ----------------
+
+
+@pytest.mark.parametrize("text, line", [
+    ("FROM\x0cab\n", 1),  # the engines split words at [\t\v\f\r ]+
+    ("FROM\x0bab\n", 1),
+    ("from\x0c\x0b3f\n", 1),
+    ("FROM busybox\nCOPY\x0c--from=ab /x /y\n", 2),
+    ("FROM busybox\nONBUILD\x0cCOPY --from=ab /x /y\n", 2),
+    ("FROM\u00a0ab\n", 1),  # not a separator for the engines (which then refuse the line): read both ways
+])
+def test_every_white_space_the_engines_split_at_separates_words(text, line):
+    assert f"line {line}" in (why(text) or ""), why(text)
+
+
+@pytest.mark.parametrize("after", ["\x0c", "\x0b", "\xa0", "\u2003", "\x1c"])
+def test_a_line_continues_only_when_the_escape_ends_it_before_spaces_and_tabs(after):
+    """``RUN true \\<form feed>`` does not continue for the engines: the next line is an
+    instruction of its own."""
+    text = f"FROM busybox\nRUN true \\{after}\nFROM ab\n"
+    assert why(text).startswith("line 3 (FROM ab)"), why(text)
+    assert why("FROM busybox\nRUN true \\ \t\nFROM ab\n") is None  # spaces and tabs: it continues
+
+
+def test_a_line_of_a_space_python_knows_and_go_does_not_ends_a_continuation():
+    """Go trims ``\\x1c`` from no line: inside a continuation such a line is text, and the
+    instruction ends there."""
+    assert why("FROM busybox\nRUN true \\\n\x1c\nFROM ab\n").startswith("line 4 (FROM ab)")
+
+
+@pytest.mark.parametrize("text, line", [
+    # Buildah honours escape on the first line only: the backslash reading shows line 5
+    ("# syntax=docker/dockerfile:1\n# escape=`\nFROM busybox\nRUN echo `\nFROM ab\n", 5),
+    ("# escape=`x\nFROM busybox\nRUN echo \\\nFROM ab\n", 4),  # an older parser takes the first character
+])
+def test_every_escape_character_an_engine_may_pick_is_read(text, line):
+    assert why(text).startswith(f"line {line} ("), why(text)
+
+
+# --- only image references --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("image, words", [
+    ("containers-storage:localhost/slw-svc_other-app:x", "not an image reference"),
+    ("containers-storage:3f", "names the transport containers-storage:"),
+    ("containers-storage:slw-svc_other-app", "names the transport containers-storage:"),
+    ("docker://127.0.0.1:5000/x", "not an image reference"),
+    ("oci-archive:/tmp/x.tar", "not an image reference"),
+    ("oci-archive:x", "names the transport oci-archive:"),
+    ("docker-archive:x", "names the transport docker-archive:"),
+    ("dir:x", "names the transport dir:"),
+    ("docker-daemon:busybox:latest", "not an image reference"),
+    ("a\\b", "not an image reference"),  # the engines' shell takes the backslash off: ab
+    ("'ab'", "not an image reference"),
+    ("Busybox", "not an image reference"),
+    ("busybox:", "not an image reference"),
+    ("busybox@sha256:12", "not an image reference"),
+    ("a" * 256, "not an image reference"),
+    ("-x", "not an image reference"),
+    ("localhost:port/x", "not an image reference"),
+])
+def test_only_a_reference_of_the_docker_grammar_is_an_image(image, words):
+    assert words in image_refusal(image, OWN), image_refusal(image, OWN)
+    assert why(f"FROM {image}\n").startswith("line 1 (FROM "), why(f"FROM {image}\n")
+    assert why(f"FROM busybox\nCOPY --from={image} /x /y\n").startswith("line 2 ("), image
+
+
+@pytest.mark.parametrize("image", ["docker:24-dind", "registry.example.com:5000/a/b_c__d-e.f:1.0-x",
+                                   "[2001:db8::1]:5000/x", "Intranet/x", "localhost/busybox:latest",
+                                   "redis:7@sha256:" + "a" * 64, "a/b/c/d"])
+def test_references_of_the_grammar_are_images(image):
+    assert image_refusal(image, OWN) is None
+
+
+# --- variables: only values the file fixes --------------------------------------------------
+
+
+@pytest.mark.parametrize("text, words", [
+    ("FROM ${TARGETOS:+127.0.0.1:5000/}busybox\n", "no value of $TARGETOS (the engine gives it one)"),
+    ("ARG TARGETOS=linux\nFROM ${TARGETOS:+ab}\n", "no value of $TARGETOS"),
+    ("ARG TARGETARCH\nFROM busybox:$TARGETARCH\n", "no value of $TARGETARCH"),
+    ("ARG B=${BUILDPLATFORM}x\nFROM busybox:$B\n", "no value of $B"),
+    ("FROM ${NOWHERE:-busybox}\n", "no value of $NOWHERE"),  # not declared: the engines differ
+    ("ARG B=busybox\nARG B\nFROM $B\n", "no value of $B"),  # declared again without a default
+    ("FROM busybox\nARG S=b\nCOPY --from=$S /x /y\n", "no value of $S"),  # the base image's ENV overrides ARG
+])
+def test_a_variable_whose_value_the_file_does_not_fix_is_refused(text, words):
+    assert words in why(text) and why(text).startswith("cannot be read"), why(text)
+
+
+# --- cost: linear in the text, and bounded --------------------------------------------------
+
+
+@pytest.mark.parametrize("text", [
+    "# syntax=x" + " " * 200_000 + "y\nFROM busybox\n",
+    "#" + " " * 200_000 + "syntax" + " " * 200_000 + "=x\nFROM busybox\n",
+    "FROM " + "a-" * 150_000 + "a\n",
+    "FROM " + "a" * 300_000 + "!\n",
+    "FROM busybox\nRUN " + "<<" * 120_000 + "\n",
+    "FROM busybox\nRUN <<\"" + "a" * 300_000 + "\n",
+    "FROM busybox\nRUN <<" + " " * 300_000 + "!\n",
+    "FROM busybox\nCOPY --from=\"" + "\\x" * 150_000 + "\" /x /y\n",
+    "FROM busybox\nRUN true \\\n" + "\\\n" * 150_000 + "FROM ab\n",
+    "FROM busybox\n" + "ARG A=" + "$A" * 150_000 + "\n",
+    "FROM busybox\n" + "ENV " + "A=1 " * 70_000 + "\n",
+    "\x0c" * 200_000 + "FROM busybox\n",
+])
+def test_crafted_texts_are_read_in_linear_time(text):
+    assert len(text) >= 200_000
+    why(text)  # answers (refused or not); the suite's timeout catches a regression
+
+
+def test_variables_nested_deeper_than_the_bound_are_refused():
+    assert "nested deeper than 16" in why("ARG A\nFROM " + "${A:-" * 70_000 + "x" + "}" * 70_000 + "\n")
+    assert why("ARG A\nFROM " + "${A:-" * 16 + "busybox" + "}" * 16 + "\n") is None
+    assert "nested deeper" in why("ARG A\nFROM " + "${A:-" * 18 + "busybox" + "}" * 18 + "\n")
+
+
+def test_a_text_over_one_mib_is_not_read():
+    text = "FROM busybox\n" + "# padding\n" * 110_000
+    assert len(text.encode()) > 1024 * 1024
+    assert "larger than 1024 KiB" in why(text)
+    with pytest.raises(ContainerfileError, match="larger than 1024 KiB"):
+        references("FROM busybox\n# " + "é" * 600_000)  # counted in bytes
+
+
+# --- registries: one deadline for every lookup; at job time a name must resolve -------------
+
+
+def test_registry_hosts_are_looked_up_once_each_at_the_same_time_within_one_deadline(monkeypatch):
+    """A compose of 100 components naming hosts whose DNS never answers waits one
+    deadline, not 100 of them; each host is looked up once; unanswered names are
+    accepted at create and refused when the engine is about to pull."""
+    from core import addresses
+    gate, asked, lock = threading.Event(), [], threading.Lock()
+
+    def never(host, timeout=addresses.RESOLVE_TIMEOUT_S):
+        with lock:
+            asked.append(host)
+        gate.wait()  # a resolver that never answers (let go at the end)
+        return None
+
+    monkeypatch.setattr(addresses, "resolve", never)
+    images = [(f"services.s{i}.image", f"r{i % 50}.stalled.example/app:{i}") for i in range(100)]
+    try:
+        assert containerfiles.registries_refusal(images, strict=False, deadline=0.3) is None
+        assert len(asked) == len(set(asked)) <= 8  # each once, eight at a time, none started after the deadline
+        reason = containerfiles.registries_refusal(images, strict=True, deadline=0.3)
+        assert reason.startswith("services.s0.image: the registry host r0.stalled.example of ") \
+            and "does not resolve" in reason, reason
+    finally:
+        gate.set()
+
+
+def test_resolve_all_answers_each_distinct_name_once():
+    seen = []
+
+    def lookup(host):
+        seen.append(host)
+        return {"a.example": ["93.184.216.34"], "b.example": ["10.0.0.1"]}.get(host)
+
+    from core.addresses import resolve_all
+    found = resolve_all(["a.example", "b.example", "a.example", "c.example"], deadline=30, lookup=lookup)
+    assert found == {"a.example": ["93.184.216.34"], "b.example": ["10.0.0.1"], "c.example": None}
+    assert sorted(seen) == ["a.example", "b.example", "c.example"]
+    assert resolve_all([], deadline=1) == {}
+
+
+def test_at_job_time_a_registry_host_that_does_not_resolve_is_refused():
+    text = "FROM nowhere.invalid/team/base:1\n"
+    assert why(text) is None  # at create: accepted (the lookup answers nothing)
+    strict = refusal(text, OWN, allow_private_registries=False, resolve=lambda host: None, strict=True)
+    assert strict.startswith("line 1 (FROM nowhere.invalid/team/base:1): the registry host nowhere.invalid of")
+    assert "does not resolve" in strict
+    assert refusal(text, OWN, allow_private_registries=True, resolve=lambda host: None, strict=True) is None
+    assert "does not resolve" in registry_refusal("nowhere.invalid:5000/x", resolve=lambda host: None, strict=True)
+    assert registry_refusal("10.0.0.8/x", resolve=lambda host: None, strict=True).endswith(
+        "10.0.0.8 is a private address; only public registries are allowed")
+
+
+def test_the_deploy_job_refuses_a_compose_registry_host_that_does_not_resolve():
+    from core.panel.compose import parse_compose
+    from core.panel.deploys import registries_refusal as before_pulling
+    plan = parse_compose("services:\n  a:\n    image: nowhere.invalid/x:1\n  b:\n    image: busybox\n")
+    reason = before_pulling(plan, resolve=lambda host: None)
+    assert reason.startswith("services.a.image: the registry host nowhere.invalid of") and "does not resolve" in reason
