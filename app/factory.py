@@ -171,13 +171,19 @@ def create_app(config: Config | None = None, *, store: Store | None = None) -> S
     provider = route_provider(pm, config)
     route_sync = RouteSync(store, provider, config.routes_interval) if provider is not None else None
     switch = {"routes_changed": route_sync.sync_now} if route_sync is not None else {}
+    # customer limits: checked by the API (create, redeploy, PATCH) and by deploy jobs whose source step
+    # reveals the compose (git, ai)
+    quota = Quota(services=config.customer_max_services, memory_mb=config.customer_max_memory_mb,
+                  cpus=config.customer_max_cpus, containers=config.customer_max_containers,
+                  container_memory_mb=config.default_memory_mb,
+                  container_cpus=config.default_cpus, read_compose=compose_parser(methods))
     deployer = DeployWorker(store, config.clock, runtime, deploy_engine, base_domain=config.base_domain,
                             health_interval=config.health_interval, methods=methods, work_dir=config.work_dir,
                             progress=DeployProgress(store, bus), lease=lease, health_engine=engine,
                             concurrency=config.deploy_concurrency, per_customer=config.deploys_per_customer,
                             settle_seconds=config.deploy_settle, health_timeout=config.deploy_health_timeout,
                             drain_seconds=config.deploy_drain, registry_allow_private=config.registry_allow_private,
-                            **switch)
+                            quota=quota, **switch)
     recompute = BillingRecompute(store, config.clock, models, config.billing_interval)
     jobs = ([recompute] if config.billing_interval else []) + ([deployer] if config.deploy_worker else [])
     archives = BackupArchives(config.backup_dir)
@@ -215,10 +221,6 @@ def create_app(config: Config | None = None, *, store: Store | None = None) -> S
     catalog = templates(pm)
     panel_ops = panel_handlers(store, config.clock, panel, catalog, key_rpm=config.rate_auth_rpm)
     panel_ops.update(docs_handlers())
-    quota = Quota(services=config.customer_max_services, memory_mb=config.customer_max_memory_mb,
-                  cpus=config.customer_max_cpus, containers=config.customer_max_containers,
-                  container_memory_mb=config.default_memory_mb,
-                  container_cpus=config.default_cpus, read_compose=compose_parser(methods))
     panel_ops.update(services_handlers(store, config.clock, runtime, methods, catalog, requests_engine,
                                        wake=deployer.wake, quota=quota,
                                        deleted=lambda service_id: backups.forget_service(archives, service_id),

@@ -23,6 +23,7 @@ from app.private_dirs import private_dir
 from app.workers.loop import JobWorker
 from core.panel import deploys
 from core.panel.compose import compose_parser
+from core.panel.customers import DEFAULT_QUOTA
 
 log = logging.getLogger("slipway.deployer")
 
@@ -62,8 +63,10 @@ class DeployWorker(JobWorker):
                  progress=lambda *a: None, methods: dict | None = None, work_dir: str = "./work", lease=None,
                  concurrency: int = 4, per_customer: int | None = 2, settle_seconds: float = deploys.SETTLE_SECONDS,
                  health_engine=None, routes_changed=lambda: None, health_timeout: float = 120.0,
-                 drain_seconds: float = deploys.DRAIN_SECONDS, registry_allow_private: bool = False):
+                 drain_seconds: float = deploys.DRAIN_SECONDS, registry_allow_private: bool = False,
+                 quota=None):
         self.registry_allow_private = registry_allow_private  # SLIPWAY_REGISTRY_ALLOW_PRIVATE
+        self.quota = quota or DEFAULT_QUOTA  # customer limits, checked when a job's source reveals its compose
         self.store, self.clock, self.runtime, self.engine = store, clock, runtime, engine
         self.health_engine = health_engine or engine  # health checks and reconciling: not the jobs' threads
         self.methods, self.work_dir = methods or {}, work_dir
@@ -139,7 +142,8 @@ class DeployWorker(JobWorker):
                             base_domain=self.base_domain, progress=self.progress, methods=self.methods,
                             workdir=workdir, cancel=cancel, settle_seconds=self.settle_seconds,
                             wait_seconds=self.health_timeout, routes_changed=self.routes_changed,
-                            drain_seconds=self.drain_seconds, registry_allow_private=self.registry_allow_private)
+                            drain_seconds=self.drain_seconds, registry_allow_private=self.registry_allow_private,
+                            quota=self.quota)
         finally:
             record_deploy(self.store, job.id, time.perf_counter() - started)  # whatever the job's end
             with self._active_lock:

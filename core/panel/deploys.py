@@ -22,6 +22,7 @@ from core.panel import routes, leases
 from core.panel import containerfiles
 from core.panel.containerfiles import engine_local, image_refusal
 from core.panel.containers import COMPONENT_LABEL, JOB_LABEL, SERVICE_LABEL, ContainerSpec, keep_tag
+from core.panel.customers import DEFAULT_QUOTA, Footprint, Quota, reserve
 from core.panel.events import deploy_progress, service_status
 from core.panel.releases import keep_images, new_release
 from core.panel.services import NOT_CHECKED, record
@@ -159,6 +160,33 @@ def _requested(cancel):
     return event
 
 
+def _keep_source(uow, quota: Quota, service, parse) -> None:
+    """Keep the compose and commit a source step answered on the service, with what its
+    plan counts against the customer's limits (the counting of a create,
+    :meth:`Quota.footprint`; it replaces what the service counted so far). Past a limit:
+    ``Conflict`` naming it and nothing is written. One transaction under the customer's
+    row lock, the order create and redeploy take, so two jobs of one customer cannot
+    both pass. An unreadable compose is kept as it is, counts unchanged: the plan step
+    fails on it next."""
+    try:
+        footprint = quota.footprint(parse(service.compose, service.variables or {}).components)
+    except Exception:  # noqa: BLE001 (the plan step reads it again and says why)
+        footprint = None
+    with uow:
+        customer = uow.panel_customers.get(service.customer_id, for_update=True) if footprint is not None else None
+        current = uow.services.get(service.id, for_update=True)
+        if current is None:  # deleted meanwhile: the job finds out below
+            return
+        counts = {}
+        if customer is not None:
+            reserve(uow, quota, customer, footprint, new_service=False,
+                    replacing=Footprint(current.memory_mb, current.millicpus, current.containers))
+            counts = {"memory_mb": footprint.memory_mb, "millicpus": footprint.millicpus,
+                      "containers": footprint.containers}
+        uow.services.update(replace(current, compose=service.compose, commit=service.commit, **counts))
+        uow.commit()
+
+
 def _step(uow, clock, job, step, progress, message, pct, cancel=None):
     _check(cancel)
     with uow:
@@ -170,7 +198,8 @@ def _step(uow, clock, job, step, progress, message, pct, cancel=None):
 def run_job(uow, clock, runtime, job, parse, *, base_domain: str | None = None, progress=lambda *a: None,
             wait_seconds: float = WAIT_SECONDS, methods: dict | None = None, workdir: str | None = None,
             cancel=None, settle_seconds: float = SETTLE_SECONDS, routes_changed=lambda: None,
-            drain_seconds: float = DRAIN_SECONDS, registry_allow_private: bool = False):
+            drain_seconds: float = DRAIN_SECONDS, registry_allow_private: bool = False,
+            quota: Quota = DEFAULT_QUOTA):
     """Deploy, redeploy or roll back the job's service. Never raises: failures end the job
     (and a first deploy's service ``failed``) with the reason in the event timeline.
 
@@ -179,6 +208,11 @@ def run_job(uow, clock, runtime, job, parse, *, base_domain: str | None = None, 
     deploys clone and build), and the compose text and commit it answers are kept on the
     service. A rollback (``job.kind`` "rollback") prepares nothing and pulls nothing: it
     runs its target release's kept images, compose and variables.
+
+    Customer limits (``quota``, the operator's defaults): the compose a source step
+    answers is counted and checked before anything of it runs (:func:`_keep_source`); a
+    plan past a limit fails the job naming it (``limits.containers``, ...), like the 409
+    of a create.
 
     Health gate: a redeploy or rollback of a service whose containers run starts the new
     set beside them (names and a network of the job's own, label ``slipway.job``); only
@@ -224,11 +258,7 @@ def run_job(uow, clock, runtime, job, parse, *, base_domain: str | None = None, 
             if prepared is not None:
                 note, stale = prepared.note, tuple(prepared.stale_images or ())
                 service = replace(service, compose=prepared.compose, commit=prepared.commit or service.commit)
-                with uow:
-                    current = uow.services.get(service.id, for_update=True)
-                    if current is not None:
-                        uow.services.update(replace(current, compose=service.compose, commit=service.commit))
-                    uow.commit()
+                _keep_source(uow, quota, service, parse)
         _step(uow, clock, job, "plan", progress, "reading the compose definition", 5, cancel)
         if target is not None:
             service = replace(service, compose=target.compose, variables=dict(target.variables or {}),
