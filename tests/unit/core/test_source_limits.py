@@ -48,8 +48,9 @@ def _create_git(uow, clock, admin, customer, method, name="repo"):
 
 
 def _run(uow, clock, runtime, job, method):
+    # registry_allow_private: the fake plans' registry host (docker.io) is not looked up, there is no network here
     deploys.run_job(uow, clock, runtime, job, parse, base_domain=DOMAIN, settle_seconds=0, drain_seconds=0,
-                    methods={"git": method}, workdir="/nonexistent-work", quota=QUOTA)
+                    methods={"git": method}, workdir="/nonexistent-work", quota=QUOTA, registry_allow_private=True)
     with uow:
         return uow.services.get(job.service_id), uow.deploy_jobs.get(job.id)
 
