@@ -134,13 +134,14 @@ def _own_builds_only(plan, service_id: str) -> None:
 
 
 def registries_refusal(plan, *, resolve=None) -> str | None:
-    """Why an image of ``plan`` may not be pulled now (its registry host is, resolves to,
-    an address that is not public, or does not resolve), naming the service, or None.
-    The hosts are looked up at once, within one deadline
-    (:func:`core.panel.containerfiles.registries_refusal`)."""
+    """Why an image of ``plan`` may not be used (its registry host is, or resolves to, an
+    address that is not public), naming the service, or None. The hosts are looked up at
+    once, within one deadline (:func:`core.panel.containerfiles.registries_refusal`); a
+    host that does not resolve is judged again, strictly, when its image is pulled
+    (:func:`_image`)."""
     return containerfiles.registries_refusal(
         [(f"services.{component.name}.image", component.image) for component in plan.components],
-        strict=True, resolve=resolve)
+        strict=False, resolve=resolve)
 
 
 def _check(cancel) -> None:
@@ -273,7 +274,8 @@ def run_job(uow, clock, runtime, job, parse, *, base_domain: str | None = None, 
             plan, images = _kept_images(runtime, plan, target)
         else:
             for image in sorted({c.image for c in plan.components}):
-                kept = _image(runtime, image, refresh=job.kind == "redeploy", cancel=cancel)
+                kept = _image(runtime, image, refresh=job.kind == "redeploy", cancel=cancel,
+                              strict=not registry_allow_private)
                 _check(cancel)
                 if kept:
                     progress(job, "images", kept, 20)
@@ -511,12 +513,15 @@ def _await_delete(uow, service_id: str, cancel) -> None:
         time.sleep(POLL_SECONDS)
 
 
-def _image(runtime, image: str, *, refresh: bool, cancel=None) -> str | None:
+def _image(runtime, image: str, *, refresh: bool, cancel=None, strict: bool = False) -> str | None:
     """Make sure the engine has ``image``: pull it when missing, and on a redeploy pull it
     again so a moved tag brings the latest image. ``localhost/`` images (without a port)
     are the engine's own (local builds) and are never pulled: one that is absent fails
-    "image not found". A redeploy whose pull fails while a copy is at hand goes on with
-    that copy; the message saying so is returned."""
+    "image not found". With ``strict`` (``SLIPWAY_REGISTRY_ALLOW_PRIVATE`` off), a pull
+    waits on the registry host resolving now to public addresses only: a host that does
+    not resolve (or is not public) is never contacted. A redeploy whose pull fails, or
+    may not be made, while a copy is at hand goes on with that copy; the message saying
+    so is returned."""
     present = runtime.has_image(image)
     if engine_local(image):
         if not present:
@@ -525,6 +530,11 @@ def _image(runtime, image: str, *, refresh: bool, cancel=None) -> str | None:
         return None
     if present and not refresh:
         return None
+    refused = containerfiles.registry_refusal(image, strict=True) if strict else None
+    if refused:
+        if not present:
+            raise RuntimeError(refused)
+        return f"not pulling {image} ({refused}); deploying the copy the engine has"
     try:
         runtime.pull_image(image, cancel=cancel)
     except Exception as exc:

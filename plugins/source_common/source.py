@@ -512,15 +512,22 @@ def check_containerfile(context: str, dockerfile: str | None, inline: str | None
         found = containerfiles.references(text)
     except containerfiles.ContainerfileError as exc:
         raise SourceError(f"{where}: {shown} cannot be read for the images it starts from: {exc}") from None
-    # the build is about to pull: a registry host that does not resolve is refused too
     reason = containerfiles.references_refusal(found, service_id, allow_private_registries=allow_private,
-                                               strict=True)
+                                               strict=False)
     if reason:
         raise SourceError(f"{where}: {shown} {reason}")
+    absent = []
     for ref in found:
-        if containerfiles.engine_local(ref.image) and not runtime.has_image(ref.image):
+        if runtime.has_image(ref.image):
+            continue
+        if containerfiles.engine_local(ref.image):
             raise SourceError(f"{where}: {shown} {ref.where()}: image not found: {ref.image} (localhost/ names "
                               "the engine's own images; they are never pulled)")
+        absent.append((ref.where(), ref.image))
+    # the build is about to pull what the engine lacks: a registry host that does not resolve is refused too
+    reason = None if allow_private or not absent else containerfiles.registries_refusal(absent, strict=True)
+    if reason:
+        raise SourceError(f"{where}: {shown} {reason}")
     return dockerfile
 
 

@@ -104,9 +104,18 @@ def test_a_repository_compose_fails_the_deploy_with_the_same_reason(panel, store
     assert failed and "invalid compose definition: " in failed[0] and words in failed[0], failed
 
 
+def test_an_upper_case_name_of_another_services_build_is_no_image_reference(panel):
+    """Upper case in a name (past the registry host) breaks the reference grammar: 422 at
+    create, before any job could resolve it under ``localhost/``."""
+    make, acme, admin = panel
+    client, _ = make()
+    refused = create_service(client, admin, acme, deploy_method="compose",
+                             compose="services:\n  app:\n    image: LOCALHOST/SLW-SVC_0123456789ABCDEF-APP:0\n")
+    assert refused.status_code == 422 and "is not an image reference" in refused.json["error"]["fields"]["compose"]
+
+
 @pytest.mark.parametrize("other", ["localhost/slw-svc_0123456789abcdef-app:0123456789ab",
-                                   "slw-svc_0123456789abcdef-app:0123456789ab",  # Podman looks under localhost/
-                                   "LOCALHOST/SLW-SVC_0123456789ABCDEF-APP:0123456789AB"])
+                                   "slw-svc_0123456789abcdef-app:0123456789ab"])  # Podman looks under localhost/
 def test_a_compose_cannot_run_another_services_build(panel, store, clock, other):
     """Built images are named ``localhost/slw-<service id>-...``; naming another service's
     would run that tenant's code and whatever its build baked in."""

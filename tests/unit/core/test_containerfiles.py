@@ -351,9 +351,23 @@ def test_at_job_time_a_registry_host_that_does_not_resolve_is_refused():
         "10.0.0.8 is a private address; only public registries are allowed")
 
 
-def test_the_deploy_job_refuses_a_compose_registry_host_that_does_not_resolve():
+def test_the_deploy_job_pulls_nothing_from_a_registry_host_that_does_not_resolve():
+    """A name that does not resolve passes the plan's check (as at create), and is judged
+    strictly when its image would be pulled: absent, the job fails naming it; present (a
+    redeploy's refresh), the copy the engine has is deployed and nothing is pulled."""
     from core.panel.compose import parse_compose
-    from core.panel.deploys import registries_refusal as before_pulling
+    from core.panel.deploys import _image, registries_refusal
+    from tests.support.fakes import FakeRuntime
+
     plan = parse_compose("services:\n  a:\n    image: nowhere.invalid/x:1\n  b:\n    image: busybox\n")
-    reason = before_pulling(plan, resolve=lambda host: None)
-    assert reason.startswith("services.a.image: the registry host nowhere.invalid of") and "does not resolve" in reason
+    assert registries_refusal(plan, resolve=lambda host: None) is None
+    runtime = FakeRuntime()
+    runtime.has_image = lambda image: False
+    with pytest.raises(RuntimeError, match="the registry host nowhere.invalid of .* does not resolve"):
+        _image(runtime, "nowhere.invalid/x:1", refresh=False, strict=True)
+    runtime.has_image = lambda image: True
+    kept = _image(runtime, "nowhere.invalid/x:1", refresh=True, strict=True)
+    assert kept.startswith("not pulling nowhere.invalid/x:1") and "deploying the copy the engine has" in kept
+    assert not [call for call in runtime.calls if call[0] == "pull_image"]
+    assert _image(runtime, "nowhere.invalid/x:1", refresh=True, strict=False) is None  # allowed: pulled
+    assert [call[0] for call in runtime.calls] == ["pull_image"]

@@ -4,6 +4,8 @@ text Slipway read. The job fails naming it before any build, and the runtime ref
 to send it."""
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from plugins.runtime_common.build import BuildContextError, dockerfile_entry
@@ -29,6 +31,7 @@ def test_without_a_name_the_build_is_sent_the_file_it_was_checked_as(tmp_path):
     the engine never looks for a ``Containerfile.in`` of its own."""
     (tmp_path / "Containerfile").write_text("FROM busybox\n")
     (tmp_path / "Containerfile.in").write_text(INCLUDE)
-    assert check_containerfile(str(tmp_path), None, None, None, service_id="svc_own", where="services.app.build",
+    engine = SimpleNamespace(has_image=lambda image: True)  # busybox at hand: nothing to pull
+    assert check_containerfile(str(tmp_path), None, None, engine, service_id="svc_own", where="services.app.build",
                                allow_private=False) == "Containerfile"
     assert dockerfile_entry(str(tmp_path), "Containerfile")[0] == "Containerfile"
