@@ -1,4 +1,5 @@
-"""Health, status and routes follow the release that serves, on real Podman with a real
+"""Health, status and routes follow the release that serves, on a real engine (through
+Slipway's Podman and Docker runtimes) with a real
 server checking health every second: a compose service of three containers (each ignores
 SIGTERM, so the engine shows it ``stopping`` for the whole stop timeout, then kills it:
 exit 137) is redeployed, rolled back and restarted. After each, once the retired set is
@@ -48,8 +49,9 @@ def _job(panel, service_id, answer) -> None:
     assert wait_job(panel.http, service_id, answer.json()["deploy_job_id"], seconds=120)["status"] == "succeeded"
 
 
-def test_redeploy_rollback_and_restart_of_three_containers_stay_running_and_healthy(server):
-    panel = server(SLIPWAY_HEALTH_INTERVAL="1", SLIPWAY_BASE_DOMAIN="apps.example.test", SLIPWAY_DEPLOY_SETTLE="1",
+@pytest.mark.parametrize("runtime", ["podman", "docker"])  # the Podman and Docker clients of one engine
+def test_redeploy_rollback_and_restart_of_three_containers_stay_running_and_healthy(server, runtime):
+    panel = server(SLIPWAY_RUNTIME=runtime, SLIPWAY_HEALTH_INTERVAL="1", SLIPWAY_BASE_DOMAIN="apps.example.test", SLIPWAY_DEPLOY_SETTLE="1",
                    SLIPWAY_DEPLOY_DRAIN="1", SLIPWAY_ENGINE_TIMEOUT="120")
     service_id = panel.create(panel.customer("Acme"), COMPOSE, "three")
     _eventually(lambda: panel.http.get(f"/api/services/{service_id}").json()["status"] == "running", 90,
