@@ -69,7 +69,7 @@ _QUOTED_PATTERNS = [
 
 
 class _NamedValues:
-    """``name=value`` (query strings, cookies, bodies) or ``name: value`` (header and YAML
+    r"""``name=value`` (query strings, cookies, bodies) or ``name: value`` (header and YAML
     lines) whose name says secret: the value becomes ``***``. What the patterns
     ``\b([a-z_\-]*KEYWORD[a-z_\-]*)=VALUE`` did, found another way: ``names`` finds each
     whole run of name characters followed by the separator, from its first character; the
