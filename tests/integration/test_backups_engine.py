@@ -16,6 +16,7 @@ import pytest
 
 from ports.runtime import ContainerSpec
 from tests.support.engine import ENGINES, _tree, engine_for
+from tests.support.files import modes
 from tests.support.panel_server import _until, admin_key, serve_panel
 
 pytestmark = pytest.mark.runtime
@@ -130,16 +131,6 @@ def test_backup_change_restore_delete(panel):
     assert client.get(backups).status_code == 404
 
 
-def _modes(root) -> dict:
-    """{path relative to ``root`` ('.' itself): permission bits} of everything under it."""
-    found = {".": os.stat(root).st_mode & 0o777}
-    for folder, dirs, files in os.walk(root):
-        for name in dirs + files:
-            path = os.path.join(folder, name)
-            found[os.path.relpath(path, root)] = os.lstat(path).st_mode & 0o777
-    return found
-
-
 def test_backup_archives_and_their_folders_are_the_server_users_only(panel):
     """Under umask 022 (the server's too), with the backup folder made 0755 beforehand:
     the folder, the service's folder and the archive are 0700, 0700 and 0600."""
@@ -162,4 +153,4 @@ def test_backup_archives_and_their_folders_are_the_server_users_only(panel):
     assert len(first) == 2
     expected = {".": 0o700, service_id: 0o700}
     expected.update({os.path.join(service_id, f"{b['id']}.tar"): 0o600 for b in first})
-    assert _modes(backup_dir) == expected, backup
+    assert modes(backup_dir) == expected, backup

@@ -16,6 +16,7 @@ import pytest
 from ports.runtime import ContainerSpec
 from tests.support.git_repos import BUSYBOX, _create, git, repository
 from tests.support.panel_server import _until
+from tests.support.files import modes as file_modes
 
 pytestmark = pytest.mark.runtime
 
@@ -35,15 +36,6 @@ CONTAINERFILE = f"""FROM {BUSYBOX}
 COPY . /app/
 CMD ["sh", "-c", "ls -ln /app > /gate/modes; exec sleep 3600"]
 """
-
-
-def _modes(root) -> dict:
-    found = {".": os.stat(root).st_mode & 0o777}
-    for folder, dirs, files in os.walk(root):
-        for name in dirs + files:
-            path = os.path.join(folder, name)
-            found[os.path.relpath(path, root)] = os.lstat(path).st_mode & 0o777
-    return found
 
 
 def _job_folder(work, seconds: float = 120):
@@ -77,7 +69,7 @@ def test_a_jobs_work_folder_is_the_server_users_only(start_panel, tmp_path, umas
     while not engine.containers(service_id):  # built and started: the job waits for its health now
         assert time.monotonic() < deadline, "the service's container starts"
         time.sleep(0.1)
-    modes = _modes(work)
+    modes = file_modes(work)
     job = folder.name
     assert modes["."] == 0o700 and modes[job] == 0o700, modes
     assert {path: mode for path, mode in modes.items() if path.startswith(job + os.sep)} == {
