@@ -19,7 +19,7 @@ from core.panel.routes import Route
 from plugins.routes_caddy import CaddyRoutes
 from ports.routes import RouteProviderError
 from tests.support.caddy import running_caddy
-from tests.support.panel_server import IMAGE, _until, admin_key, serve_panel
+from tests.support.panel_server import IMAGE, _until, admin_key, serve_panel, shop_and_squatter
 from tests.support.processes import free_port
 
 BASE = "apps.example.test"
@@ -139,19 +139,7 @@ def test_a_custom_domain_folding_to_another_services_host_takes_nothing_from_it(
                    SLIPWAY_CADDY_ADMIN=caddy.admin_url, SLIPWAY_CADDY_TLS="internal",
                    SLIPWAY_CADDY_LISTEN=f"127.0.0.1:{caddy.https_port}", SLIPWAY_ROUTES_INTERVAL="0.2")
         env.pop("SLIPWAY_ROUTES_FILE", None)
-        server, client = serve_panel(key, env, stderr=open(tmp_path / "server.log", "w+"))
-        ids = []
-        try:
-            shop_owner = client.post("/api/customers", json={"name": "Shop"}).json()
-            other = client.post("/api/customers", json={"name": "Other"}).json()
-            for name, customer, title in (("my-shop", shop_owner, "The shop"), ("squatter", other, "The squatter")):
-                created = client.post("/api/services", json={
-                    "name": name, "customer_id": customer["id"], "deploy_method": "template",
-                    "template_id": "static-site", "variables": {"IMAGE": IMAGE, "TITLE": title}})
-                assert created.status_code == 201, created.text
-                ids.append(created.json()["id"])
-            for sid in ids:
-                _until(client, sid, "running")
+        with shop_and_squatter(key, env, runtime_url, stderr=open(tmp_path / "server.log", "w+")) as (_, client, ids):
             patched = client.patch(f"/api/services/{ids[1]}", json={"custom_domains": ["my.shop-apps.example.com"]})
             assert patched.status_code == 200, patched.text
             _eventually(lambda: _answers(caddy, "my.shop-apps.example.com", "The squatter"),
@@ -163,15 +151,6 @@ def test_a_custom_domain_folding_to_another_services_host_takes_nothing_from_it(
             hosts = [r["match"][0]["host"] for r in caddy.config()["apps"]["http"]["servers"]["slipway"]["routes"]]
             assert sorted(hosts) == [["my-shop.apps.example.com"], ["my.shop-apps.example.com"],
                                      ["squatter.apps.example.com"]]
-        finally:
-            for left in ids:
-                if client.delete(f"/api/services/{left}").status_code != 204:
-                    from app.pluginmanager import make_plugin_manager, runtimes
-
-                    runtimes(make_plugin_manager())["podman"].create(runtime_url).remove_service(left)
-            client.close()
-            server.terminate()
-            server.wait(timeout=20)
 
 
 def test_the_provider_keeps_the_operators_config_and_writes_only_on_change(tmp_path):

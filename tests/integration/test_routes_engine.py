@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from tests.support.processes import slipway
-from tests.support.panel_server import IMAGE, _get, _until, admin_key, serve_panel
+from tests.support.panel_server import IMAGE, _get, _until, admin_key, serve_panel, shop_and_squatter
 
 pytestmark = pytest.mark.runtime
 
@@ -104,18 +104,8 @@ def test_a_custom_domain_folding_to_another_services_host_takes_nothing_from_it(
     env = dict(os.environ, SLIPWAY_RUNTIME_ULIMITS=engine_ulimits, SLIPWAY_DATABASE_URL=database_url,
                SLIPWAY_RUNTIME_URL=runtime_url, SLIPWAY_BILLING_INTERVAL="0", SLIPWAY_BASE_DOMAIN="apps.example.com",
                SLIPWAY_ROUTES_FILE=str(routes_file), SLIPWAY_ROUTES_INTERVAL="0.2")
-    server, client = serve_panel(key, env)
-    ids = []
-    try:
-        shop_owner = client.post("/api/customers", json={"name": "Shop"}).json()
-        other = client.post("/api/customers", json={"name": "Other"}).json()
-        for name, customer, title in (("my-shop", shop_owner, "The shop"), ("squatter", other, "The squatter")):
-            created = client.post("/api/services", json={
-                "name": name, "customer_id": customer["id"], "deploy_method": "template",
-                "template_id": "static-site", "variables": {"IMAGE": IMAGE, "TITLE": title}})
-            assert created.status_code == 201, created.text
-            ids.append(created.json()["id"])
-        shop, squatter = (_until(client, sid, "running") for sid in ids)
+    with shop_and_squatter(key, env, runtime_url) as (server, client, ids):
+        shop, squatter = (client.get(f"/api/services/{sid}").json() for sid in ids)
         assert shop["url"] == "https://my-shop.apps.example.com"
         patched = client.patch(f"/api/services/{squatter['id']}", json={"custom_domains": ["my.shop-apps.example.com"]})
         assert patched.status_code == 200, patched.text
@@ -132,12 +122,3 @@ def test_a_custom_domain_folding_to_another_services_host_takes_nothing_from_it(
                                                   for hostname, record in records.items())
         assert len(set(in_file)) == 3  # three routers, three names
         assert server.poll() is None and client.get("/api/services").status_code == 200
-    finally:
-        from app.pluginmanager import make_plugin_manager, runtimes
-
-        for left in ids:
-            if client.delete(f"/api/services/{left}").status_code != 204:
-                runtimes(make_plugin_manager())["podman"].create(runtime_url).remove_service(left)
-        client.close()
-        server.terminate()
-        server.wait(timeout=20)

@@ -1,6 +1,7 @@
 """A real panel server in a subprocess, and waiting on its services."""
 from __future__ import annotations
 
+import contextlib
 import re
 import subprocess
 import sys
@@ -90,3 +91,33 @@ def _get(url, seconds=30):
         except httpx.TransportError:
             assert time.monotonic() < deadline
             time.sleep(0.3)
+
+
+@contextlib.contextmanager
+def shop_and_squatter(key: str, env: dict, runtime_url: str, stderr=None):
+    """A real server (``serve_panel``) with two customers' template services running,
+    ``my-shop`` ("The shop") and ``squatter`` ("The squatter"): the route-key attack of
+    docs/security.md, whose squatter then adds ``my.shop-apps.example.com``. Yields
+    ``(server, client, [shop id, squatter id])``; the services and the server go at the end."""
+    server, client = serve_panel(key, env, stderr=stderr)
+    ids = []
+    try:
+        for name, customer, title in (("my-shop", "Shop", "The shop"), ("squatter", "Other", "The squatter")):
+            owner = client.post("/api/customers", json={"name": customer}).json()
+            created = client.post("/api/services", json={
+                "name": name, "customer_id": owner["id"], "deploy_method": "template",
+                "template_id": "static-site", "variables": {"IMAGE": IMAGE, "TITLE": title}})
+            assert created.status_code == 201, created.text
+            ids.append(created.json()["id"])
+        for sid in ids:
+            _until(client, sid, "running")
+        yield server, client, ids
+    finally:
+        from app.pluginmanager import make_plugin_manager, runtimes
+
+        for left in ids:
+            if client.delete(f"/api/services/{left}").status_code != 204:
+                runtimes(make_plugin_manager())["podman"].create(runtime_url).remove_service(left)
+        client.close()
+        server.terminate()
+        server.wait(timeout=20)
