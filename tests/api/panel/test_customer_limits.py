@@ -272,6 +272,15 @@ def test_customer_limit_settings_are_checked_at_start_up():
     assert Config.from_env({"SLIPWAY_CUSTOMER_MAX_CONTAINERS": "7"}).customer_max_containers == 7
 
 
+def _insert_old_service(store, sid: str, customer_id: str, compose: str) -> None:
+    """A service row as an older schema held it (before the migration under test)."""
+    store.db.execute_sql(
+        "INSERT INTO service (id, name, customer_id, deploy_method, status, compose, variables, url, "
+        f"created_at, updated_at, health_status, health_failures) VALUES ('{sid}', '{sid[4:]}', "
+        f"'{customer_id}', 'compose', 'stopped', %s, '{{}}', '', '2026-01-01 00:00:00+00:00', "
+        "'2026-01-01 00:00:00+00:00', 'unknown', 0)".replace("%s", "'" + compose + "'"))
+
+
 def test_migration_11_adds_the_columns_and_measures_existing_services(store, clock):
     from core.panel import customers as panel_customers
 
@@ -282,11 +291,7 @@ def test_migration_11_adds_the_columns_and_measures_existing_services(store, clo
         for column in ("max_services", "max_memory_mb", "max_millicpus"):
             store.db.execute_sql(f"ALTER TABLE panel_customer DROP COLUMN {column}")
         for sid, compose in (("svc_two", _compose({"mem_limit": "1g", "cpus": 0.25}, {})), ("svc_none", "")):
-            store.db.execute_sql(
-                "INSERT INTO service (id, name, customer_id, deploy_method, status, compose, variables, url, "
-                f"created_at, updated_at, health_status, health_failures) VALUES ('{sid}', '{sid[4:]}', "
-                f"'{customer.id}', 'compose', 'stopped', %s, '{{}}', '', '2026-01-01 00:00:00+00:00', "
-                "'2026-01-01 00:00:00+00:00', 'unknown', 0)".replace("%s", "'" + compose + "'"))
+            _insert_old_service(store, sid, customer.id, compose)
         store.models.SchemaVersion.delete().where(store.models.SchemaVersion.version == 11).execute()
     assert store.migrate() == [11]
     with store.uow(write=False) as uow:
@@ -305,11 +310,7 @@ def test_migration_19_adds_the_containers_columns_and_counts_existing_services(s
         store.db.execute_sql("ALTER TABLE service DROP COLUMN containers")
         store.db.execute_sql("ALTER TABLE panel_customer DROP COLUMN max_containers")
         for sid, compose in (("svc_three", _compose({}, {"mem_limit": "6m"}, {})), ("svc_none", "")):
-            store.db.execute_sql(
-                "INSERT INTO service (id, name, customer_id, deploy_method, status, compose, variables, url, "
-                f"created_at, updated_at, health_status, health_failures) VALUES ('{sid}', '{sid[4:]}', "
-                f"'{customer.id}', 'compose', 'stopped', %s, '{{}}', '', '2026-01-01 00:00:00+00:00', "
-                "'2026-01-01 00:00:00+00:00', 'unknown', 0)".replace("%s", "'" + compose + "'"))
+            _insert_old_service(store, sid, customer.id, compose)
         store.models.SchemaVersion.delete().where(store.models.SchemaVersion.version == 19).execute()
     assert store.migrate() == [19]
     with store.uow(write=False) as uow:
