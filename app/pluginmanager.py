@@ -12,16 +12,56 @@ class PluginError(RuntimeError):
 
 def make_plugin_manager(extra_plugins=(), load_entrypoints: bool = True) -> pluggy.PluginManager:
     """A fresh manager (never a module global). Built-in plugins arrive through the
-    ``slipway`` entry-point group like any installed package's; ``check_pending`` makes
-    a misspelled hook fail loudly."""
+    ``slipway`` entry-point group like any installed package's; the app's own defaults
+    (the ``memory`` rate store, the ``memory`` and ``postgres`` event buses:
+    ``app.builtins``) are always registered; ``check_pending`` makes a misspelled hook
+    fail loudly."""
+    from app import builtins
+
     pm = pluggy.PluginManager(PROJECT)
     pm.add_hookspecs(hookspecs)
+    pm.register(builtins, name="slipway.builtins")
     if load_entrypoints:
         pm.load_setuptools_entrypoints(PROJECT)
     for plugin in extra_plugins:
         pm.register(plugin)
     pm.check_pending()
     return pm
+
+
+#: the registries of factories (``create(settings)``): hook, what one is called in errors
+REGISTRIES = {
+    "runtimes": ("register_runtimes", "container runtime"),
+    "license_services": ("register_license_services", "license service"),
+    "route_providers": ("register_route_providers", "route provider"),
+    "rate_stores": ("register_rate_stores", "rate store"),
+    "event_buses": ("register_event_buses", "event bus"),
+}
+
+
+def registry(pm, name: str) -> dict:
+    """The factories of one registry (``REGISTRIES``) by name; two plugins providing one
+    name is a ``PluginError``."""
+    hook, what = REGISTRIES[name]
+    return _by_name(getattr(pm.hook, hook)(), what)
+
+
+def select(pm, name: str, setting: str, value: str, settings):
+    """``create(settings)`` of the factory named ``value`` in registry ``name``: the one
+    way every registry is chosen. A name no loaded plugin provides, or a ``ValueError``
+    of the factory (a bad setting), is a ``ConfigError`` naming ``setting``."""
+    from app.config import ConfigError
+
+    factories = registry(pm, name)
+    if value not in factories:
+        raise ConfigError(f"{setting}: no loaded plugin provides {value!r} "
+                          f"(loaded: {', '.join(sorted(factories)) or 'none'})")
+    try:
+        return factories[value].create(settings)
+    except ValueError as exc:
+        message = str(exc)
+        raise ConfigError(message if message.startswith(setting) or "SLIPWAY_" in message
+                          else f"{setting}: {message}") from exc
 
 
 def _by_name(results, what: str) -> dict:
@@ -65,7 +105,7 @@ def describe_plugins(pm) -> list[dict]:
 
 
 def license_services(pm) -> dict:
-    return _by_name(pm.hook.register_license_services(), "license service")
+    return registry(pm, "license_services")
 
 
 def templates(pm) -> dict:
@@ -78,20 +118,17 @@ def templates(pm) -> dict:
 
 
 def runtimes(pm) -> dict:
-    return _by_name(pm.hook.register_runtimes(), "container runtime")
+    return registry(pm, "runtimes")
 
 
 def route_providers(pm) -> dict:
-    return _by_name(pm.hook.register_route_providers(), "route provider")
+    return registry(pm, "route_providers")
 
 
 def rate_stores(pm) -> dict:
-    """Rate-store factories by URL scheme."""
-    found = {}
-    for batch in pm.hook.register_rate_stores():
-        for factory in batch or ():
-            for scheme in factory.schemes:
-                if scheme in found:
-                    raise PluginError(f"two plugins provide rate store scheme {scheme!r}")
-                found[scheme] = factory
-    return found
+    """Rate-store factories by name (``memory``, or the URL scheme they serve)."""
+    return registry(pm, "rate_stores")
+
+
+def event_buses(pm) -> dict:
+    return registry(pm, "event_buses")

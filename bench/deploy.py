@@ -134,8 +134,9 @@ def main(argv=None) -> int:
         parser.error("set SLIPWAY_RUNTIME_URL (and SLIPWAY_RUNTIME_ULIMITS on this host), as for the tests")
 
     from app.pluginmanager import make_plugin_manager, runtimes
+    from tests.support.engine import engine_settings
 
-    runtime = runtimes(make_plugin_manager())["podman"].create(runtime_url)
+    runtime = runtimes(make_plugin_manager())["podman"].create(engine_settings(runtime_url))
     report = {"image": IMAGE, "command": COMMAND}
     with tempfile.TemporaryDirectory(prefix="slipway-bench-") as tmp:
         url = f"sqlite:///{tmp}/bench.db"

@@ -42,7 +42,7 @@ def serve(port: int) -> None:
     from ports.events import Event
 
     app = create_app()
-    bus = app.slipway["bus"]
+    bus = app.parts.bus
 
     def publisher():
         for line in sys.stdin:
@@ -217,6 +217,7 @@ def _log_delay(server: Server, env: dict, key: str, samples: int) -> dict:
     import httpx
 
     from app.pluginmanager import make_plugin_manager, runtimes
+    from tests.support.engine import engine_settings
 
     http = httpx.Client(base_url=server.base, headers={"Authorization": f"Bearer {key}"}, timeout=30)
     customer = http.post("/api/customers", json={"name": "bench"}).json()
@@ -226,7 +227,7 @@ def _log_delay(server: Server, env: dict, key: str, samples: int) -> dict:
                                                "deploy_method": "compose", "compose": compose}).json()
     service_id = created["id"]
     runtime = runtimes(make_plugin_manager())[env.get("SLIPWAY_RUNTIME") or "podman"].create(
-        env["SLIPWAY_RUNTIME_URL"], ulimits=env.get("SLIPWAY_RUNTIME_ULIMITS", ""))
+        engine_settings(env["SLIPWAY_RUNTIME_URL"], env.get("SLIPWAY_RUNTIME_ULIMITS", "")))
     try:
         deadline = time.monotonic() + 90
         while http.get(f"/api/services/{service_id}").json()["status"] != "running":

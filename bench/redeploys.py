@@ -28,7 +28,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from tests.support.caddy import running_caddy  # noqa: E402
-from tests.support.engine import _factories  # noqa: E402
+from tests.support.engine import _factories, engine_settings  # noqa: E402
 from tests.support.panel_server import admin_key, serve_panel  # noqa: E402
 from tests.support.releases import COMPOSE, build_pages, get_once_more_if_closed, wait_job  # noqa: E402
 
@@ -111,7 +111,7 @@ class Load:
 
 def build_images(runtime_url: str, base: str, workdir: Path):
     """Two local images, ``<base>:one`` and ``<base>:two``; returns the Podman runtime."""
-    runtime = _factories()["podman"].create(runtime_url, ulimits=os.environ.get("SLIPWAY_RUNTIME_ULIMITS"))
+    runtime = _factories()["podman"].create(engine_settings(runtime_url, os.environ.get("SLIPWAY_RUNTIME_ULIMITS")))
     build_pages(runtime, base, workdir, names=(("one", True), ("two", True)))
     return runtime
 

@@ -1,7 +1,21 @@
 """Every hook Slipway calls, in one module. Each docstring says when and what it returns.
 
-Registry hooks are collected from every plugin (none is ``firstresult``); each returns a
-list of implementations of an abstract port, and configuration picks one by name.
+Two kinds of hooks:
+
+- **Registry hooks** (``register_runtimes``, ``register_license_services``,
+  ``register_route_providers``, ``register_rate_stores``, ``register_event_buses``)
+  return named factories of one shape: an object with ``name`` and
+  ``create(settings: ports.settings.Settings)``. One setting names the factory
+  (``app.pluginmanager.select``); a name no loaded plugin provides stops start-up listing
+  the loaded names, and two plugins providing one name is a start-up error. The other
+  registries (billing models, deploy methods, analyzers, templates) hold instances by
+  name.
+- **Behaviour hooks** (``register_routes``, ``register_jobs``,
+  ``register_event_subscribers``, ``register_auth_sources``) add routes, background jobs,
+  reactions to events and ways of signing in (``ports.extensions``). Every loaded
+  plugin's answers are used.
+
+None is ``firstresult``: every plugin's answer is collected.
 """
 from ports import hookspec
 
@@ -51,9 +65,11 @@ def register_analyzers():
 
 @hookspec
 def register_license_services():
-    """Return a list of :class:`ports.licensing.LicenseServiceFactory` instances.
+    """Return a list of :class:`ports.licensing.LicenseServiceFactory` instances: ``name``
+    and ``create(settings) -> ports.licensing.LicenseService`` (``settings.database``: the
+    panel's database, for a service keeping its tables there).
 
-    Called once when the plugin manager is built. ``SLIPWAY_LICENSE_SERVICE`` names the
+    Called once when the app is built. ``SLIPWAY_LICENSE_SERVICE`` names the
     factory whose service the app uses (``embedded`` by default); two plugins returning
     the same name is a start-up error. The factory's ``migrate`` runs at ``slipway init``.
     """
@@ -80,11 +96,11 @@ def register_templates():
 @hookspec
 def register_runtimes():
     """Return a list of runtime factories: objects with ``name`` and
-    ``create(url: str | None) -> ports.runtime.ContainerRuntime``.
+    ``create(settings) -> ports.runtime.ContainerRuntime``.
 
-    ``SLIPWAY_RUNTIME`` (``podman`` by default, or ``docker``) picks one and
-    ``SLIPWAY_RUNTIME_URL`` is handed to it; two plugins returning the same name is a
-    start-up error.
+    ``SLIPWAY_RUNTIME`` (``podman`` by default, ``docker`` or ``swarm``) picks one; it reads
+    ``SLIPWAY_RUNTIME_URL`` (the engine's socket) and its other ``SLIPWAY_RUNTIME_*``
+    settings from ``settings``; two plugins returning the same name is a start-up error.
     """
 
 
@@ -107,9 +123,78 @@ def register_route_providers():
 @hookspec
 def register_rate_stores():
     """Return a list of :class:`ports.ratestore.RateStoreFactory` instances: objects with
-    ``schemes`` and ``create(url) -> ports.ratestore.RateStore``.
+    ``name`` and ``create(settings) -> ports.ratestore.RateStore``.
 
-    ``SLIPWAY_RATE_STORE`` is ``memory`` (built in, the default) or a URL; its scheme picks
-    the factory. A scheme no loaded plugin serves, or two plugins serving one scheme, is a
-    start-up error.
+    ``SLIPWAY_RATE_STORE`` is ``memory`` (built in, the default) or a URL whose scheme is
+    the name of the factory that serves it (``redis``, ``rediss``); the factory reads the
+    URL from ``settings["SLIPWAY_RATE_STORE"]``. A scheme no loaded plugin serves, or two
+    plugins serving one scheme, is a start-up error.
+    """
+
+
+# --- Event buses --------------------------------------------------------------------
+
+
+@hookspec
+def register_event_buses():
+    """Return a list of event-bus factories: ``name`` and
+    ``create(settings) -> ports.events.EventBus``.
+
+    ``SLIPWAY_EVENT_BUS`` picks one: ``memory`` (built in, the default: each process
+    hears its own events) or ``postgres`` (built in: ``LISTEN/NOTIFY`` through the
+    database of ``SLIPWAY_DATABASE_URL``, so every process hears every event).
+    """
+
+
+# --- Behaviour: routes, jobs, event subscribers, auth sources -----------------------
+
+
+@hookspec
+def register_routes():
+    """Return a list of :class:`ports.extensions.Route`: HTTP operations served under
+    ``/api/ext/<plugin>/<path>``.
+
+    Called once when the app is built. Each route declares the panel permission it needs
+    and its rate tier and goes through the panel's gate like every panel operation (401
+    without credentials, 429 past the caller's rate, 403 without the permission, the
+    panel's error format). It appears in the served contract (``/api/openapi.yaml``)
+    under a tag named after the plugin, with operation id ``ext_<plugin>_<operation_id>``;
+    ``mcp=True`` also makes it an MCP tool of ``/api/mcp``. The handler runs in a worker
+    thread with a :class:`ports.extensions.RouteRequest`; it answers a
+    :class:`~ports.extensions.RouteReply` or raises :class:`~ports.extensions.RouteError`
+    (a 4xx); anything else it raises is a 500 whose detail stays in the server log. Two
+    routes with the same method and path, an unknown permission or a name that is not
+    ``[a-z][a-z0-9_-]*`` stop start-up.
+    """
+
+
+@hookspec
+def register_jobs():
+    """Return a list of :class:`ports.extensions.Job`: background work run every
+    ``interval`` seconds by the worker loop of each process that runs the workers
+    (``SLIPWAY_DEPLOY_WORKER``), in a worker thread, first at start-up, and stopped at
+    shutdown. A run that raises is logged; the next one runs on time.
+    """
+
+
+@hookspec
+def register_event_subscribers():
+    """Return a list of :class:`ports.extensions.Subscriber`, called with every panel event
+    (``service.status``, ``deploy.progress``, ``backup.progress``, timeline events) and
+    every partner ledger event, after the transaction that made it committed.
+
+    Events go through a persisted outbox (written in the same transaction): delivery is
+    at least once, in order per subscriber, from a worker, never in the request that
+    caused the event, and resumes after a restart where it stopped. A subscriber that
+    raises gets the same event again later; its later events wait.
+    """
+
+
+@hookspec
+def register_auth_sources():
+    """Return a list of :class:`ports.extensions.AuthSource`: other ways of signing in to
+    the panel API, asked (in plugin order) after API keys and sessions did not admit a
+    request. A source answers an :class:`~ports.extensions.Identity` (a principal of an
+    existing role and, for ``customer``, an existing customer) or None. A source that
+    raises refuses the request with 401; it never lets a request through.
     """

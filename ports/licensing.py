@@ -61,9 +61,10 @@ class LicenseServiceFactory(ABC):
     name: str
 
     @abstractmethod
-    def create(self, *, database, settings: dict) -> LicenseService:
-        """``database`` is the app's peewee database (an embedded service keeps its data
-        there, inside the caller's transaction); ``settings`` is the environment."""
+    def create(self, settings) -> LicenseService:
+        """``settings``: the ``SLIPWAY_*`` variables (``ports.settings.Settings``);
+        ``settings.database`` is the app's peewee database (an embedded service keeps its
+        data there, inside the caller's transaction)."""
 
     def migrate(self, database) -> None:
         """Create or upgrade the service's own tables; idempotent. Default: none."""

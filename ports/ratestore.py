@@ -47,11 +47,13 @@ class RateStore(ABC):
 
 
 class RateStoreFactory(ABC):
-    """What a plugin registers: ``schemes`` (URL schemes it serves, e.g. ``("redis",
-    "rediss")``) and ``create(url) -> RateStore`` (``ValueError`` for a bad URL)."""
+    """What a plugin registers: ``name`` (the URL scheme it serves, e.g. ``redis``; a
+    plugin serving two schemes registers a factory for each) and ``create(settings) ->
+    RateStore`` for the URL of ``settings["SLIPWAY_RATE_STORE"]`` (``ValueError`` for a bad
+    URL)."""
 
-    schemes: tuple[str, ...]
+    name: str
 
     @abstractmethod
-    def create(self, url: str) -> RateStore:
+    def create(self, settings) -> RateStore:
         ...

@@ -25,3 +25,27 @@ def seconds(settings: Mapping[str, str], name: str, default: float) -> float:
     """``settings[name]`` as a positive, finite number of seconds; ``default`` when unset
     or empty. ``ValueError`` naming the variable otherwise (start-up stops with it)."""
     return number(settings, name, default, ok=lambda value: value > 0, must="a number of seconds greater than 0")
+
+
+class Settings(Mapping):
+    """What every registry factory's ``create(settings)`` gets: the ``SLIPWAY_*`` variables
+    (a read-only mapping, with the values Slipway resolved: e.g. ``SLIPWAY_DATABASE_URL``
+    and ``SLIPWAY_RUNTIME_URL`` as the server uses them) and ``database``, the panel's
+    relational database (a ``peewee.Database``) for factories that keep tables in it (the
+    embedded license service); None where there is none (a plain check of the settings)."""
+
+    def __init__(self, values: Mapping[str, str] | None = None, *, database=None):
+        self._values = {k: v for k, v in (values or {}).items() if v is not None}
+        self.database = database
+
+    def __getitem__(self, name: str) -> str:
+        return self._values[name]
+
+    def __iter__(self):
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __repr__(self) -> str:  # values may be secrets: names only
+        return f"Settings({sorted(self._values)})"

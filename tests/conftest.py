@@ -135,9 +135,9 @@ def engine_ulimits(runtime_url):
     if configured is not None:
         return configured
     from ports.runtime import SERVICE_LABEL, ContainerSpec
-    from tests.support.engine import BUSYBOX, _factories, wait_for
+    from tests.support.engine import BUSYBOX, _factories, wait_for, engine_settings
 
-    probe = _factories()["podman"].create(runtime_url, ulimits="")
+    probe = _factories()["podman"].create(engine_settings(runtime_url, ""))
     service_id = "svc_test" + secrets.token_hex(4)
     try:
         container = probe.run(ContainerSpec(

@@ -5,8 +5,8 @@ import contextlib
 import json
 
 from app.partner.identity import partner_json, token_json
-from app.pluginmanager import (analyzers, billing_models, deploy_methods, describe_plugins, license_services,
-                               make_plugin_manager, runtimes)
+from app.composition import Composition
+from app.pluginmanager import analyzers, describe_plugins, license_services, registry
 from app.storage.store import Store
 from app.http.timefmt import rfc3339
 from core.partner import contracts, editions, licenses, partners, statements, tokens
@@ -15,14 +15,14 @@ from core.errors import Invalid
 
 
 def _store(config) -> Store:
-    store = Store(config.database_url, threads=1)
-    store.require_current_schema()
-    return store
+    """The database of ``config``, at the current schema (the operator's commands run one
+    at a time: one thread)."""
+    return Composition(config, store=Store(config.database_url, threads=1)).store
 
 
 def init(config, args) -> dict:
     store = Store(config.database_url, threads=1)
-    pm = make_plugin_manager(config.plugins, config.load_entrypoints)
+    pm = Composition(config).plugins
     try:
         applied = store.migrate([factory.migrate for factory in license_services(pm).values()])
         return {"database": _redact(config.database_url), "schemaVersion": store.version(), "applied": applied}
@@ -31,13 +31,14 @@ def init(config, args) -> dict:
 
 
 def plugins(config, args) -> dict:
-    pm = make_plugin_manager(config.plugins, config.load_entrypoints)
+    parts = Composition(config)
+    pm = parts.plugins
     return {
         "plugins": describe_plugins(pm),
-        "deployMethods": sorted(deploy_methods(pm)),
-        "billingModels": sorted(billing_models(pm)),
+        "deployMethods": sorted(parts.deploy_methods),
+        "billingModels": sorted(parts.billing_models),
         "licenseServices": sorted(license_services(pm)),
-        "runtimes": sorted(runtimes(pm)),
+        "runtimes": sorted(registry(pm, "runtimes")),
         "analyzers": sorted(analyzers(pm)),
     }
 
@@ -53,7 +54,7 @@ def partner_create(config, args) -> dict:
 
 
 def contract_create(config, args) -> dict:
-    known = set(billing_models(make_plugin_manager(config.plugins, config.load_entrypoints)))
+    known = set(Composition(config).billing_models)
     store = _store(config)
     try:
         contract = contracts.create_contract(store.uow(), config.clock, partner_id=args.partner, model=args.model,
@@ -108,7 +109,7 @@ def serve(config, host: str, port: int, workers: int = 1):
         options = dict(host=host, port=port, log_level="info", access_log=False, proxy_headers=False,
                        forwarded_allow_ips="", log_config=log_config(config.log_format), ws_max_size=MAX_MESSAGE)
         if workers > 1:
-            app.slipway["store"].close()  # each worker composes its own app from the environment
+            app.parts.store.close()  # each worker composes its own app from the environment
             uvicorn.run("app.asgi:app", workers=workers, **options)
         else:
             uvicorn.run(app, **options)
@@ -177,7 +178,7 @@ def _period(text: str | None) -> Period | None:
 
 
 def _models(config) -> dict:
-    return billing_models(make_plugin_manager(config.plugins, config.load_entrypoints))
+    return Composition(config).billing_models
 
 
 def billing_recompute(config, args) -> dict:
@@ -229,11 +230,11 @@ def route_list(config, args) -> dict:
 
 def route_write(config, args) -> dict:
     """Bring the reverse proxy (the route provider SLIPWAY_ROUTES names) up to date now."""
-    from app.pluginmanager import make_plugin_manager
-    from app.workers.routes import RouteSync, route_provider
+    from app.composition import Composition
+    from app.workers.routes import RouteSync
     from core.panel.routes import list_routes
 
-    provider = route_provider(make_plugin_manager(config.plugins, config.load_entrypoints), config)
+    provider = Composition(config).route_provider
     if provider is None:
         raise Invalid("SLIPWAY_ROUTES_FILE is not set" if config.routes == "file"
                       else f"the route provider {config.routes} is off")

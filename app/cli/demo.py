@@ -16,7 +16,7 @@ from pathlib import Path
 
 from app.config import Config
 from app.partner.identity import token_json
-from app.pluginmanager import make_plugin_manager, templates
+from app.composition import Composition
 from app.storage.store import Store
 from core.errors import NotFound
 from core.panel import access, customers
@@ -76,7 +76,7 @@ def main() -> int:
                                      "customerId": customer.id, "keyId": key.id}))
     finally:
         store.close()
-    catalog = templates(make_plugin_manager(config.plugins, config.load_entrypoints))
+    catalog = Composition(config).templates
     template = catalog.get(DEMO_TEMPLATE) or next(iter(catalog.values()), None)
     url = frontend_url(os.environ.get("HOST"), os.environ.get("PORT"))
     print(json.dumps({

@@ -50,7 +50,7 @@ from app.http.errors import ApiError, render_error, to_api_error
 from app.http.pipeline import Reply, kept_reply
 from app.partner.gate import bearer
 from app.storage.idempotency_repos import PeeweeIdempotencyKeys
-from core.panel.access import Principal
+from core.panel.access import Principal, SourcePrincipal
 from core.panel.sessions import SessionPrincipal
 from core.partner.identity import Caller
 
@@ -70,6 +70,8 @@ def credential_of(caller) -> str | None:
         return "token:" + caller.token.id
     if isinstance(caller, SessionPrincipal):
         return "session:" + caller.session.id
+    if isinstance(caller, SourcePrincipal):
+        return "source:" + caller.source + ":" + caller.subject
     if isinstance(caller, Principal):
         return "key:" + caller.key.id
     return None

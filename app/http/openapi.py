@@ -63,7 +63,10 @@ class Contract:
         self.text = yaml.safe_dump(document, sort_keys=False, allow_unicode=True)
 
     @classmethod
-    def load(cls, api: str, *, deploy_methods=None) -> "Contract":
+    def load(cls, api: str, *, deploy_methods=None, amend=None) -> "Contract":
+        """The contract of ``api`` (``partner`` or ``panel``); ``deploy_methods`` names the
+        panel's methods and their fields; ``amend(document)`` adds to the document before
+        it is compiled (the plugins' routes: app.extensions)."""
         name = {"partner": "partner.yaml", "panel": "panel.yaml"}[api]
         document = yaml.safe_load(resources.files("app.http.contracts").joinpath(name).read_text("utf-8"))
         schemas = document.get("components", {}).get("schemas", {})
@@ -76,6 +79,8 @@ class Contract:
                     {"if": {"properties": {"deploy_method": {"const": name}}, "required": ["deploy_method"]},
                      "then": copy.deepcopy(method.request_schema)}
                     for name, method in sorted(methods.items())]
+        if amend is not None:
+            amend(document)
         _idempotent_posts(api, document)
         return cls(api, document)
 

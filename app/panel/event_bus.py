@@ -15,7 +15,6 @@ import select
 import threading
 from datetime import datetime
 
-from app.config import ConfigError
 from ports.events import Event, EventBus
 
 log = logging.getLogger("slipway.events")
@@ -209,12 +208,3 @@ class PostgresBus(InProcessBus):
                         conn.close()
                     except Exception:  # noqa: BLE001
                         pass
-
-
-def make_bus(config) -> EventBus:
-    """The bus ``SLIPWAY_EVENT_BUS`` names (``Config.event_bus``)."""
-    if config.event_bus == "memory":
-        return InProcessBus()
-    if config.event_bus == "postgres":  # Config checked it needs PostgreSQL
-        return PostgresBus(config.database_url)
-    raise ConfigError(f"SLIPWAY_EVENT_BUS must be memory or postgres, got {config.event_bus!r}")

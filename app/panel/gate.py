@@ -96,8 +96,10 @@ def session_cookie(req, name: str) -> str | None:
 
 
 class PanelGate:
-    def __init__(self, store, config, rates: RateStore):
+    def __init__(self, store, config, rates: RateStore, sources=None):
         self.store = store
+        #: the plugins' auth sources (app.extensions.AuthSources), asked after keys and sessions
+        self.sources = sources
         self.clock = config.clock
         self.trusted = config.trusted_proxies
         # login sessions count only with OIDC login on; key sessions always
@@ -155,7 +157,16 @@ class PanelGate:
             req.context.session_secret = cookie  # what the request presented (app.http.idempotency)
             return principal
         except Unauthorized as exc:
+            if not self.sources:
+                raise ApiError(401, exc.message) from exc
+            refused = exc
+        try:  # after keys and sessions: the plugins' auth sources (one that raises refuses)
+            principal = await self.sources.authenticate(req, self._source(req))
+        except Unauthorized as exc:
             raise ApiError(401, exc.message) from exc
+        if principal is None:
+            raise ApiError(401, refused.message) from refused
+        return principal
 
     async def session_of(self, req):
         """The session of the request's cookie (ignoring any key), or None; 401 for two."""

@@ -105,10 +105,13 @@ class McpEndpoint:
     """The ``/api/mcp`` ASGI endpoint and its session manager's lifetime (``start`` and
     ``stop``, a job of the app's lifespan like the workers)."""
 
-    def __init__(self, contract, gate, handlers: dict):
+    def __init__(self, contract, gate, handlers: dict, extra_tools: dict | None = None):
+        """``extra_tools``: ``{tool name: operation id}`` beyond ``TOOLS`` (the plugins'
+        routes that ask to be tools)."""
         self.gate = gate
         ops = {op.operation_id: op for op in contract.operations}
-        self.tools = {name: Tool(name, ops[op_id], handlers[op_id], contract) for name, op_id in TOOLS.items()}
+        tools = {**TOOLS, **{name: op_id for name, op_id in (extra_tools or {}).items() if name not in TOOLS}}
+        self.tools = {name: Tool(name, ops[op_id], handlers[op_id], contract) for name, op_id in tools.items()}
         # the HTTP request itself: a panel request that needs a key, on its bucket only
         self.op = Operation(api="panel", method="POST", path="/mcp", route=PATH, operation_id="mcp",
                             secured=True, scope="write")

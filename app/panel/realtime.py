@@ -607,8 +607,14 @@ class DeployProgress:
     def __call__(self, job, step, message, percent) -> None:
         try:
             customer = self._customer(job.service_id)
-            self.bus.publish(Event("deploy.progress", {
+            event = Event("deploy.progress", {
                 "service_id": job.service_id, "deploy_job_id": job.id, "step": step, "message": str(message),
-                "progress": max(0, min(100, int(percent)))}, job.service_id, customer))
+                "progress": max(0, min(100, int(percent)))}, job.service_id, customer)
+            if self.store.outbox:  # plugins subscribe: recorded, then published once it committed
+                with self.store.uow() as uow:
+                    uow.emit(event)
+                    uow.commit()
+            else:
+                self.bus.publish(event)
         except Exception:  # noqa: BLE001 (progress is informative: never fail the deploy for it)
             log.exception("could not publish deploy progress of %s", job.id)

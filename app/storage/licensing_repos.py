@@ -242,6 +242,9 @@ class PeeweeTransfers:
 class PeeweeLedger:
     """Append and read; no update or delete path (and the database refuses both)."""
 
+    #: set by a unit of work that writes the event outbox: record(topic, service, customer, data, at)
+    record = None
+
     def __init__(self, m):
         self.m = m
 
@@ -250,6 +253,11 @@ class PeeweeLedger:
             event=event.event, at=event.at, actor=event.actor, partner_id=event.partner_id,
             customer_id=event.customer_id, license_id=event.license_id,
             data=canonical_json(event.data)).execute()
+        if self.record is not None:
+            self.record(("partner.ledger", None, None,
+                         {"id": new_id, "event": event.event, "at": event.at.isoformat(), "actor": event.actor,
+                          "partner_id": event.partner_id, "customer_id": event.customer_id,
+                          "license_id": event.license_id, "data": event.data}, event.at))
         return LedgerEvent(id=new_id, event=event.event, at=event.at, actor=event.actor,
                            partner_id=event.partner_id, customer_id=event.customer_id,
                            license_id=event.license_id, data=event.data)

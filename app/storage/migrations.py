@@ -258,6 +258,22 @@ def _v19_customer_containers(db, m):
         S.update(containers=footprint.containers).where(S.id == row.id).execute()
 
 
+def _v20_event_outbox(db, m):
+    """The event outbox and its deliveries (the plugins' event subscribers). Frozen DDL:
+    what this version creates, whatever the models say later."""
+    if is_postgres(db):
+        db.execute_sql("CREATE TABLE IF NOT EXISTS event_outbox (id BIGSERIAL NOT NULL PRIMARY KEY, "
+                       "topic VARCHAR(40) NOT NULL, service_id VARCHAR(64), customer_id VARCHAR(64), "
+                       "data TEXT NOT NULL, at TIMESTAMP NOT NULL)")
+    else:
+        db.execute_sql("CREATE TABLE IF NOT EXISTS event_outbox (id INTEGER NOT NULL PRIMARY KEY, "
+                       "topic VARCHAR(40) NOT NULL, service_id VARCHAR(64), customer_id VARCHAR(64), "
+                       "data TEXT NOT NULL, at DATETIME NOT NULL)")
+    db.execute_sql("CREATE TABLE IF NOT EXISTS event_delivery (subscriber VARCHAR(80) NOT NULL, "
+                   "event_id BIGINT NOT NULL, delivered_at " + ("TIMESTAMP" if is_postgres(db) else "DATETIME") +
+                   " NOT NULL, PRIMARY KEY (subscriber, event_id))")
+
+
 def _v8_backups(db, m):
     db.create_tables([m.Backup], safe=True)
 
@@ -282,6 +298,7 @@ MIGRATIONS = [
     (17, "custom domains; several route records per service", _v17_custom_domains),
     (18, "ledger events: the customer whose activity each belongs to (internal, indexed)", _v18_ledger_reach),
     (19, "customer limits: containers; the containers each service counts against them", _v19_customer_containers),
+    (20, "event outbox for the plugins' event subscribers, and its deliveries", _v20_event_outbox),
 ]
 LATEST = max(version for version, _, _ in MIGRATIONS)
 

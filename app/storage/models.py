@@ -482,6 +482,34 @@ def define_models(db: peewee.Database) -> SimpleNamespace:
 
     webhooks = dict(WebhookEndpoint=WebhookEndpoint, WebhookDelivery=WebhookDelivery)
 
+    class EventOutbox(Base):
+        """Every panel and ledger event, written in the transaction that made it, for the
+        plugins' event subscribers (app.extensions.outbox); deleted once every subscriber
+        has it."""
+
+        id = peewee.BigAutoField()
+        topic = peewee.CharField(max_length=40)
+        service_id = peewee.CharField(max_length=64, null=True)
+        customer_id = peewee.CharField(max_length=64, null=True)
+        data = peewee.TextField()
+        at = UtcDateTimeField()
+
+        class Meta:
+            table_name = "event_outbox"
+
+    class EventDelivery(Base):
+        """One subscriber has handled one outbox event."""
+
+        subscriber = peewee.CharField(max_length=80)
+        event_id = peewee.BigIntegerField()
+        delivered_at = UtcDateTimeField()
+
+        class Meta:
+            table_name = "event_delivery"
+            primary_key = peewee.CompositeKey("subscriber", "event_id")
+
+    webhooks.update(EventOutbox=EventOutbox, EventDelivery=EventDelivery)
+
     return SimpleNamespace(PanelUser=PanelUser, PanelSession=PanelSession, PanelKeySession=PanelKeySession, PanelLogin=PanelLogin, Service=Service, DeployJob=DeployJob, Release=Release, ServiceEvent=ServiceEvent, ServiceRoute=ServiceRoute, CustomDomain=CustomDomain,
                            PanelCustomer=PanelCustomer, PanelApiKey=PanelApiKey, SchemaVersion=SchemaVersion, Partner=Partner, ApiToken=ApiToken, Contract=Contract,
                            HumanIdCounter=HumanIdCounter, Customer=Customer, Contact=Contact, Note=Note,

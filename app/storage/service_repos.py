@@ -263,12 +263,20 @@ FINISHED = ("succeeded", "failed", "cancelled")  # the states of a job that ende
 
 
 class PeeweeServiceEvents:
+    #: set by a unit of work that writes the event outbox: record(topic, service, customer, data, at)
+    record = None
+
     def __init__(self, m):
         self.m = m
 
     def add(self, event: ServiceEvent) -> ServiceEvent:
         new_id = self.m.ServiceEvent.insert(service_id=event.service_id, type=event.type, status=event.status,
                                             message=event.message, timestamp=event.timestamp).execute()
+        if self.record is not None:
+            self.record(("panel.timeline", event.service_id, None,
+                         {"id": new_id, "service_id": event.service_id, "type": event.type,
+                          "status": event.status, "message": event.message,
+                          "timestamp": event.timestamp.isoformat()}, event.timestamp))
         return ServiceEvent(new_id, event.service_id, event.type, event.status, event.message, event.timestamp)
 
     def crowded(self, keep: int) -> list[str]:

@@ -57,12 +57,21 @@ class Store:
         self._kept_lock = threading.Lock()
         #: SQLite: the database is a library in this process, not a server (``read``)
         self.embedded = isinstance(self.db, peewee.SqliteDatabase)
-        self.bus = None  # the event bus (ports.events); set by the app that serves events
+        self.bus = None  # the event bus (ports.events): attach_events
+        #: write every event to the event outbox (when a plugin subscribes to events)
+        self.outbox = False
+
+    def attach_events(self, bus, *, outbox: bool = False) -> None:
+        """Announce what units of work commit on ``bus`` (``ports.events.EventBus``) and,
+        with ``outbox``, write every event to the event outbox in the same transaction
+        (the plugins' event subscribers). Called once, when the app is composed."""
+        self.bus, self.outbox = bus, outbox
 
     def uow(self, *, transaction: bool = True, write: bool = True) -> PeeweeUnitOfWork:
         """A unit of work; ``write=False`` for use cases that only read (on SQLite they
         then do not wait for the write lock)."""
-        return PeeweeUnitOfWork(self.db, self.models, transaction=transaction, write=write, bus=self.bus)
+        return PeeweeUnitOfWork(self.db, self.models, transaction=transaction, write=write, bus=self.bus,
+                                outbox=self.outbox)
 
     def migrate(self, plugin_migrations=()) -> list[int]:
         """Slipway's own migrations, then each plugin's (``LicenseServiceFactory.migrate``)."""

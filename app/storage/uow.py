@@ -215,8 +215,12 @@ class PeeweeUnitOfWork(UnitOfWork):
     """
 
     def __init__(self, db: peewee.Database, models, *, transaction: bool = True, write: bool = True,
-                 bus=None, keep_connection: bool = False, read_cache: dict | None = None):
+                 bus=None, keep_connection: bool = False, read_cache: dict | None = None, outbox: bool = False):
         self.db = db
+        #: write every event (emitted, timeline, ledger) to the event outbox in this
+        #: transaction (plugins subscribe to them: app.extensions.outbox)
+        self.outbox = outbox
+        self._recorded: list = []
         #: rows a repository may answer reads from again (``Store.read``, which keeps it
         #: only while the database has not changed); None: every read asks the database
         self.read_cache = read_cache
@@ -238,6 +242,8 @@ class PeeweeUnitOfWork(UnitOfWork):
         repository = self.__dict__[name] = factory(self.__dict__["_models"])
         if hasattr(repository, "read_cache"):
             repository.read_cache = self.read_cache
+        if self.__dict__.get("outbox") and hasattr(repository, "record"):
+            repository.record = self._recorded.append  # (topic, service id, customer id, data, at)
         return repository
 
     def __enter__(self):
@@ -245,6 +251,7 @@ class PeeweeUnitOfWork(UnitOfWork):
             self.db.connect()
         self._committed = False
         self._outbox = []
+        self._recorded.clear()
         if self.transaction:
             # SQLite: a write transaction takes the write lock when it begins, so one that
             # reads before it writes queues behind other writers instead of failing.
@@ -262,6 +269,8 @@ class PeeweeUnitOfWork(UnitOfWork):
             return
         committed = exc_type is None and self._committed
         try:
+            if committed and self.outbox:
+                self._write_outbox()
             if exc_type is None and not self._committed:
                 # peewee rolls back a transaction (or savepoint) that exits with an exception.
                 tx.__exit__(_NotCommitted, _NotCommitted(), None)
@@ -277,6 +286,24 @@ class PeeweeUnitOfWork(UnitOfWork):
         if committed and self.bus is not None:  # only what the database kept is announced
             for event in outbox:
                 self.bus.publish(event)
+
+    #: the emitted events that go to the outbox (log lines do not)
+    OUTBOX_EVENTS = ("service.status", "deploy.progress", "backup.progress")
+
+    def _write_outbox(self) -> None:
+        """The events of this transaction into ``event_outbox``, inside it (an exception
+        here rolls the whole unit of work back)."""
+        import json
+
+        rows = [{"topic": "panel." + e.type, "service_id": e.service_id, "customer_id": e.customer_id,
+                 "data": json.dumps(e.data, default=str), "at": e.timestamp}
+                for e in self._outbox if e.type in self.OUTBOX_EVENTS]
+        rows += [{"topic": topic, "service_id": service_id, "customer_id": customer_id,
+                  "data": json.dumps(data, default=str), "at": at}
+                 for topic, service_id, customer_id, data, at in self._recorded]
+        self._recorded.clear()
+        if rows:
+            self._models.EventOutbox.insert_many(rows).execute()
 
     def emit(self, event) -> None:
         """Announce ``event`` (a ``ports.events.Event``) once this unit of work commits."""

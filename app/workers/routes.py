@@ -51,14 +51,6 @@ class RouteSync(Background):
             await asyncio.sleep(self.interval)
 
 
-def route_settings(config) -> dict:
-    """The settings the route providers read: the environment, with the values of
-    ``config`` (which may have been given directly) on top."""
-    return {**(config.settings or {}), "SLIPWAY_ROUTES_FILE": config.routes_file or "",
-            "SLIPWAY_CADDY_ADMIN": config.caddy_admin, "SLIPWAY_CADDY_TLS": config.caddy_tls,
-            "SLIPWAY_CADDY_LISTEN": config.caddy_listen}
-
-
 def reserved_hosts(config) -> tuple:
     """The hosts Slipway answers on or talks to, refused as custom domains (with the names
     under them): the host of ``SLIPWAY_PUBLIC_URL`` and the host of ``SLIPWAY_CADDY_ADMIN``."""
@@ -73,19 +65,3 @@ def reserved_hosts(config) -> tuple:
         if host:
             hosts.append(host.strip(".").lower())
     return tuple(hosts)
-
-
-def route_provider(pm, config):
-    """The provider ``SLIPWAY_ROUTES`` names, configured; None when its settings leave it
-    off. ``ConfigError`` for a name no loaded plugin provides or a bad setting."""
-    from app.config import ConfigError
-    from app.pluginmanager import route_providers
-
-    factories = route_providers(pm)
-    if config.routes not in factories:
-        raise ConfigError(f"SLIPWAY_ROUTES: no loaded plugin provides {config.routes!r} "
-                          f"(loaded: {', '.join(sorted(factories)) or 'none'})")
-    try:
-        return factories[config.routes].create(route_settings(config))
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from exc

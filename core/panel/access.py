@@ -71,6 +71,59 @@ class Principal:
             raise Forbidden(f"this API key lacks the {permission} permission")
 
 
+@dataclass(frozen=True)
+class SourcePrincipal(Principal):
+    """A caller a plugin's auth source vouched for (``ports.extensions.AuthSource``): a role
+    of the panel and, for ``customer``, an existing customer. ``key`` is None; it is
+    bounded like a browser session (by its role and customer only)."""
+
+    source: str = ""
+    subject: str = ""
+    role: str = "viewer"
+    bound_customer_id: str | None = None
+    rpm: int = DEFAULT_RPM
+
+    @property
+    def customer_id(self) -> str | None:
+        return self.bound_customer_id if self.role == "customer" else None
+
+    @property
+    def bucket_id(self) -> str:
+        return f"source:{self.source}:{self.subject}"
+
+    @property
+    def rate_limit_rpm(self) -> int:
+        return self.rpm
+
+    def require(self, permission: str) -> None:
+        if permission not in self.permissions:
+            raise Forbidden(f"this sign-in ({self.source}, role {self.role}) lacks the {permission} permission")
+
+
+def source_principal(uow, *, source: str, subject, role, customer_id, rate_limit_rpm,
+                     default_rpm: int) -> SourcePrincipal:
+    """The principal an auth source's identity stands for; ``Unauthorized`` (never a
+    principal) when it names no subject, a role the panel does not have, a customer role
+    without an existing customer, or a rate that is not a positive whole number."""
+    if not isinstance(subject, str) or not subject.strip() or len(subject) > 200:
+        raise Unauthorized(f"the auth source {source} answered no usable subject")
+    if role not in ROLES:
+        raise Unauthorized(f"the auth source {source} answered an unknown role")
+    if rate_limit_rpm is not None and (not isinstance(rate_limit_rpm, int) or isinstance(rate_limit_rpm, bool)
+                                       or rate_limit_rpm < 1):
+        raise Unauthorized(f"the auth source {source} answered an unusable rate limit")
+    if role == "customer":
+        if not isinstance(customer_id, str) or not customer_id:
+            raise Unauthorized(f"the auth source {source} answered a customer role without a customer")
+        with uow.reading():
+            if uow.panel_customers.get(customer_id) is None:
+                raise Unauthorized(f"the auth source {source} answered a customer that does not exist")
+    else:
+        customer_id = None
+    return SourcePrincipal(key=None, permissions=ROLES[role], source=source, subject=subject, role=role,
+                           bound_customer_id=customer_id, rpm=rate_limit_rpm or default_rpm)
+
+
 def _hash(secret: str) -> str:
     return hashlib.sha256(secret.encode("utf-8")).hexdigest()
 

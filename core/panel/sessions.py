@@ -338,6 +338,8 @@ def lapsed(uow, clock, principals) -> list:
                 reasons.append(USER_CHANGED)
             else:
                 reasons.append(None)
+        elif p.key is None:  # an auth source's principal: the source is asked at each request only
+            reasons.append(None)
         else:
             reasons.append(_key_lapsed(keys.get(p.key.id), now))
     return reasons

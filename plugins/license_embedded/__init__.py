@@ -143,8 +143,8 @@ class EmbeddedLicenseService(LicenseService):
 class EmbeddedFactory(LicenseServiceFactory):
     name = "embedded"
 
-    def create(self, *, database, settings: dict) -> LicenseService:
-        return EmbeddedLicenseService(database)
+    def create(self, settings) -> LicenseService:
+        return EmbeddedLicenseService(settings.database)
 
     def migrate(self, database) -> None:
         Policy, ServiceLicense, SigningKey = _models(database)

@@ -23,8 +23,8 @@ DEFAULT_TIMEOUT = 10.0
 class KeygenFactory(LicenseServiceFactory):
     name = "keygen"
 
-    def create(self, *, database, settings: dict) -> KeygenLicenseService:
-        """``database`` is unused: the licenses live at the service."""
+    def create(self, settings) -> KeygenLicenseService:
+        """``settings.database`` is unused: the licenses live at the service."""
         return KeygenLicenseService(
             url=_required(settings, "SLIPWAY_KEYGEN_URL"),
             account=_required(settings, "SLIPWAY_KEYGEN_ACCOUNT"),

@@ -134,9 +134,13 @@ class RedisRateStore(RateStore):
 
 
 class RedisFactory(RateStoreFactory):
-    schemes = ("redis", "rediss")
+    """Serves ``redis://`` (and, as ``RedisFactory("rediss")``, ``rediss://``) URLs."""
 
-    def create(self, url):
+    def __init__(self, name: str = "redis"):
+        self.name = name
+
+    def create(self, settings):
+        url = settings.get("SLIPWAY_RATE_STORE") or ""
         try:
             parts = urlsplit(url)
         except ValueError:
@@ -155,4 +159,4 @@ class RedisFactory(RateStoreFactory):
 
 @hookimpl
 def register_rate_stores():
-    return [RedisFactory()]
+    return [RedisFactory("redis"), RedisFactory("rediss")]

@@ -19,8 +19,22 @@ from plugins.runtime_common.base import ClientRuntime
 from plugins.runtime_common.parsing import parse_ulimits
 
 ULIMITS_VARIABLE = "SLIPWAY_RUNTIME_ULIMITS"
+URL_VARIABLE = "SLIPWAY_RUNTIME_URL"
 
-__all__ = ["ULIMITS_VARIABLE", "ClientRuntime", "parse_ulimits", "ulimits_from_environment"]
+__all__ = ["ULIMITS_VARIABLE", "URL_VARIABLE", "ClientRuntime", "parse_ulimits", "runtime_arguments",
+           "ulimits_from_environment"]
+
+
+def runtime_arguments(settings) -> dict:
+    """What a runtime factory's ``create(settings)`` hands its runtime: the engine's ``url``
+    (``SLIPWAY_RUNTIME_URL``; None: the client library's default), the ``ulimits``
+    (``SLIPWAY_RUNTIME_ULIMITS``) and the other runtime ``settings``
+    (:mod:`plugins.runtime_common.settings`). A bad value is a ``ValueError`` naming the
+    variable."""
+    from plugins.runtime_common.settings import RuntimeSettings
+
+    return {"url": settings.get(URL_VARIABLE) or None, "ulimits": parse_ulimits(settings.get(ULIMITS_VARIABLE) or ""),
+            "settings": RuntimeSettings.read(settings)}
 
 
 def ulimits_from_environment(ulimits=None) -> tuple:

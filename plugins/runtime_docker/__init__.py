@@ -9,8 +9,7 @@ CPU defaults and the pull time limit come from :mod:`plugins.runtime_common.sett
 """
 from __future__ import annotations
 
-from plugins.runtime_common import ulimits_from_environment
-from plugins.runtime_common.settings import RuntimeSettings
+from plugins.runtime_common import runtime_arguments
 from plugins.runtime_common.docker_api import DockerRuntime
 from ports import hookimpl
 
@@ -18,11 +17,10 @@ from ports import hookimpl
 class DockerFactory:
     name = "docker"
 
-    def create(self, url: str | None = None, *, ulimits=None, settings=None) -> DockerRuntime:
-        """``ulimits``: ``"name=soft[:hard],..."`` or parsed tuples; default from the environment.
-        ``settings``: the mapping the ``SLIPWAY_*`` runtime variables are read from (default
-        the environment); a bad value is a ``ValueError`` naming the variable."""
-        return DockerRuntime(url, ulimits=ulimits_from_environment(ulimits), settings=RuntimeSettings.read(settings))
+    def create(self, settings) -> DockerRuntime:
+        """The runtime on the engine of ``SLIPWAY_RUNTIME_URL``, with ``SLIPWAY_RUNTIME_ULIMITS``
+        and the other runtime settings of ``settings`` (``runtime_arguments``)."""
+        return DockerRuntime(**runtime_arguments(settings))
 
 
 @hookimpl

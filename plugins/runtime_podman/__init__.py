@@ -8,8 +8,7 @@ time limit come from :mod:`plugins.runtime_common.settings`.
 """
 from __future__ import annotations
 
-from plugins.runtime_common import ulimits_from_environment
-from plugins.runtime_common.settings import RuntimeSettings
+from plugins.runtime_common import runtime_arguments
 from plugins.runtime_podman.runtime import PodmanRuntime
 from ports import hookimpl
 
@@ -17,11 +16,10 @@ from ports import hookimpl
 class PodmanFactory:
     name = "podman"
 
-    def create(self, url: str | None = None, *, ulimits=None, settings=None) -> PodmanRuntime:
-        """``ulimits``: ``"name=soft[:hard],..."`` or parsed tuples; default from the environment.
-        ``settings``: the mapping the ``SLIPWAY_*`` runtime variables are read from (default
-        the environment); a bad value is a ``ValueError`` naming the variable."""
-        return PodmanRuntime(url, ulimits=ulimits_from_environment(ulimits), settings=RuntimeSettings.read(settings))
+    def create(self, settings) -> PodmanRuntime:
+        """The runtime on the engine of ``SLIPWAY_RUNTIME_URL``, with ``SLIPWAY_RUNTIME_ULIMITS``
+        and the other runtime settings of ``settings`` (``runtime_arguments``)."""
+        return PodmanRuntime(**runtime_arguments(settings))
 
 
 @hookimpl

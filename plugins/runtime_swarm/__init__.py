@@ -11,8 +11,7 @@ See :mod:`plugins.runtime_swarm.runtime` for what differs from one engine.
 """
 from __future__ import annotations
 
-from plugins.runtime_common import ulimits_from_environment
-from plugins.runtime_common.settings import RuntimeSettings
+from plugins.runtime_common import runtime_arguments
 from plugins.runtime_swarm.runtime import SwarmRuntime
 from ports import hookimpl
 
@@ -20,10 +19,10 @@ from ports import hookimpl
 class SwarmFactory:
     name = "swarm"
 
-    def create(self, url: str | None = None, *, ulimits=None, settings=None) -> SwarmRuntime:
-        """As the ``docker`` factory: ``ulimits`` (``"name=soft[:hard],..."``, default
-        ``SLIPWAY_RUNTIME_ULIMITS``) and ``settings`` (the ``SLIPWAY_*`` runtime variables)."""
-        return SwarmRuntime(url, ulimits=ulimits_from_environment(ulimits), settings=RuntimeSettings.read(settings))
+    def create(self, settings) -> SwarmRuntime:
+        """The runtime on the engine of ``SLIPWAY_RUNTIME_URL``, with ``SLIPWAY_RUNTIME_ULIMITS``
+        and the other runtime settings of ``settings`` (``runtime_arguments``)."""
+        return SwarmRuntime(**runtime_arguments(settings))
 
 
 @hookimpl

@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
+from tests.support.engine import engine_settings
 from tests.support.processes import slipway
 from tests.support.panel_server import _until, admin_key, serve_panel
 
@@ -42,7 +43,7 @@ def panel(runtime_url, database_url, engine_ulimits):
     admin.timeout = httpx.Timeout(90)
     from app.pluginmanager import make_plugin_manager, runtimes
 
-    engine = runtimes(make_plugin_manager())["podman"].create(runtime_url, ulimits=engine_ulimits)
+    engine = runtimes(make_plugin_manager())["podman"].create(engine_settings(runtime_url, engine_ulimits))
     made: list[str] = []
 
     def customer(name):

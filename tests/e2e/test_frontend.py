@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
+from tests.support.engine import engine_settings
 from tests.support.browser import launch, why_no_browser
 from tests.support.panel_server import admin_key, serve_panel
 from tests.support.processes import slipway
@@ -269,7 +270,7 @@ def engine_site(runtime_url, database_url, engine_ulimits):
                           SLIPWAY_HEALTH_INTERVAL="1")
     from app.pluginmanager import make_plugin_manager, runtimes
 
-    engine = runtimes(make_plugin_manager())["podman"].create(runtime_url, ulimits=engine_ulimits)
+    engine = runtimes(make_plugin_manager())["podman"].create(engine_settings(runtime_url, engine_ulimits))
     yield site
     for service_id in site.made:
         engine.remove_service(service_id)

@@ -305,12 +305,12 @@ def test_deploy_tools_draw_on_the_deploy_tier(panel):
 
 @pytest.mark.runtime
 def test_a_compose_service_lives_and_dies_through_tools(database_url, runtime_url, engine_ulimits):
-    from tests.support.engine import _factories
+    from tests.support.engine import _factories, engine_settings
 
     slipway(database_url, "init")
     env = {"SLIPWAY_RUNTIME_URL": runtime_url, "SLIPWAY_RUNTIME_ULIMITS": engine_ulimits,
            "SLIPWAY_DEPLOY_WORKER": "1", "SLIPWAY_HEALTH_INTERVAL": "1"}
-    runtime = _factories()["podman"].create(runtime_url, ulimits=engine_ulimits)
+    runtime = _factories()["podman"].create(engine_settings(runtime_url, engine_ulimits))
     made = []
     with Server(database_url, **env) as server:
         panel = Panel(server, database_url)

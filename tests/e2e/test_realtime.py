@@ -116,7 +116,7 @@ def panel(runtime_url, database_url, engine_ulimits):
     _wait_http(base, admin["key"], thread.is_alive)
     panel = Panel(base, admin["key"], database_url, app)
     yield panel
-    runtime = app.slipway["runtime"]
+    runtime = app.parts.runtime
     for service_id in panel.made:
         runtime.remove_service(service_id)
     panel.http.close()
@@ -256,7 +256,7 @@ def test_follow_streams_new_lines_and_closing_stops_the_engine_stream(panel):
 def test_channel_log_pump_runs_while_someone_wants_the_logs(panel):
     service_id = panel.create(panel.customer("Acme"), compose=TICKER, prefix="pump")
     panel.until(service_id, "running")
-    hub = panel.app.slipway["hub"]
+    hub = panel.app.parts.hub
     no_logs = panel.key("viewer", "--deny", "services:logs")
     with panel.ws("/api/ws", panel.admin_key) as ws, panel.ws("/api/ws", no_logs) as blind:
         # unnarrowed, a key with services:logs gets the lines of every running service
@@ -293,7 +293,7 @@ def test_a_slow_client_is_disconnected(panel):
     """SLIPWAY_WS_QUEUE=50 here; the client reads nothing until the server gave up on it."""
     from ports.events import Event
 
-    hub, bus = panel.app.slipway["hub"], panel.app.slipway["bus"]
+    hub, bus = panel.app.parts.hub, panel.app.parts.bus
     with panel.ws("/api/ws", panel.admin_key, max_queue=1) as ws:
         (conn,) = hub.connections  # this server's only client
         deadline = time.monotonic() + 60

@@ -6,7 +6,7 @@ import os
 import pytest
 
 from ports.runtime import ContainerRuntime
-from tests.support.engine import BUSYBOX, _factories
+from tests.support.engine import BUSYBOX, _factories, engine_settings
 from tests.support.panel_server import admin_key, serve_panel
 from tests.support.releases import page_images  # noqa: F401 (a fixture: three local images serving pages)
 
@@ -18,7 +18,7 @@ def start_panel(request, runtime_url, database_url, engine_ulimits, tmp_path):
     customer, made) and removes services and built images afterwards."""
     from app.pluginmanager import make_plugin_manager, runtimes
 
-    engine = runtimes(make_plugin_manager())[request.param].create(runtime_url, ulimits=engine_ulimits)
+    engine = runtimes(make_plugin_manager())[request.param].create(engine_settings(runtime_url, engine_ulimits))
     servers, made = [], []
     key = admin_key(database_url)
 
@@ -68,9 +68,9 @@ def runtime(request, monkeypatch) -> ContainerRuntime:
     Debian's dockerd, whose runc sets rlimits itself, so no ulimits are pinned)."""
     monkeypatch.setenv("SLIPWAY_RUNTIME_HELPER_IMAGE", BUSYBOX)  # volume export/import helpers
     if request.param == "swarm":
-        return _factories()["swarm"].create(request.getfixturevalue("swarm_url"), ulimits="")
+        return _factories()["swarm"].create(engine_settings(request.getfixturevalue("swarm_url"), ""))
     url, ulimits = request.getfixturevalue("runtime_url"), request.getfixturevalue("engine_ulimits")
-    return _factories()[request.param].create(url, ulimits=ulimits)
+    return _factories()[request.param].create(engine_settings(url, ulimits))
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from ports.runtime import ContainerSpec
-from tests.support.engine import ENGINES, _tree, engine_for
+from tests.support.engine import ENGINES, _tree, engine_for, engine_settings
 from tests.support.files import modes
 from tests.support.panel_server import _until, admin_key, serve_panel
 
@@ -35,7 +35,7 @@ def panel(request, database_url, tmp_path, umask_022):
     customer = client.post("/api/customers", json={"name": "Acme"}).json()
     from app.pluginmanager import make_plugin_manager, runtimes
 
-    engine = runtimes(make_plugin_manager())[request.param].create(runtime_url, ulimits=engine_ulimits)
+    engine = runtimes(make_plugin_manager())[request.param].create(engine_settings(runtime_url, engine_ulimits))
     engine.helper_image = IMAGE
     made = []
     yield client, customer, engine, made, backup_dir

@@ -18,6 +18,7 @@ import pytest
 from core.panel.routes import Route
 from plugins.routes_caddy import CaddyRoutes
 from ports.routes import RouteProviderError
+from tests.support.engine import engine_settings
 from tests.support.caddy import running_caddy
 from tests.support.panel_server import IMAGE, _until, admin_key, serve_panel, shop_and_squatter
 from tests.support.processes import free_port
@@ -120,7 +121,7 @@ def test_hostname_and_custom_domains_answer_through_caddy_over_https(runtime_url
                 if left is not None:
                     from app.pluginmanager import make_plugin_manager, runtimes
 
-                    runtimes(make_plugin_manager())["podman"].create(runtime_url).remove_service(left)
+                    runtimes(make_plugin_manager())["podman"].create(engine_settings(runtime_url)).remove_service(left)
             client.close()
             server.terminate()
             server.wait(timeout=20)

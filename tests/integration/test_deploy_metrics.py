@@ -9,6 +9,7 @@ import time
 import httpx
 import pytest
 
+from tests.support.engine import engine_settings
 from tests.support.servers import Server
 from tests.support.processes import slipway
 
@@ -59,6 +60,6 @@ def test_deploy_jobs_are_counted_by_outcome(runtime_url, database_url, engine_ul
                 http.delete(f"/api/services/{service_id}")
             from app.pluginmanager import make_plugin_manager, runtimes
 
-            engine = runtimes(make_plugin_manager())["podman"].create(runtime_url, ulimits=engine_ulimits)
+            engine = runtimes(make_plugin_manager())["podman"].create(engine_settings(runtime_url, engine_ulimits))
             for service_id in made:
                 engine.remove_service(service_id)

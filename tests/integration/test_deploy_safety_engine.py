@@ -18,6 +18,7 @@ import httpx
 import pytest
 from websockets.sync.client import connect
 
+from tests.support.engine import engine_settings
 from tests.support.processes import slipway
 from tests.support.panel_server import IMAGE, _get, _until, admin_key, serve_panel
 
@@ -44,7 +45,7 @@ class Server:
         self.env = dict(os.environ, SLIPWAY_RUNTIME_ULIMITS=ulimits, SLIPWAY_DATABASE_URL=database_url,
                         SLIPWAY_RUNTIME_URL=runtime_url, SLIPWAY_BILLING_INTERVAL="0", **env)
         self.process, self.http = serve_panel(self.key, self.env)
-        self.engine = runtimes(make_plugin_manager())["podman"].create(runtime_url, ulimits=ulimits)
+        self.engine = runtimes(make_plugin_manager())["podman"].create(engine_settings(runtime_url, ulimits))
         self.made: list[str] = []
 
     def customer(self, name: str) -> dict:

@@ -34,7 +34,7 @@ def make_service():
     services = []
 
     def make(settings):
-        service = KeygenFactory().create(database=None, settings=settings)
+        service = KeygenFactory().create(settings)
         services.append(service)
         return service
 
@@ -208,16 +208,16 @@ def test_a_missing_setting_is_named(variable):
     settings = settings_for("http://127.0.0.1:1")
     del settings[variable]
     with pytest.raises(ValueError, match=variable):
-        KeygenFactory().create(database=None, settings=settings)
+        KeygenFactory().create(settings)
     settings[variable] = "  "
     with pytest.raises(ValueError, match=variable):
-        KeygenFactory().create(database=None, settings=settings)
+        KeygenFactory().create(settings)
 
 
 @pytest.mark.parametrize("timeout", ["soon", "0", "-1", "nan"])
 def test_a_bad_timeout_is_named(timeout):
     with pytest.raises(ValueError, match="SLIPWAY_KEYGEN_TIMEOUT"):
-        KeygenFactory().create(database=None, settings=settings_for("http://x", SLIPWAY_KEYGEN_TIMEOUT=timeout))
+        KeygenFactory().create(settings_for("http://x", SLIPWAY_KEYGEN_TIMEOUT=timeout))
 
 
 def test_the_timeout_setting_is_used(make_service):

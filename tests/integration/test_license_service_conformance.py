@@ -13,14 +13,16 @@ from tests.fixtures.fake_keygen import FakeKeygen
 @pytest.fixture(params=["embedded", "keygen"])
 def service(request, store):
     from app.pluginmanager import license_services, make_plugin_manager
+    from ports.settings import Settings
 
     factories = license_services(make_plugin_manager())
     if request.param == "embedded":
-        yield factories["embedded"].create(database=store.db, settings={})
+        yield factories["embedded"].create(Settings({}, database=store.db))
         return
     with FakeKeygen(account="acct", token="tok") as fake:
-        yield factories["keygen"].create(database=store.db, settings={
-            "SLIPWAY_KEYGEN_URL": fake.url, "SLIPWAY_KEYGEN_ACCOUNT": "acct", "SLIPWAY_KEYGEN_TOKEN": "tok"})
+        yield factories["keygen"].create(Settings({
+            "SLIPWAY_KEYGEN_URL": fake.url, "SLIPWAY_KEYGEN_ACCOUNT": "acct", "SLIPWAY_KEYGEN_TOKEN": "tok"},
+            database=store.db))
 
 
 def _in_transaction(service, store, fn):

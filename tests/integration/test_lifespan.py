@@ -24,7 +24,7 @@ async def _lifespan(app) -> list[str]:
 
 def test_shutdown_stops_the_jobs_and_closes_the_store_it_made(store, clock):
     app = create_app(Config(database_url=store.url, clock=clock, billing_interval=0, deploy_worker=False))
-    own, lifespan = app.slipway["store"], app.slipway["lifespan"]
+    own, lifespan = app.parts.store, app.lifespan
     assert own is not store  # made by the app: the app's to close
     assert lifespan.jobs, "the bus and the realtime hub at least"
     calls = []

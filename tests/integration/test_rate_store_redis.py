@@ -12,7 +12,10 @@ import time
 import pytest
 
 from app.config import Config, ConfigError
-from app.http.ratestore import MemoryRateStore, make_rate_store
+from dataclasses import replace
+
+from app.composition import Composition
+from app.http.ratestore import MemoryRateStore
 from app.pluginmanager import make_plugin_manager
 from plugins.ratestore_redis import PREFIX, TIMEOUT, RedisFactory, RedisRateStore
 from tests.support.processes import free_port
@@ -156,15 +159,15 @@ def test_an_unreachable_redis_degrades_to_buckets_of_this_process(caplog):
 def test_a_bad_rate_store_stops_start_up_naming_the_variable(value, words):
     config = Config(database_url="sqlite:///:memory:", rate_store=value)
     with pytest.raises(ConfigError, match="SLIPWAY_RATE_STORE") as raised:
-        make_rate_store(make_plugin_manager(), config)
+        _rates(None, config)
     assert words in str(raised.value)
 
 
 def test_memory_is_the_default():
     assert Config.from_env({}).rate_store == "memory"
-    assert isinstance(make_rate_store(make_plugin_manager(), Config.from_env({"SLIPWAY_RATE_STORE": "Memory"})),
+    assert isinstance(_rates(None, Config.from_env({"SLIPWAY_RATE_STORE": "Memory"})),
                       MemoryRateStore)
-    assert isinstance(make_rate_store(make_plugin_manager(), Config.from_env({})), MemoryRateStore)
+    assert isinstance(_rates(None, Config.from_env({})), MemoryRateStore)
 
 
 def test_a_plugin_adds_a_rate_store_through_register_rate_stores():
@@ -175,9 +178,10 @@ def test_a_plugin_adds_a_rate_store_through_register_rate_stores():
     from ports.ratestore import RateStoreFactory
 
     class Factory(RateStoreFactory):
-        schemes = ("memcached",)
+        name = "memcached"
 
-        def create(self, url):
+        def create(self, settings):
+            assert settings["SLIPWAY_RATE_STORE"] == "memcached://127.0.0.1:11211"
             return MemoryRateStore()
 
     class Plugin:
@@ -191,7 +195,12 @@ def test_a_plugin_adds_a_rate_store_through_register_rate_stores():
             return [RedisFactory()]
 
     config = Config(database_url="sqlite:///:memory:", rate_store="memcached://127.0.0.1:11211")
-    assert isinstance(make_rate_store(make_plugin_manager([Plugin()]), config), MemoryRateStore)
+    assert isinstance(_rates(Plugin(), config), MemoryRateStore)
     with pytest.raises(PluginError, match="'redis'"):
-        make_rate_store(make_plugin_manager([Clash()]), Config(database_url="sqlite:///:memory:",
+        _rates(Clash(), Config(database_url="sqlite:///:memory:",
                                                                rate_store="redis://127.0.0.1:6379/0"))
+
+
+def _rates(plugin, config):
+    """The rate store the composition of ``config`` builds (with ``plugin`` registered)."""
+    return Composition(replace(config, plugins=(plugin,) if plugin is not None else ())).rates

@@ -10,6 +10,7 @@ import time
 import pytest
 import yaml
 
+from tests.support.engine import engine_settings
 from tests.support.processes import slipway
 from tests.support.panel_server import IMAGE, _get, _until, admin_key, serve_panel, shop_and_squatter
 
@@ -82,7 +83,7 @@ def test_deploy_writes_a_route_record_and_delete_removes_it(runtime_url, databas
         if service_id is not None:
             from app.pluginmanager import make_plugin_manager, runtimes
 
-            runtimes(make_plugin_manager())["podman"].create(runtime_url).remove_service(service_id)
+            runtimes(make_plugin_manager())["podman"].create(engine_settings(runtime_url)).remove_service(service_id)
         client.close()
         server.terminate()
         server.wait(timeout=20)

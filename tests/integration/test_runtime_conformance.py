@@ -22,7 +22,7 @@ from ports.runtime import (
     PortSpec,
     Usage,
 )
-from tests.support.engine import BUSYBOX, Service, _factories, _tree, http_get, wait_for
+from tests.support.engine import BUSYBOX, Service, _factories, _tree, http_get, wait_for, engine_settings
 
 pytestmark = pytest.mark.runtime
 
@@ -58,17 +58,17 @@ def test_register_runtimes_provides_podman_docker_and_swarm(monkeypatch):
     assert {"podman", "docker", "swarm"} <= set(names)
     monkeypatch.setenv("SLIPWAY_RUNTIME_ULIMITS", "nofile=1024:2048, nproc=512")
     for name in ("podman", "docker", "swarm"):
-        runtime = _factories()[name].create(None)  # the client's default engine, contacted on first use
+        runtime = _factories()[name].create(engine_settings(None))  # the client's default engine, contacted on first use
         assert isinstance(runtime, ContainerRuntime) and runtime.name == name
         assert runtime.ulimits == (("nofile", 1024, 2048), ("nproc", 512, 512))
-        assert _factories()[name].create(None, ulimits="").ulimits == ()
+        assert _factories()[name].create(engine_settings(None, "")).ulimits == ()
         with pytest.raises(ValueError):
-            _factories()[name].create(None, ulimits="nofile")
+            _factories()[name].create(engine_settings(None, "nofile"))
 
 
 @pytest.mark.parametrize("name", ["podman", "docker", "swarm"])
 def test_an_unreachable_engine_does_not_answer_ping(name):
-    dead = _factories()[name].create("unix:///nonexistent/slipway.sock")
+    dead = _factories()[name].create(engine_settings("unix:///nonexistent/slipway.sock"))
     assert dead.ping() is False
     with pytest.raises(EngineError):
         dead.containers("svc_nothing")

@@ -10,14 +10,14 @@ import time
 import pytest
 
 from ports.runtime import PortSpec
-from tests.support.engine import BUSYBOX, Service, _factories
+from tests.support.engine import BUSYBOX, Service, _factories, engine_settings
 
 pytestmark = pytest.mark.runtime
 
 
 @pytest.fixture
 def swarm(swarm_url):
-    return _factories()["swarm"].create(swarm_url, ulimits="")
+    return _factories()["swarm"].create(engine_settings(swarm_url, ""))
 
 
 @pytest.fixture
@@ -73,7 +73,7 @@ def test_networks_are_overlay_networks(swarm, service):
 
 
 def test_an_engine_without_per_service_no_new_privileges_is_warned_about(swarm_url, caplog):
-    swarm = _factories()["swarm"].create(swarm_url, ulimits="")
+    swarm = _factories()["swarm"].create(engine_settings(swarm_url, ""))
     version = swarm.client.version()["ApiVersion"]
     security = swarm.client.info().get("SecurityOptions") or []
     with caplog.at_level(logging.WARNING, logger="slipway.runtime.swarm"):
@@ -90,10 +90,10 @@ def test_an_engine_without_per_service_no_new_privileges_is_warned_about(swarm_u
 def test_an_engine_that_is_no_swarm_manager_is_an_engine_error(runtime_url):
     from ports.runtime import EngineError
 
-    podman = _factories()["swarm"].create(runtime_url, ulimits="")  # Podman: no swarm
+    podman = _factories()["swarm"].create(engine_settings(runtime_url, ""))  # Podman: no swarm
     service = Service(podman)
     volume = service.name("v" + secrets.token_hex(2))
     with pytest.raises(EngineError, match="not a swarm manager"):
         podman.run(service.spec("x", "true", volumes=((volume, "/v"),)))
-    plain = _factories()["podman"].create(runtime_url, ulimits="")
+    plain = _factories()["podman"].create(engine_settings(runtime_url, ""))
     assert plain.labelled(service.id) == {"containers": [], "volumes": [], "networks": []}  # nothing made

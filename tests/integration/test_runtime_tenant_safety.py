@@ -35,7 +35,7 @@ UPPER_BOUND_S = 10.0  # "promptly": a generous bound, never a timing of the happ
 
 
 def make_runtime(name, runtime_url, ulimits, **settings):
-    return _factories()[name].create(runtime_url, ulimits=ulimits, settings=settings)
+    return _factories()[name].create({"SLIPWAY_RUNTIME_URL": runtime_url, "SLIPWAY_RUNTIME_ULIMITS": ulimits, **settings})
 
 
 @pytest.fixture(params=["podman", "docker"])

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests.support.engine import ENGINES, engine_for
+from tests.support.engine import ENGINES, engine_for, engine_settings
 from tests.support.panel_server import IMAGE, _get, _until, admin_key, serve_panel
 
 pytestmark = pytest.mark.runtime
@@ -48,7 +48,7 @@ def panel(request, database_url):
     customer = client.post("/api/customers", json={"name": "Acme"}).json()
     from app.pluginmanager import make_plugin_manager, runtimes
 
-    engine = runtimes(make_plugin_manager())[request.param].create(runtime_url, ulimits=env["SLIPWAY_RUNTIME_ULIMITS"])
+    engine = runtimes(make_plugin_manager())[request.param].create(engine_settings(runtime_url, env["SLIPWAY_RUNTIME_ULIMITS"]))
     made = []
     yield client, customer, engine, made
     for service_id in made:

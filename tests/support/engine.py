@@ -102,3 +102,15 @@ def engine_for(request, name: str) -> tuple:
     if name == "swarm":
         return request.getfixturevalue("swarm_url"), ""
     return request.getfixturevalue("runtime_url"), request.getfixturevalue("engine_ulimits")
+
+
+def engine_settings(url: str | None = None, ulimits: str | None = None) -> dict:
+    """The settings a runtime factory's ``create(settings)`` gets in these tests: the
+    environment (the other ``SLIPWAY_RUNTIME_*`` variables), the engine's ``url`` and, when
+    given, ``ulimits`` (else ``SLIPWAY_RUNTIME_ULIMITS`` of the environment)."""
+    import os
+
+    values = {**os.environ, "SLIPWAY_RUNTIME_URL": url or ""}
+    if ulimits is not None:
+        values["SLIPWAY_RUNTIME_ULIMITS"] = ulimits
+    return values

@@ -11,6 +11,7 @@ import time
 import httpx
 
 from app.http.openapi import Contract
+from tests.support.engine import engine_settings
 from tests.support.processes import free_port, slipway
 
 IMAGE = "localhost/busybox:latest"
@@ -117,7 +118,7 @@ def shop_and_squatter(key: str, env: dict, runtime_url: str, stderr=None):
 
         for left in ids:
             if client.delete(f"/api/services/{left}").status_code != 204:
-                runtimes(make_plugin_manager())["podman"].create(runtime_url).remove_service(left)
+                runtimes(make_plugin_manager())["podman"].create(engine_settings(runtime_url)).remove_service(left)
         client.close()
         server.terminate()
         server.wait(timeout=20)

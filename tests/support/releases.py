@@ -11,7 +11,7 @@ import time
 import httpx
 import pytest
 
-from tests.support.engine import _factories
+from tests.support.engine import _factories, engine_settings
 
 # busybox httpd serving /www, the greeting variable written beside the page; healthy
 # while /www/ok exists (the image ``three`` lacks it: it never becomes healthy)
@@ -54,7 +54,7 @@ def page_images(runtime_url, engine_ulimits, tmp_path):
     ``live`` the compose names, which ``point(name)`` moves; yields (live, point, {name:
     image id}); all removed afterwards. Built with the Podman plugin: the server runs
     the default runtime, Podman."""
-    runtime = _factories()["podman"].create(runtime_url, ulimits=engine_ulimits)
+    runtime = _factories()["podman"].create(engine_settings(runtime_url, engine_ulimits))
     base = f"localhost/slipway-it-rel-{os.getpid()}-{time.monotonic_ns() % 100000}"
     build_pages(runtime, base, tmp_path / "images")
     made = {}

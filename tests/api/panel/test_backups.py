@@ -11,6 +11,7 @@ import asyncio
 import os
 from dataclasses import replace
 
+from tests.support.engine import engine_settings
 import pytest
 
 from app.panel.event_bus import InProcessBus
@@ -26,7 +27,7 @@ WITHOUT_VOLUME = "services:\n  app: {image: localhost/busybox:latest}\n"
 @pytest.fixture
 def dead_engine():
     """A real runtime plugin whose engine is not there: every engine call fails."""
-    return runtimes(make_plugin_manager())["podman"].create("unix:///nonexistent/slipway-test.sock")
+    return runtimes(make_plugin_manager())["podman"].create(engine_settings("unix:///nonexistent/slipway-test.sock"))
 
 
 class Setup:
@@ -77,7 +78,7 @@ def setup(make_app, store, clock, tmp_path, dead_engine):
     from tests.support.contract_client import ContractClient
 
     app = make_app(backup_dir=str(tmp_path / "backups"))
-    return Setup(ContractClient(app), store, clock, app.slipway["backup_archives"], dead_engine)
+    return Setup(ContractClient(app), store, clock, app.parts.backup_archives, dead_engine)
 
 
 def test_create_queues_a_pending_backup_and_a_failed_job_says_why(setup, store):

@@ -92,7 +92,7 @@ def test_a_repository_compose_fails_the_deploy_with_the_same_reason(panel, store
     url = _repository(tmp_path / "repo", compose)
     created = create_service(client, admin, acme, deploy_method="git", git_url=url)
     assert created.status_code == 201, created.text
-    methods = app.slipway["deployer"].methods
+    methods = app.parts.deployer.methods
     job = deploys.claim_next(store.uow(), clock)
     (tmp_path / "work").mkdir()
     deploys.run_job(store.uow(), clock, None, job, compose_parser(methods), methods=methods,
@@ -125,7 +125,7 @@ def test_a_compose_cannot_run_another_services_build(panel, store, clock, other)
                              compose=f"services:\n  app:\n    image: {other}\n")
     assert created.status_code == 201, created.text
     job = deploys.claim_next(store.uow(), clock)
-    deploys.run_job(store.uow(), clock, None, job, compose_parser(app.slipway["deployer"].methods))
+    deploys.run_job(store.uow(), clock, None, job, compose_parser(app.parts.deployer.methods))
     assert client.get(f"/api/services/{created.json['id']}", token=admin).json["status"] == "failed"
     events = client.get(f"/api/services/{created.json['id']}/events", token=admin).json["data"]
     assert "was built for another service" in events[0]["message"], events
@@ -148,7 +148,7 @@ def test_a_compose_cannot_run_another_services_release_or_an_image_by_id(panel, 
                              compose=f"services:\n  app:\n    image: \"{other}\"\n")
     assert created.status_code == 201, created.text
     job = deploys.claim_next(store.uow(), clock)
-    deploys.run_job(store.uow(), clock, None, job, compose_parser(app.slipway["deployer"].methods))
+    deploys.run_job(store.uow(), clock, None, job, compose_parser(app.parts.deployer.methods))
     assert client.get(f"/api/services/{created.json['id']}", token=admin).json["status"] == "failed"
     events = client.get(f"/api/services/{created.json['id']}/events", token=admin).json["data"]
     assert words in events[0]["message"], events

@@ -172,7 +172,7 @@ def test_a_failed_clone_ends_the_job_failed_with_gits_words_and_no_credentials(p
                       git_url=f"https://deploy:{SECRET}@127.0.0.1:{port}/acme/site.git").json
     missing = create_service(client, admin, acme, name="missing", deploy_method="git",
                       git_url=f"file://{tmp_path}/no-such-repo", git_branch="main").json
-    deployer = app.slipway["deployer"]
+    deployer = app.parts.deployer
     for _ in range(2):
         job = deploys.claim_next(store.uow(), clock)
         work = tmp_path / job.id
@@ -237,7 +237,7 @@ def test_a_plugin_adds_an_analyzer_through_register_analyzers(make_app):
             return [Fixed()]
 
     app = make_app(plugins=(Plugin(),), settings={"SLIPWAY_AI_ANALYZER": "fixed"})
-    assert app.slipway["deployer"].methods["ai"].analyzer.name == "fixed"
+    assert app.parts.deployer.methods["ai"].analyzer.name == "fixed"
 
     class Clash:
         @hookimpl

@@ -116,11 +116,11 @@ def test_a_rollback_to_a_kept_release_is_queued(world, runtime_url, engine_ulimi
     ``rollback`` job queued to that release, the service deploying (the worker runs it in
     tests/integration/test_releases_engine.py)."""
     from core.panel.containers import keep_tag
-    from tests.support.engine import BUSYBOX, _factories
+    from tests.support.engine import BUSYBOX, _factories, engine_settings
 
     client, keys, service = world
     sid, _, made = service("kept", releases=2)
-    engine = _factories()["podman"].create(runtime_url, ulimits=engine_ulimits)
+    engine = _factories()["podman"].create(engine_settings(runtime_url, engine_ulimits))
     request.addfinalizer(lambda: engine.remove_service(sid))  # its kept images go with it
     engine.tag_image(BUSYBOX, keep_tag(sid, 1, "web"))
     queued = client.post(f"/api/services/{sid}/rollback", token=keys["acme"], expect=200).json

@@ -229,7 +229,7 @@ def test_the_clean_up_deletes_keys_past_24_hours(acme, app, clock, store):
     _post(acme, "/v1/customers", {"name": "A"}, key="old", expect=201)
     clock.advance(timedelta(hours=23).total_seconds())
     _post(acme, "/v1/customers", {"name": "B"}, key="new", expect=201)
-    cleanup = app.slipway["idempotency_cleanup"]
+    cleanup = app.parts.idempotency_cleanup
     assert asyncio.run(cleanup.once()) == 0 and idempotency_rows(store) == 2
     clock.advance(timedelta(hours=1, seconds=1).total_seconds())
     assert asyncio.run(cleanup.once()) == 1 and idempotency_rows(store) == 1
@@ -238,7 +238,7 @@ def test_the_clean_up_deletes_keys_past_24_hours(acme, app, clock, store):
 
 def test_the_clean_up_runs_with_the_deploy_worker(make_app):
     for worker, app in ((True, make_app(deploy_worker=True)), (False, make_app())):
-        assert (app.slipway["idempotency_cleanup"] in _jobs(app)) == worker
+        assert (app.parts.idempotency_cleanup in _jobs(app)) == worker
 
 
 def _jobs(app):

@@ -21,7 +21,7 @@ def test_issue_returns_the_key_once_and_a_verifiable_signature(acme, app):
     assert lic["contractId"] == acme.contract.id
     assert lic["externalBillingRef"] == "inv-7" and lic["metadata"] == "rack 4" and lic["terminatedAt"] is None
     assert lic["keyMasked"] == "\u2026" + key[-6:]
-    service = app.slipway["license_service"]
+    service = app.parts.license_service
     payload = verify_key(key, service.public_key())
     assert payload["lid"] == lic["licenseServiceLicenseId"] and payload["policy"] == "web-host"
     with pytest.raises(ValueError):
@@ -73,7 +73,7 @@ def test_parent_issues_for_a_sub_resellers_customer(acme, reseller_factory):
 
 
 def test_state_machine(acme, app, store, clock):
-    service = app.slipway["license_service"]
+    service = app.parts.license_service
     customer = acme.customer()
     lic = acme.license(customer)["license"]
     path = f"/v1/licenses/{lic['id']}"

@@ -46,7 +46,7 @@ def test_transfer_moves_owner_keeps_key_and_records_both_ends(family, clock, app
     assert [e["event"] for e in out] == ["license.transferred_out", "license.issued"]
     assert [e["event"] for e in into] == ["license.transferred_in"]
     assert into[0]["partnerId"] == child.id and out[0]["partnerId"] == parent.id
-    metadata = app.slipway["license_service"].status(lic["licenseServiceLicenseId"])["metadata"]
+    metadata = app.parts.license_service.status(lic["licenseServiceLicenseId"])["metadata"]
     assert metadata["customerId"] == new_customer["id"] and metadata["partnerId"] == child.id
     listed = child.call("GET", "/v1/transfers", expect=200).json["data"]
     assert [t["id"] for t in listed] == [record["id"]]

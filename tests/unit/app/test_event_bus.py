@@ -9,7 +9,8 @@ import threading
 import pytest
 
 from app.config import Config, ConfigError
-from app.panel.event_bus import PAYLOAD_LIMIT, InProcessBus, decode, encode, make_bus
+from app.composition import Composition
+from app.panel.event_bus import PAYLOAD_LIMIT, InProcessBus, decode, encode
 from app.panel.realtime import SLOW_CLIENT, Connection, Hub, Outbox
 from core.panel.access import ApiKey, Principal, permissions_of
 from ports.events import Event
@@ -106,11 +107,11 @@ def test_notify_payload_cuts_long_log_messages_and_round_trips():
 
 
 def test_bus_configuration():
-    assert isinstance(make_bus(Config(database_url="sqlite:///x.db")), InProcessBus)
+    assert isinstance(Composition(Config(database_url="sqlite:///x.db")).bus, InProcessBus)
     with pytest.raises(ConfigError, match="SLIPWAY_EVENT_BUS=postgres needs a PostgreSQL"):
         Config(database_url="sqlite:///x.db", event_bus="postgres")
-    with pytest.raises(ConfigError, match="SLIPWAY_EVENT_BUS must be memory or postgres"):
-        Config.from_env({"SLIPWAY_EVENT_BUS": "redis"})
+    with pytest.raises(ConfigError, match=r"SLIPWAY_EVENT_BUS: no loaded plugin provides 'redis' \(loaded: memory, postgres\)"):
+        Composition(Config.from_env({"SLIPWAY_EVENT_BUS": "redis"})).bus
     assert Config.from_env({}).event_bus == "memory" and Config.from_env({}).ws_queue == 1000
 
 

@@ -9,7 +9,7 @@ import yaml
 
 from app.config import Config, ConfigError
 from app.pluginmanager import make_plugin_manager, route_providers
-from app.workers.routes import route_provider
+from app.composition import Composition
 from core.panel.routes import Route
 from plugins import routes_caddy, routes_file
 
@@ -141,13 +141,13 @@ def test_a_file_of_the_earlier_naming_is_replaced_whole(tmp_path):
 def test_register_route_providers_gives_file_and_caddy_and_the_setting_picks_one(tmp_path):
     pm = make_plugin_manager()
     assert set(route_providers(pm)) == {"file", "caddy"}
-    assert route_provider(pm, Config(routes="file")) is None
-    assert route_provider(pm, Config(routes="file", routes_file=str(tmp_path / "r.yml"))).name == "file"
-    assert route_provider(pm, Config(routes="caddy", caddy_tls="internal")).tls == "internal"
+    assert Composition(Config(routes="file")).route_provider is None
+    assert Composition(Config(routes="file", routes_file=str(tmp_path / "r.yml"))).route_provider.name == "file"
+    assert Composition(Config(routes="caddy", caddy_tls="internal")).route_provider.tls == "internal"
     with pytest.raises(ConfigError, match="SLIPWAY_ROUTES: no loaded plugin provides 'nginx'.*caddy, file"):
-        route_provider(pm, Config(routes="nginx"))
+        Composition(Config(routes="nginx")).route_provider
     with pytest.raises(ConfigError, match="SLIPWAY_CADDY_TLS"):
-        route_provider(pm, Config(routes="caddy", caddy_tls="letsencrypt"))
+        Composition(Config(routes="caddy", caddy_tls="letsencrypt")).route_provider
 
 
 def test_settings_come_from_the_environment():
@@ -162,7 +162,7 @@ def test_the_deploy_worker_gets_the_blocking_sync_when_it_takes_one(make_app, mo
     """interface: DeployWorker(..., routes_changed=...) is handed the route sync's blocking
     sync (which logs instead of raising); without a provider, or a DeployWorker without the
     parameter, nothing is passed."""
-    import app.factory as factory
+    import app.workers.deploys as factory
 
     real = factory.DeployWorker
     seen = {}
@@ -174,14 +174,14 @@ def test_the_deploy_worker_gets_the_blocking_sync_when_it_takes_one(make_app, mo
 
     monkeypatch.setattr(factory, "DeployWorker", Taking)
     app = make_app(routes_file=str(tmp_path / "routes.yml"))
-    route_sync = app.slipway["route_sync"]
+    route_sync = app.parts.route_sync
     assert seen["routes_changed"] == route_sync.sync_now
     seen["routes_changed"]()  # syncs at once: the file is there
     assert (tmp_path / "routes.yml").exists()
     seen.clear()
-    assert make_app().slipway["route_sync"] is None and seen["routes_changed"] is None
+    assert make_app().parts.route_sync is None and seen["routes_changed"] is None
     monkeypatch.setattr(factory, "DeployWorker", real)
-    assert make_app(routes_file=str(tmp_path / "routes.yml")).slipway["route_sync"] is not None
+    assert make_app(routes_file=str(tmp_path / "routes.yml")).parts.route_sync is not None
 
 
 # --- review fixes (t14-rreview): nothing but a host name and a loopback upstream reaches a proxy ---

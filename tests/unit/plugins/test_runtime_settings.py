@@ -53,12 +53,10 @@ def test_the_factories_refuse_bad_settings(factory, monkeypatch):
 
     made = runtimes(make_plugin_manager())[factory]
     with pytest.raises(ValueError, match="SLIPWAY_HOST_PORTS"):
-        made.create(None, ulimits="", settings={"SLIPWAY_HOST_PORTS": "nope"})
-    monkeypatch.setenv("SLIPWAY_PIDS_LIMIT", "zero")  # the environment by default
+        made.create({"SLIPWAY_RUNTIME_ULIMITS": "", "SLIPWAY_HOST_PORTS": "nope"})
     with pytest.raises(ValueError, match="SLIPWAY_PIDS_LIMIT"):
-        made.create(None, ulimits="")
-    monkeypatch.setenv("SLIPWAY_PIDS_LIMIT", "77")
-    assert made.create(None, ulimits="").settings.pids_limit == 77
+        made.create({"SLIPWAY_PIDS_LIMIT": "zero"})
+    assert made.create({"SLIPWAY_PIDS_LIMIT": "77"}).settings.pids_limit == 77
 
 
 def test_port_range():

@@ -1,0 +1,342 @@
+"""One composition: every port and background part Slipway runs, built from the
+configuration in one place, used by ``create_app`` (app.factory), the operator's CLI
+(app.cli) and the tests.
+
+Each part is built on first use and kept (``functools.cached_property``), so the CLI
+builds only the store and the plugins it needs, and ``create_app`` gets every part. The
+registries are chosen one way (``app.pluginmanager.select``): a setting names a factory,
+the factory's ``create(settings)`` builds the part. The background jobs start in the
+order ``JOBS`` declares and stop in the same order.
+"""
+from __future__ import annotations
+
+import os
+from functools import cached_property
+
+from app.config import Config, ConfigError
+from app.engine_calls import EngineCalls
+from app.extensions import AuthSources, ExtensionError, ExtensionJobs, Extensions, OutboxDelivery
+from app.pluginmanager import (PluginError, analyzers, billing_models, deploy_methods, make_plugin_manager, select,
+                               templates)
+from app.storage.store import Store
+from core.panel.compose import compose_parser
+from core.panel.customers import Quota
+from ports.extensions import ExtensionContext
+from ports.settings import Settings
+
+#: the background jobs in the order they start and stop (names of ``Composition``
+#: attributes; a part that is off is None and skipped):
+JOBS = (
+    "billing_recompute",     # statements' usage, every SLIPWAY_BILLING_INTERVAL
+    "deployer",              # deploy jobs
+    "backup_worker",         # backups and restores
+    "idempotency_cleanup",   # expired Idempotency-Key records
+    "history",               # each service's newest events and jobs
+    "webhook_worker",        # partner webhook deliveries
+    "extension_jobs",        # the plugins' jobs (register_jobs)
+    "outbox_delivery",       # the plugins' event subscribers (register_event_subscribers)
+    "route_sync",            # the reverse proxy's feed
+    "lease",                 # dropped after the workers above stopped
+    "mcp",                   # /api/mcp's session manager (set by create_app), before the hub and bus
+    "hub",                   # WebSocket subscriptions; stopped after every job that publishes
+    "bus",                   # the event bus, stopped last but one
+    "rates",                 # its connections closed after every request was answered
+)
+
+
+class Composition:
+    """Every part of one Slipway, from ``config`` (and, optionally, a ``store`` the caller
+    owns and closes)."""
+
+    def __init__(self, config: Config | None = None, *, store: Store | None = None):
+        self.config = config or Config.from_env()
+        self.owns_store = store is None
+        self._given_store = store
+        self.mcp = None  # set by create_app: the MCP endpoint is part of the HTTP app
+
+    # --- settings and plugins --------------------------------------------------------
+
+    @cached_property
+    def plugins(self):
+        return make_plugin_manager(self.config.plugins, self.config.load_entrypoints)
+
+    @cached_property
+    def settings(self) -> Settings:
+        """The ``SLIPWAY_*`` variables every factory reads, with the values the
+        configuration resolved on top (it may have been given directly, not by the
+        environment)."""
+        c = self.config
+        values = dict(c.settings or os.environ)
+        values.update({"SLIPWAY_DATABASE_URL": c.database_url, "SLIPWAY_RUNTIME_URL": c.runtime_url or "",
+                       "SLIPWAY_RATE_STORE": c.rate_store, "SLIPWAY_EVENT_BUS": c.event_bus,
+                       "SLIPWAY_ROUTES_FILE": c.routes_file or "", "SLIPWAY_CADDY_ADMIN": c.caddy_admin,
+                       "SLIPWAY_CADDY_TLS": c.caddy_tls, "SLIPWAY_CADDY_LISTEN": c.caddy_listen})
+        return Settings(values)
+
+    def _select(self, registry: str, setting: str, value: str):
+        return select(self.plugins, registry, setting, value, self.settings)
+
+    @cached_property
+    def deploy_methods(self) -> dict:
+        methods = deploy_methods(self.plugins)
+        try:  # each method reads its own settings; a bad one stops start-up naming the variable
+            registries = {"analyzers": analyzers(self.plugins)}
+            for method in methods.values():
+                method.configure(self.config.settings, registries)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from exc
+        return methods
+
+    @cached_property
+    def billing_models(self) -> dict:
+        return billing_models(self.plugins)  # refuses start-up when two plugins claim one model
+
+    @cached_property
+    def templates(self) -> dict:
+        return templates(self.plugins)
+
+    @cached_property
+    def extensions(self) -> Extensions:
+        try:
+            return Extensions.collect(self.plugins)
+        except (ExtensionError, PluginError) as exc:
+            raise ConfigError(f"plugins: {exc}") from exc
+
+    @cached_property
+    def extension_context(self) -> ExtensionContext:
+        return ExtensionContext(settings=Settings(self.settings), clock=self.config.clock)
+
+    # --- ports -----------------------------------------------------------------------
+
+    @cached_property
+    def bus(self):
+        """``SLIPWAY_EVENT_BUS``; use cases publish through their units of work."""
+        return self._select("event_buses", "SLIPWAY_EVENT_BUS", self.config.event_bus)
+
+    @cached_property
+    def store(self) -> Store:
+        store = self._given_store or Store(self.config.database_url, threads=self.config.db_threads)
+        store.require_current_schema()
+        return store
+
+    def serve_events(self) -> None:
+        """The store announces committed events on the bus and, when a plugin subscribes
+        to events, writes them to the outbox in the same transaction."""
+        self.store.attach_events(self.bus, outbox=bool(self.extensions.subscribers))
+
+    @cached_property
+    def license_service(self):
+        settings = Settings(self.settings, database=self.store.db)
+        return select(self.plugins, "license_services", "SLIPWAY_LICENSE_SERVICE", self.config.license_service,
+                      settings)
+
+    @cached_property
+    def runtime(self):
+        """``SLIPWAY_RUNTIME`` on ``SLIPWAY_RUNTIME_URL`` (publish address, host ports, limits)."""
+        return self._select("runtimes", "SLIPWAY_RUNTIME", self.config.runtime)
+
+    @cached_property
+    def rates(self):
+        """``SLIPWAY_RATE_STORE``: every rate-limit bucket of both APIs."""
+        from urllib.parse import urlsplit
+
+        value = self.config.rate_store
+        if value.lower() == "memory":
+            return self._select("rate_stores", "SLIPWAY_RATE_STORE", "memory")
+        try:
+            scheme = urlsplit(value).scheme
+        except ValueError as exc:  # e.g. an unclosed [IPv6 address
+            raise ConfigError(f"SLIPWAY_RATE_STORE: not a URL ({exc}); "
+                              "redis://[user:password@]host[:port][/db]") from None
+        if not scheme or scheme == "memory":
+            raise ConfigError(f"SLIPWAY_RATE_STORE: memory, or a URL of a scheme a loaded plugin serves; "
+                              f"got scheme {scheme!r}")
+        return self._select("rate_stores", "SLIPWAY_RATE_STORE", scheme)
+
+    @cached_property
+    def route_provider(self):
+        """``SLIPWAY_ROUTES``, configured; None when its settings leave it off."""
+        return self._select("route_providers", "SLIPWAY_ROUTES", self.config.routes)
+
+    # --- thread pools ------------------------------------------------------------------
+
+    @cached_property
+    def engine_calls(self) -> EngineCalls:
+        """Background engine work: backups, log pumps, health checks."""
+        return EngineCalls()
+
+    @cached_property
+    def deploy_calls(self) -> EngineCalls:
+        """One thread per deploy job that may run at once, so log pumps and backups never
+        hold a deploy up, nor a deploy them."""
+        return EngineCalls(threads=self.config.deploy_concurrency, name="slipway-deploy")
+
+    @cached_property
+    def request_calls(self) -> EngineCalls:
+        """Engine calls of requests; one customer's slow calls hold at most a quarter."""
+        return EngineCalls(threads=self.config.engine_threads, deadline=self.config.engine_timeout,
+                           name="slipway-engine-req")
+
+    @cached_property
+    def webhook_lookups(self) -> EngineCalls:
+        """The webhook URL check's DNS lookups, per partner."""
+        return EngineCalls(threads=4, name="slipway-webhook-dns")
+
+    @cached_property
+    def extension_calls(self) -> EngineCalls:
+        """The plugins' code (routes, jobs, subscribers, auth sources); one caller's slow
+        calls hold at most a quarter."""
+        return EngineCalls(threads=8, name="slipway-ext")
+
+    def thread_pools(self) -> tuple:
+        """The pools built so far (closed at shutdown)."""
+        names = ("engine_calls", "request_calls", "deploy_calls", "webhook_lookups", "extension_calls")
+        return tuple(self.__dict__[name] for name in names if name in self.__dict__)
+
+    # --- the panel's rules ---------------------------------------------------------------
+
+    @cached_property
+    def quota(self) -> Quota:
+        """Customer limits: checked by the API (create, redeploy, PATCH) and by deploy jobs
+        whose source step reveals the compose (git, ai)."""
+        c = self.config
+        return Quota(services=c.customer_max_services, memory_mb=c.customer_max_memory_mb, cpus=c.customer_max_cpus,
+                     containers=c.customer_max_containers, container_memory_mb=c.default_memory_mb,
+                     container_cpus=c.default_cpus, read_compose=self.read_compose)
+
+    @cached_property
+    def read_compose(self):
+        return compose_parser(self.deploy_methods)
+
+    @cached_property
+    def auth_sources(self) -> AuthSources:
+        return AuthSources(self.extensions.auth_sources, self.extension_context, self.store, self.extension_calls,
+                           default_rpm=self.config.rate_auth_rpm)
+
+    # --- background parts --------------------------------------------------------------
+
+    def _workers_on(self) -> bool:
+        return bool(self.config.deploy_worker)
+
+    @cached_property
+    def lease(self):
+        """Whose running jobs are whose, across processes."""
+        from app.workers.loop import WorkerLease
+
+        return WorkerLease(self.store, self.config.clock)
+
+    @cached_property
+    def route_sync(self):
+        """Periodic, and at once when a deploy switches routes; None without a provider."""
+        from app.workers.routes import RouteSync
+
+        provider = self.route_provider
+        return RouteSync(self.store, provider, self.config.routes_interval) if provider is not None else None
+
+    @cached_property
+    def hub(self):
+        from app.panel.realtime import Hub
+
+        c = self.config
+        return Hub(self.store, self.bus, self.runtime, self.engine_calls, limit=c.ws_queue, clock=c.clock,
+                   per_key=c.ws_per_key)
+
+    @cached_property
+    def deployer(self):
+        from app.panel.realtime import DeployProgress
+        from app.workers.deploys import DeployWorker
+
+        c = self.config
+        switch = {"routes_changed": self.route_sync.sync_now} if self.route_sync is not None else {}
+        return DeployWorker(self.store, c.clock, self.runtime, self.deploy_calls, base_domain=c.base_domain,
+                            health_interval=c.health_interval, methods=self.deploy_methods, work_dir=c.work_dir,
+                            progress=DeployProgress(self.store, self.bus), lease=self.lease,
+                            health_engine=self.engine_calls, concurrency=c.deploy_concurrency,
+                            per_customer=c.deploys_per_customer, settle_seconds=c.deploy_settle,
+                            health_timeout=c.deploy_health_timeout, drain_seconds=c.deploy_drain,
+                            registry_allow_private=c.registry_allow_private, quota=self.quota, **switch)
+
+    @cached_property
+    def billing_recompute(self):
+        from app.workers.billing import BillingRecompute
+
+        return BillingRecompute(self.store, self.config.clock, self.billing_models, self.config.billing_interval)
+
+    @cached_property
+    def backup_archives(self):
+        from app.storage.backup_archives import BackupArchives
+
+        return BackupArchives(self.config.backup_dir)
+
+    @cached_property
+    def backup_worker(self):
+        from app.workers.backups import BackupWorker
+
+        return BackupWorker(self.store, self.config.clock, self.runtime, self.engine_calls, self.backup_archives,
+                            lease=self.lease)
+
+    @cached_property
+    def idempotency(self):
+        """``Idempotency-Key`` on every POST of both APIs."""
+        from app.http.idempotency import Idempotency
+
+        return Idempotency(self.store, self.config.clock)
+
+    @cached_property
+    def idempotency_cleanup(self):
+        from app.workers.idempotency import IdempotencyCleanup
+
+        return IdempotencyCleanup(self.store, self.idempotency)
+
+    @cached_property
+    def history(self):
+        from app.workers.history import HistoryCleanup
+
+        return HistoryCleanup(self.store, self.config.clock, self.config.events_keep)
+
+    @cached_property
+    def webhook_worker(self):
+        from app.workers.webhooks import WebhookWorker
+
+        c = self.config
+        return WebhookWorker(self.store, c.clock, retry_base=c.webhook_retry_base, lease=self.lease,
+                             timeout=c.webhook_timeout, allow_private=c.webhook_allow_private)
+
+    @cached_property
+    def extension_jobs(self):
+        jobs = self.extensions.jobs
+        return ExtensionJobs(jobs, self.extension_context, self.extension_calls) if jobs else None
+
+    @cached_property
+    def outbox_delivery(self):
+        subscribers = self.extensions.subscribers
+        if not subscribers:
+            return None
+        return OutboxDelivery(self.store, subscribers, self.extension_context, self.extension_calls, bus=self.bus)
+
+    #: the jobs that run only in a process running the workers (SLIPWAY_DEPLOY_WORKER)
+    WORKER_JOBS = frozenset({"deployer", "backup_worker", "idempotency_cleanup", "history", "webhook_worker",
+                             "extension_jobs", "outbox_delivery", "lease"})
+
+    def jobs(self) -> list:
+        """The background jobs of this process, in ``JOBS`` order."""
+        out = []
+        for name in JOBS:
+            if name in self.WORKER_JOBS and not self._workers_on():
+                continue
+            if name == "billing_recompute" and not self.config.billing_interval:
+                continue
+            part = getattr(self, name)
+            if part is not None:
+                out.append(part)
+        return out
+
+    def close(self) -> None:
+        """Release what this composition opened: its store and thread pools. With a store
+        handed in, nothing: the caller closes its store and may serve the same app again."""
+        if not self.owns_store:
+            return
+        if "store" in self.__dict__:
+            self.store.close()
+        for pool in self.thread_pools():
+            pool.close()

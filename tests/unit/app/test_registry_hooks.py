@@ -1,0 +1,121 @@
+"""The registry hooks (``ports.hookspecs``): every one through a plugin manager, the one
+shape of their factories (``create(settings)``) and the one way a setting picks one
+(``app.pluginmanager.select``): the built-ins are there, a plugin adds one, a name no
+plugin provides stops start-up listing the loaded names, two plugins providing one name
+is an error. The behaviour hooks are tested through a real server and the example plugin
+(tests/e2e/test_plugin_hooks.py)."""
+from __future__ import annotations
+
+import pytest
+
+from app.composition import Composition
+from app.config import Config, ConfigError
+from app.pluginmanager import (PluginError, analyzers, billing_models, deploy_methods, make_plugin_manager, registry,
+                               select, templates)
+from ports import hookimpl
+from ports.settings import Settings
+
+
+class Probe:
+    """A factory of the one shape: remembers the settings it was created with."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def create(self, settings):
+        if settings.get("SLIPWAY_PROBE") == "bad":
+            raise ValueError("SLIPWAY_PROBE must not be bad")
+        return ("made", self.name, settings)
+
+
+def _plugin(hook: str, *names: str):
+    class Plugin:
+        pass
+
+    def register(self):
+        return [Probe(name) for name in names]
+
+    register.__name__ = hook
+    setattr(Plugin, hook, hookimpl(register))
+    return Plugin()
+
+
+def _registry_round(name: str, hook: str, setting: str, built_ins: set):
+    pm = make_plugin_manager()
+    assert built_ins <= set(registry(pm, name))
+    pm = make_plugin_manager([_plugin(hook, "probe")])
+    settings = Settings({"SLIPWAY_X": "1"}, database="db")
+    made = select(pm, name, setting, "probe", settings)
+    assert made[:2] == ("made", "probe") and made[2] is settings and made[2].database == "db"
+    with pytest.raises(ConfigError, match=rf"{setting}: no loaded plugin provides 'nope' \(loaded: .*probe"):
+        select(pm, name, setting, "nope", settings)
+    with pytest.raises(ConfigError, match="SLIPWAY_PROBE must not be bad"):
+        select(pm, name, setting, "probe", Settings({"SLIPWAY_PROBE": "bad"}))
+    with pytest.raises(PluginError, match="'probe'"):
+        registry(make_plugin_manager([_plugin(hook, "probe"), _plugin(hook, "probe")]), name)
+
+
+def test_hook_register_runtimes():
+    _registry_round("runtimes", "register_runtimes", "SLIPWAY_RUNTIME", {"podman", "docker", "swarm"})
+
+
+def test_hook_register_license_services():
+    _registry_round("license_services", "register_license_services", "SLIPWAY_LICENSE_SERVICE",
+                    {"embedded", "keygen"})
+
+
+def test_hook_register_route_providers():
+    _registry_round("route_providers", "register_route_providers", "SLIPWAY_ROUTES", {"file", "caddy"})
+
+
+def test_hook_register_rate_stores():
+    _registry_round("rate_stores", "register_rate_stores", "SLIPWAY_RATE_STORE", {"memory", "redis", "rediss"})
+    made = Composition(Config(database_url="sqlite:///:memory:", plugins=(_plugin("register_rate_stores", "probe"),),
+                              rate_store="probe://somewhere/0")).rates
+    assert made[1] == "probe" and made[2]["SLIPWAY_RATE_STORE"] == "probe://somewhere/0"
+
+
+def test_hook_register_event_buses():
+    _registry_round("event_buses", "register_event_buses", "SLIPWAY_EVENT_BUS", {"memory", "postgres"})
+    made = Composition(Config(database_url="sqlite:///:memory:", plugins=(_plugin("register_event_buses", "probe"),),
+                              event_bus="probe")).bus
+    assert made[1] == "probe"
+    with pytest.raises(ConfigError, match="needs a PostgreSQL database"):
+        select(make_plugin_manager(), "event_buses", "SLIPWAY_EVENT_BUS", "postgres",
+               Settings({"SLIPWAY_DATABASE_URL": "sqlite:///x.db"}))
+
+
+def _named(cls_name: str, name: str, **attributes):
+    return type(cls_name, (), {"name": name, **attributes})()
+
+
+def test_hook_register_billing_models():
+    assert "per_instance_metered" in billing_models(make_plugin_manager())
+    twice = [type("P", (), {"register_billing_models": hookimpl(lambda self: [_named("M", "flat")])})()
+             for _ in range(2)]
+    with pytest.raises(PluginError, match="'flat'"):
+        billing_models(make_plugin_manager(twice, load_entrypoints=False))
+
+
+def test_hook_register_deploy_methods():
+    assert {"template", "git", "compose", "ai"} <= set(deploy_methods(make_plugin_manager()))
+    twice = [type("P", (), {"register_deploy_methods": hookimpl(lambda self: [_named("D", "mine")])})()
+             for _ in range(2)]
+    with pytest.raises(PluginError, match="'mine'"):
+        deploy_methods(make_plugin_manager(twice, load_entrypoints=False))
+
+
+def test_hook_register_analyzers():
+    assert {"heuristic", "llm"} <= set(analyzers(make_plugin_manager()))
+    twice = [type("P", (), {"register_analyzers": hookimpl(lambda self: [_named("A", "guess")])})()
+             for _ in range(2)]
+    with pytest.raises(PluginError, match="'guess'"):
+        analyzers(make_plugin_manager(twice, load_entrypoints=False))
+
+
+def test_hook_register_templates():
+    built_in = templates(make_plugin_manager())
+    some = next(iter(built_in))
+    mine = dict(built_in[some], name="Replaced")
+    plugin = type("P", (), {"register_templates": hookimpl(lambda self: [mine])})()
+    assert templates(make_plugin_manager([plugin]))[some]["name"] == "Replaced"  # a plugin's replaces a built-in
