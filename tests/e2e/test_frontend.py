@@ -7,7 +7,7 @@ network limited to the server's own address, without a failed request or a conso
 Without a chromium (``SLIPWAY_CHROMIUM`` or ``chromium`` on ``PATH``) these tests skip,
 unless ``SLIPWAY_REQUIRE_BROWSER=1`` (CI), where they fail. Each test saves screenshots to
 ``SLIPWAY_SCREENSHOTS`` (default: ``screenshots0`` under pytest's temporary directory);
-``SLIPWAY_README_SCREENSHOTS=1`` also refreshes the README's two in docs/screenshots/
+``SLIPWAY_README_SCREENSHOTS=1`` also refreshes the two of docs/web-frontend.md in docs/screenshots/
 (``services.png``, the services list, and ``service.png``, a service's page).
 """
 from __future__ import annotations
@@ -197,7 +197,7 @@ README_SHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 
 
 def shot(page, screenshots: Path, name: str, readme: bool = False) -> None:
-    """Save a screenshot; the README's two also to docs/screenshots/ when
+    """Save a screenshot; the two of docs/web-frontend.md also to docs/screenshots/ when
     ``SLIPWAY_README_SCREENSHOTS=1`` (off by default: a test run leaves the checkout as it was)."""
     page.screenshot(path=str(screenshots / f"{name}.png"))
     if readme and os.environ.get("SLIPWAY_README_SCREENSHOTS") == "1":

@@ -1,4 +1,4 @@
-"""git is a system requirement (README, Prerequisites): `slipway serve` checks for it at
+"""git is a system requirement (docs/operator/install.md, Prerequisites): `slipway serve` checks for it at
 start-up, since the git and ai deploy methods are always loaded, and says what to do."""
 from __future__ import annotations
 

@@ -103,7 +103,7 @@ def test_the_logs_hold_no_secret(database_url):
 
 
 def test_plain_uvicorn_on_app_asgi_logs_no_query_string(database_url, tmp_path):
-    """``uvicorn app.asgi:app`` (the README's other way to serve) has Slipway's logging too:
+    """``uvicorn app.asgi:app`` (docs/operator/proxies.md: the other way to serve) has Slipway's logging too:
     uvicorn's own access line, which holds the query string, is off."""
     import subprocess
     import sys

@@ -205,7 +205,7 @@ def test_services_cannot_reach_each_other_but_components_reach_by_name(runtime, 
 
 
 @pytest.mark.xfail(reason="netavark 1.4.0 (Podman 4.3) deletes the FORWARD jump to its isolation chain when the "
-                          "last container of any isolated network stops; README: the operator's own jump keeps it",
+                          "last container of any isolated network stops; docs/operator/engines.md: the operator's own jump keeps it",
                    strict=False)
 def test_isolation_holds_after_another_services_last_container_stops(runtime_url, engine_ulimits, request):
     """A prober of service B tries A's server twice a second, for good; then the only

@@ -22,7 +22,7 @@ _UNSET = ("SLIPWAY_TRUSTED_PROXIES", "SLIPWAY_OIDC_ISSUER", "SLIPWAY_OIDC_CLIENT
 
 class Server:
     def __init__(self, database_url: str, port: int | None = None, serve_args=(), asgi: bool = False, **env):
-        """``asgi``: ``uvicorn app.asgi:app`` (the README's other way to serve) instead of
+        """``asgi``: ``uvicorn app.asgi:app`` (docs/operator/proxies.md: the other way to serve) instead of
         ``slipway serve``."""
         self.port = port or free_port()
         self.base = f"http://127.0.0.1:{self.port}"
