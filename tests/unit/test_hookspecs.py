@@ -5,6 +5,7 @@ plugin hooks). A new hook without them fails here."""
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 from pathlib import Path
 
@@ -17,13 +18,14 @@ HOOKS = sorted(name for name, fn in vars(hookspecs).items()
                if inspect.isfunction(fn) and name.startswith("register_"))
 
 
-def _test_names() -> set[str]:
+@functools.lru_cache(maxsize=1)
+def _test_names() -> frozenset[str]:
     names = set()
     for path in (ROOT / "tests").rglob("test_*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test_hook_"):
                 names.add(node.name)
-    return names
+    return frozenset(names)
 
 
 def test_the_hooks_are_found():
