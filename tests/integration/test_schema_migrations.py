@@ -7,7 +7,6 @@ indexes (unique, partial), constraints, foreign keys and triggers."""
 from __future__ import annotations
 
 import contextlib
-import os
 
 import peewee
 import pytest
