@@ -76,14 +76,14 @@ class Store:
     def migrate(self, plugin_migrations=()) -> list[int]:
         """Slipway's own migrations, then each plugin's (``LicenseServiceFactory.migrate``)."""
         with self.db.connection_context():
-            applied = migrate(self.db, self.models)
+            applied = migrate(self.db)
             for plugin_migrate in plugin_migrations:
                 plugin_migrate(self.db)
             return applied
 
     def version(self) -> int:
         with self.db.connection_context():
-            return current_version(self.db, self.models)
+            return current_version(self.db)
 
     def require_current_schema(self) -> None:
         version = self.version()
