@@ -2,7 +2,6 @@
 ``falcon.asgi.App`` serving the partner API (``/v1``) and the panel API (``/api``)."""
 from __future__ import annotations
 
-import gc
 import inspect
 
 import falcon
@@ -14,6 +13,7 @@ from app import extensions
 from app.composition import Composition
 from app.config import Config
 from app.http.errors import DENY_KEY, HandshakeDenial, handle_any_error
+from app.http.collector import freeze_startup_objects
 from app.http.observability import Observer, worker_exiting
 from app.http.openapi import Contract
 from app.http.pipeline import add_contract_routes
@@ -79,21 +79,6 @@ class SlipwayApp(falcon.asgi.App):
         if scope.get("type") == "websocket":  # a client message over 64 KiB closes the socket with 1009
             receive, send = limit_messages(receive, send)
         return await super().__call__(scope, receive, send)
-
-
-_frozen = False
-
-
-def freeze_startup_objects() -> None:
-    """Once per process, when the first app has started: collect, then move every object
-    alive (modules, the contract, routes, plugins: they live as long as the process) out
-    of the garbage collector's sight (``gc.freeze``), so its collections scan only what
-    requests make, not the whole start-up heap."""
-    global _frozen
-    if not _frozen:
-        _frozen = True
-        gc.collect()
-        gc.freeze()
 
 
 class Lifespan:

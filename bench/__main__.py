@@ -1,5 +1,6 @@
-"""``python -m bench [me|licensing|realtime|compose-bomb|frontend|idempotency|webhooks|redaction]``: GET /v1/me on a bare Falcon app, then on Slipway
-(``me``); or license list pages and the activity export on a small and a large generated
+"""``python -m bench [me|lists|licensing|realtime|compose-bomb|frontend|idempotency|webhooks|redaction]``: GET /v1/me on a bare Falcon app, then on Slipway
+(``me``); or GET /v1/licenses and GET /api/services next to a bare Falcon app running the same SQL
+(``lists``, see bench/lists.py); or license list pages and the activity export on a small and a large generated
 database (``licensing``, see bench/licensing.py); or the web frontend's services list with
 1,000 services in headless Chromium (``frontend``, see bench/frontend.py); or what an
 ``Idempotency-Key`` adds to a POST (``idempotency``, see bench/idempotency.py); or POST /v1/licenses
@@ -78,7 +79,7 @@ def print_report(report: dict) -> None:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("scenario", nargs="?", default="me",
-                        choices=["me", "licensing", "realtime", "compose-bomb", "frontend", "idempotency", "webhooks",
+                        choices=["me", "lists", "licensing", "realtime", "compose-bomb", "frontend", "idempotency", "webhooks",
                                  "redaction"],
                         help="what to measure (default: me)")
     parser.add_argument("--connections", type=int, default=32, help="concurrent keep-alive connections (32)")
@@ -87,6 +88,8 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=3,
                         help="me: alternating rounds of load on the bare app and on Slipway; "
                              "redaction: alternating rounds of crafted and plain paths (3)")
+    lists = parser.add_argument_group("lists scenario")
+    lists.add_argument("--list-services", type=int, default=100, help="services of the one customer (100)")
     licensing = parser.add_argument_group("licensing scenario")
     licensing.add_argument("--licenses", type=int, default=100_000, help="licenses of the large database (100000)")
     licensing.add_argument("--events", type=int, default=1_000_000,
@@ -111,6 +114,15 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     # A plain `kill` unwinds like Ctrl-C does, so the servers are stopped and the temp dir removed.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+
+    if args.scenario == "lists":
+        from bench.lists import print_lists, run_lists
+
+        if args.rounds < 1 or args.list_services < 1:
+            parser.error("--rounds and --list-services must be >= 1")
+        args.licenses = 10_000 if "--licenses" not in (argv or sys.argv) else args.licenses
+        print_lists(run_lists(args))
+        return 0
 
     if args.scenario == "compose-bomb":
         from bench.compose_bomb import print_compose_bomb, run_compose_bomb

@@ -73,7 +73,7 @@ def stop(proc: subprocess.Popen, timeout: float = 20.0) -> None:
 
 
 @contextlib.contextmanager
-def uvicorn(app: str, env: dict):
+def uvicorn(app: str, env: dict, start_timeout: float = 20.0):
     """Serve ``app`` ("module:attribute") with one uvicorn worker on a free loopback port;
     yields the base URL and stops the server on the way out, whatever happened.
 
@@ -87,7 +87,7 @@ def uvicorn(app: str, env: dict):
                                  "--workers", "1", "--log-level", "warning", "--no-access-log"], cwd=ROOT, env=env,
                                 stdout=log, stderr=subprocess.STDOUT)
         try:
-            wait_until_answering(proc, port, log=log)
+            wait_until_answering(proc, port, timeout=start_timeout, log=log)
             yield f"http://127.0.0.1:{port}"
         finally:
             stop(proc)

@@ -7,6 +7,7 @@ import json
 from app.partner.identity import partner_json, token_json
 from app.composition import Composition
 from app.pluginmanager import analyzers, describe_plugins, license_services, registry
+from app.http.collector import collector_paused
 from app.storage.store import Store
 from app.http.timefmt import rfc3339
 from core.partner import contracts, editions, licenses, partners, statements, tokens
@@ -183,7 +184,7 @@ def _models(config) -> dict:
 
 def billing_recompute(config, args) -> dict:
     with _opened(config) as store:
-        done = statements.recompute(store.uow(), config.clock, _models(config), partner_id=args.partner,
+        done = collector_paused()(statements.recompute)(store.uow(), config.clock, _models(config), partner_id=args.partner,
                                     period=_period(args.period))
     return {**done, "computedAt": rfc3339(done.get("computedAt"))}
 
@@ -200,7 +201,7 @@ def statement_correct(config, args) -> dict:
     from app.partner.billing import statement_json
 
     with _opened(config) as store:
-        return statement_json(statements.correct(store.uow(), config.clock, _models(config), args.statement,
+        return statement_json(collector_paused()(statements.correct)(store.uow(), config.clock, _models(config), args.statement,
                                                  args.by))
 
 

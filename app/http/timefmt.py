@@ -7,9 +7,10 @@ from datetime import datetime, timezone
 def rfc3339(value: datetime | None) -> str | None:
     if value is None:
         return None
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=timezone.utc)
-    return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    if value.tzinfo is not None and value.tzinfo is not timezone.utc:
+        value = value.astimezone(timezone.utc)
+    # isoformat: a third of strftime's cost (list pages write two per item)
+    return value.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
 
 
 def parse_rfc3339(value: str) -> datetime:

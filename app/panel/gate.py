@@ -150,10 +150,8 @@ class PanelGate:
             if key is not None or cookie is None:
                 if key is None and not req.get_header("Authorization"):
                     raise Unauthorized(NO_CREDENTIALS)
-                return await self.store.run(access.authenticate_key, self.store.uow(transaction=False),
-                                            self.clock, key)
-            principal = await self.store.run(sessions.authenticate_session, self.store.uow(transaction=False),
-                                             self.clock, cookie, users=self.sessions)
+                return await self.store.read(access.authenticate_key, self.clock, key)
+            principal = await self.store.read(sessions.authenticate_session, self.clock, cookie, users=self.sessions)
             req.context.session_secret = cookie  # what the request presented (app.http.idempotency)
             return principal
         except Unauthorized as exc:
@@ -174,8 +172,7 @@ class PanelGate:
         if cookie is None:
             return None
         try:
-            return await self.store.run(sessions.authenticate_session, self.store.uow(transaction=False),
-                                        self.clock, cookie, users=self.sessions)
+            return await self.store.read(sessions.authenticate_session, self.clock, cookie, users=self.sessions)
         except Unauthorized:
             return None
 

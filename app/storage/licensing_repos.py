@@ -177,19 +177,26 @@ class PeeweeLicenses:
         return self._entity(row) if row else None
 
     def list(self, scope, page, *, customer_id=None, state=None, edition=None) -> list[License]:
+        # a list page of every partner: its SQL is built once per store and shape (the
+        # number of partners in scope, the filters given), rows come back as tuples
+        # (app.storage.readpath)
         L = self.m.License
-        query = L.select().where(L.partner.in_(list(scope)))
-        if customer_id is not None:
-            query = query.where(L.customer == customer_id)
-        if state is not None:
-            query = query.where(L.state == state)
-        if edition is not None:
-            query = query.where(L.edition == edition)
-        query = _page(query.order_by(L.issued_at.desc(), L.id.desc()), page)
-        # tuples, not model instances: a page is fifty rows of thirteen columns
+        partners = sorted(scope)
+        filters = [(L.customer, customer_id), (L.state, state), (L.edition, edition)]
+        given = [(column, value) for column, value in filters if value is not None]
+
+        def build():
+            where = L.partner.in_(["?"] * len(partners))
+            for column, _ in given:
+                where &= column == "?"
+            return (L.select(*self._columns()).where(where).order_by(L.issued_at.desc(), L.id.desc())
+                    .limit(page.limit).offset(page.offset))
+
+        shape = f"licenses:{len(partners)}:" + ",".join(column.name for column, _ in given)
+        sql = self.m.statements.sql(shape, build)
+        rows = self.m.statements.rows(sql, (*partners, *(value for _, value in given), page.limit, page.offset))
         issued_at, terminated_at = L.issued_at.python_value, L.terminated_at.python_value
-        return [License(*row[:9], issued_at(row[9]), row[10], row[11], terminated_at(row[12]))
-                for row in query.select(*self._columns()).tuples()]
+        return [License(*row[:9], issued_at(row[9]), row[10], row[11], terminated_at(row[12])) for row in rows]
 
     def _columns(self):
         L = self.m.License

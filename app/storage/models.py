@@ -6,6 +6,8 @@ from types import SimpleNamespace
 
 import peewee
 
+from app.storage.readpath import Statements
+
 
 class UtcDateTimeField(peewee.DateTimeField):
     """Stores naive UTC, hands back aware UTC datetimes."""
@@ -16,7 +18,13 @@ class UtcDateTimeField(peewee.DateTimeField):
         return super().db_value(value)
 
     def python_value(self, value):
-        value = super().python_value(value)
+        if isinstance(value, str):  # SQLite's text: ISO 8601, read by Python itself (peewee tries formats)
+            try:
+                value = datetime.fromisoformat(value)
+            except ValueError:
+                value = super().python_value(value)
+        else:
+            value = super().python_value(value)
         if isinstance(value, datetime) and value.tzinfo is None:
             value = value.replace(tzinfo=timezone.utc)
         return value
@@ -510,7 +518,7 @@ def define_models(db: peewee.Database) -> SimpleNamespace:
 
     webhooks.update(EventOutbox=EventOutbox, EventDelivery=EventDelivery)
 
-    return SimpleNamespace(PanelUser=PanelUser, PanelSession=PanelSession, PanelKeySession=PanelKeySession, PanelLogin=PanelLogin, Service=Service, DeployJob=DeployJob, Release=Release, ServiceEvent=ServiceEvent, ServiceRoute=ServiceRoute, CustomDomain=CustomDomain,
+    return SimpleNamespace(statements=Statements(db), PanelUser=PanelUser, PanelSession=PanelSession, PanelKeySession=PanelKeySession, PanelLogin=PanelLogin, Service=Service, DeployJob=DeployJob, Release=Release, ServiceEvent=ServiceEvent, ServiceRoute=ServiceRoute, CustomDomain=CustomDomain,
                            PanelCustomer=PanelCustomer, PanelApiKey=PanelApiKey, SchemaVersion=SchemaVersion, Partner=Partner, ApiToken=ApiToken, Contract=Contract,
                            HumanIdCounter=HumanIdCounter, Customer=Customer, Contact=Contact, Note=Note,
                            Edition=Edition, License=License, Transfer=Transfer, LedgerEvent=LedgerEvent,

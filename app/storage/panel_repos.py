@@ -29,8 +29,18 @@ class PeeweeApiKeys:
                                   customer=key.customer_id, created_at=key.created_at).execute()
 
     def get(self, key_id: str) -> ApiKey | None:
-        row = self.m.PanelApiKey.get_or_none(self.m.PanelApiKey.id == key_id)
-        return self._entity(row) if row else None
+        # every request with a key runs this (app.storage.readpath): SQL built once per store
+        K = self.m.PanelApiKey
+        sql = self.m.statements.sql("panel-key-by-id", lambda: K.select(
+            K.id, K.name, K.role, K.secret_hash, K.rate_limit_rpm, K.created_at, K.expires_at,
+            K.denied_permissions, K.customer, K.revoked_at).where(K.id == "?"))
+        rows = self.m.statements.rows(sql, (key_id,))
+        if not rows:
+            return None
+        row, dt = rows[0], K.created_at.python_value
+        return ApiKey(id=row[0], name=row[1], role=row[2], secret_hash=row[3], rate_limit_rpm=row[4],
+                      created_at=dt(row[5]), expires_at=dt(row[6]), denied_permissions=tuple(json.loads(row[7])),
+                      customer_id=row[8], revoked_at=dt(row[9]))
 
     def get_many(self, key_ids) -> dict:
         """{key id: key} of those of ``key_ids`` that exist, one query per 500 ids."""

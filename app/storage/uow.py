@@ -12,10 +12,6 @@ from core.partner.contracts import Contract
 from core.partner.identity import Partner, Token
 from ports.storage import ContractRepository, PartnerRepository, TokenRepository, UnitOfWork
 
-#: tokens whose parsed records are kept (PeeweeTokens.by_hash_with_partner); past it, forgotten
-PARSED_TOKENS_KEPT = 10_000
-
-
 def _partner(row) -> Partner:
     return Partner(id=row.id, name=row.name, type=row.type, parent_id=row.parent_id, created_at=row.created_at)
 
@@ -27,8 +23,6 @@ def _token(row) -> Token:
 
 
 class PeeweePartners(PartnerRepository):
-    _subtree_sql = None
-
     def __init__(self, m):
         self.m = m
 
@@ -44,11 +38,9 @@ class PeeweePartners(PartnerRepository):
         return [row[0] for row in self.m.Partner.select(self.m.Partner.id).order_by(self.m.Partner.id).tuples()]
 
     def subtree_ids(self, partner_id: str) -> set[str]:
-        # every scoped request runs this: the recursive query is built once
-        if self._subtree_sql is None:
-            type(self)._subtree_sql = self._subtree_query("?").sql()[0]
-        db = self.m.Partner._meta.database
-        return {row[0] for row in db.execute_sql(self._subtree_sql, (partner_id,))}
+        # every scoped request runs this: the recursive query is built once (per store)
+        sql = self.m.statements.sql("partner-subtree", lambda: self._subtree_query("?"))
+        return {row[0] for row in self.m.statements.rows(sql, (partner_id,))}
 
     def _subtree_query(self, partner_id):
         P = self.m.Partner
@@ -60,14 +52,8 @@ class PeeweePartners(PartnerRepository):
 
 
 class PeeweeTokens(TokenRepository):
-    #: the token lookup's SQL by placeholder style (built once)
-    _by_hash_sql: dict = {}
-    #: token hash -> (its row, the records made from it), shared by every unit of work
-    _parsed: dict = {}
-
     def __init__(self, m):
         self.m = m
-        self.read_cache: dict | None = None  # set by the unit of work
 
     def add(self, token: Token) -> None:
         self.m.ApiToken.insert(id=token.id, partner=token.partner_id, label=token.label,
@@ -80,45 +66,14 @@ class PeeweeTokens(TokenRepository):
         return _token(row) if row else None
 
     def by_hash_with_partner(self, token_hash: str):
-        # Every authenticated request runs this: the SQL is built once per placeholder
-        # style (SQLite's ?, PostgreSQL's %s), not per call.
-        db = self.m.ApiToken._meta.database
-        sql = self._by_hash_sql.get(db.param)
-        if sql is None:
-            T, P = self.m.ApiToken, self.m.Partner
-            query = (T.select(T.id, T.partner, T.label, T.token_prefix, T.token_hash, T.scope, T.created_by,
-                              T.created_at, T.last_used_at, T.revoked_at, P.name, P.type, P.parent, P.created_at)
-                     .join(P).where(T.token_hash == "?"))
-            sql = self._by_hash_sql[db.param] = query.sql()[0]
-        cache = self.read_cache
-        row = cache.get(token_hash) if cache is not None else None  # read since the database last changed
-        if row is None:
-            # fetchall, not fetchone: the statement runs to its end, so on a connection kept
-            # open (Store.read) it holds no read snapshot afterwards (the hash is unique)
-            if isinstance(db, peewee.SqliteDatabase):
-                # straight to the sqlite3 connection (peewee's errors all the same): peewee's
-                # execute_sql costs as much again as this indexed read
-                with peewee.__exception_wrapper__:
-                    rows = db.connection().execute(sql, (token_hash,)).fetchall()
-            else:
-                rows = db.execute_sql(sql, (token_hash,)).fetchall()
-            if not rows:
-                return None
-            row = rows[0]
-            if cache is not None:
-                if len(cache) >= PARSED_TOKENS_KEPT:
-                    cache.clear()
-                cache[token_hash] = row
-        # the records made from the same row last time, when the row has not changed: a
-        # token is read on every request, and parsing its four timestamps is most of the cost
-        kept = self._parsed.get(token_hash)
-        if kept is not None and kept[0] == row:
-            return kept[1]
-        found = self._records(row)
-        if len(self._parsed) >= PARSED_TOKENS_KEPT:
-            self._parsed.clear()
-        self._parsed[token_hash] = (tuple(row), found)
-        return found
+        # every authenticated partner request runs this (app.storage.readpath)
+        T, P = self.m.ApiToken, self.m.Partner
+        sql = self.m.statements.sql("token-by-hash", lambda: (
+            T.select(T.id, T.partner, T.label, T.token_prefix, T.token_hash, T.scope, T.created_by,
+                     T.created_at, T.last_used_at, T.revoked_at, P.name, P.type, P.parent, P.created_at)
+            .join(P).where(T.token_hash == "?")))
+        rows = self.m.statements.rows(sql, (token_hash,))
+        return self._records(rows[0]) if rows else None
 
     def _records(self, row) -> tuple:
         dt = self.m.ApiToken.created_at.python_value
@@ -215,17 +170,14 @@ class PeeweeUnitOfWork(UnitOfWork):
     """
 
     def __init__(self, db: peewee.Database, models, *, transaction: bool = True, write: bool = True,
-                 bus=None, keep_connection: bool = False, read_cache: dict | None = None, outbox: bool = False):
+                 bus=None, release=None, outbox: bool = False):
         self.db = db
+        #: gives this thread's connection back when the unit of work ends (``Store._release``)
+        self._release = release or db.close
         #: write every event (emitted, timeline, ledger) to the event outbox in this
-        #: transaction (plugins subscribe to them: app.extensions.outbox)
+        #: transaction (plugins subscribe to them: app.extensions)
         self.outbox = outbox
         self._recorded: list = []
-        #: rows a repository may answer reads from again (``Store.read``, which keeps it
-        #: only while the database has not changed); None: every read asks the database
-        self.read_cache = read_cache
-        #: leave this thread's connection open at the end (``Store.read``'s kept connection)
-        self.keep_connection = keep_connection
         self.bus = bus
         self._outbox: list = []
         self.transaction = transaction
@@ -240,8 +192,6 @@ class PeeweeUnitOfWork(UnitOfWork):
         if factory is None or name.startswith("_"):
             raise AttributeError(name)
         repository = self.__dict__[name] = factory(self.__dict__["_models"])
-        if hasattr(repository, "read_cache"):
-            repository.read_cache = self.read_cache
         if self.__dict__.get("outbox") and hasattr(repository, "record"):
             repository.record = self._recorded.append  # (topic, service id, customer id, data, at)
         return repository
@@ -264,8 +214,8 @@ class PeeweeUnitOfWork(UnitOfWork):
     def __exit__(self, exc_type, exc, tb):
         tx, self._tx = self._tx, None
         if tx is None:  # single-statement reads in autocommit mode
-            if self.db.transaction_depth() == 0 and not self.keep_connection:
-                self.db.close()
+            if self.db.transaction_depth() == 0:
+                self._release()
             return
         committed = exc_type is None and self._committed
         try:
@@ -281,7 +231,7 @@ class PeeweeUnitOfWork(UnitOfWork):
             raise
         finally:
             if self.db.transaction_depth() == 0:
-                self.db.close()  # back to the pool
+                self._release()  # back to the pool
             outbox, self._outbox = self._outbox, []
         if committed and self.bus is not None:  # only what the database kept is announced
             for event in outbox:

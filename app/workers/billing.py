@@ -10,6 +10,7 @@ import asyncio
 import logging
 import time
 
+from app.http.collector import collector_paused
 from app.workers.loop import Background
 from core.partner import statements
 
@@ -28,7 +29,7 @@ class BillingRecompute(Background):
 
         started = time.perf_counter()
         try:
-            return await self.store.run(statements.recompute, self.store.uow(), self.clock, self.models)
+            return await self.store.run(collector_paused()(statements.recompute), self.store.uow(), self.clock, self.models)
         finally:
             metrics().billing_duration.observe(time.perf_counter() - started)
 

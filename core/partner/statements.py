@@ -3,9 +3,6 @@ corrected as new revisions. Finalized statements never change (only their status
 to ``superseded`` when a correction replaces them)."""
 from __future__ import annotations
 
-import contextlib
-import gc
-import threading
 import uuid
 from dataclasses import dataclass, replace
 from datetime import date, datetime
@@ -39,34 +36,6 @@ def totals_of(lines) -> tuple:
     return tuple(sorted(sums.items()))
 
 
-_pauses_lock = threading.Lock()
-_pauses = 0  # pricings running now
-_collector_was_on = False
-
-
-@contextlib.contextmanager
-def collector_paused():
-    """Python's cyclic garbage collector held off while a pricing runs (``recompute``,
-    ``correct``). Reading a large
-    partner's histories makes hundreds of thousands of small tuples and lists (none in a
-    cycle), and every full collection on the way walks all of them again: for 100,000
-    licenses that was about a third of the recompute. Pricings running at once share one
-    pause; the collector is back, if it was on, when the last one ends."""
-    global _pauses, _collector_was_on
-    with _pauses_lock:
-        if _pauses == 0:
-            _collector_was_on = gc.isenabled()
-            gc.disable()
-        _pauses += 1
-    try:
-        yield
-    finally:
-        with _pauses_lock:
-            _pauses -= 1
-            if _pauses == 0 and _collector_was_on:
-                gc.enable()
-
-
 def price_partner(uow, models: dict, partner_id: str, period: Period, today: date) -> tuple:
     """Every contract of the partner priced by its model, from the ledger's histories."""
     under: dict[str, list] = {}  # contract id -> the histories of licenses ever under it, in ledger order
@@ -84,7 +53,6 @@ def price_partner(uow, models: dict, partner_id: str, period: Period, today: dat
     return tuple(sorted(lines, key=lambda line: line.contract_id))
 
 
-@collector_paused()
 def recompute(uow, clock, models: dict, *, partner_id: str | None = None, period: Period | None = None) -> dict:
     """Rebuild the drafts of one period (the current one by default).
 
@@ -148,7 +116,6 @@ def finalize(uow, clock, partner_id: str, period: Period, by: str) -> Statement:
     return final
 
 
-@collector_paused()
 def correct(uow, clock, models: dict, statement_id: str, by: str) -> Statement:
     """Price the statement's period again as revision n+1; the old one becomes superseded."""
     now = clock.now()

@@ -40,11 +40,11 @@ def test_shutdown_stops_the_jobs_and_closes_the_store_it_made(store, clock):
     assert asyncio.run(_lifespan(app)) == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
     assert calls == [("start", job) for job in lifespan.jobs] + [("stop", job) for job in lifespan.jobs]
     assert own._workers is None and own.db.is_closed()
-    assert own.db._stale_timeout == 1e-9  # closed: what is given back from now on is closed
+    assert own.closed  # what is given back from now on is closed
 
 
 def test_a_store_handed_in_is_left_open(store, clock):
     app = create_app(Config(database_url=store.url, clock=clock, billing_interval=0, deploy_worker=False),
                      store=store)
     assert asyncio.run(_lifespan(app)) == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
-    assert store.db._stale_timeout != 1e-9  # still the caller's, still pooling
+    assert not store.closed  # still the caller's, still pooling

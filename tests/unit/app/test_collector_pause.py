@@ -1,8 +1,8 @@
-"""The garbage collector pause around pricing (core.partner.statements.collector_paused)."""
+"""The garbage collector pause around pricing (app.http.collector.collector_paused)."""
 import gc
 import threading
 
-from core.partner.statements import collector_paused
+from app.http.collector import collector_paused
 
 
 def test_the_collector_is_off_inside_and_back_after():
