@@ -112,16 +112,11 @@ def pytest_collection_modifyitems(config, items):
     """Mark storage-sensitive tests: every test on the database fixture that needs no
     container engine, plus those marked ``storage`` by hand (engine or server tests whose
     point is the database). CI runs the whole suite on SQLite and ``-m storage`` on
-    PostgreSQL, so engine, browser and proxy tests run once. Engine tests get one retry."""
+    PostgreSQL, so engine, browser and proxy tests run once."""
     for item in items:
         if item.get_closest_marker("storage") is None and item.get_closest_marker("runtime") is None \
                 and "database_url" in item.fixturenames:
             item.add_marker(pytest.mark.storage)
-        if item.get_closest_marker("runtime") is not None and item.get_closest_marker("flaky") is None:
-            # A real engine on a shared two-core machine: one retry, after a pause, for a
-            # test that drives containers (pytest-rerunfailures). A retry is reported as
-            # "R" in the run's summary; a test that fails twice fails the run.
-            item.add_marker(pytest.mark.flaky(reruns=1, reruns_delay=5))
 
 
 @pytest.fixture(scope="session")
