@@ -95,7 +95,7 @@ def test_an_ignore_pattern_that_backtracks_for_ever_is_given_up(runtime, tmp_pat
         runtime.build_image(str(context), tag, timeout=2 if how == "timeout" else None, cancel=cancel)
     assert time.monotonic() - started < 10
     assert not runtime.has_image(tag)
-    time.sleep(0.5)
+    # killed and reaped before the call gave up (context_archive_bounded): no wait needed
     children = [pid for pid in os.listdir("/proc") if pid.isdigit() and str(context) in _cmdline(pid)
                 and "plugins.runtime_common.build" in _cmdline(pid)]
     assert children == []  # the matcher's process was killed, not left spinning
