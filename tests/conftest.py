@@ -1,13 +1,16 @@
 """Shared fixtures: a fresh database per test (SQLite by default, PostgreSQL when
-``SLIPWAY_DATABASE_URL`` says so), a fake clock, the app, and a contract-checking client."""
+``SLIPWAY_DATABASE_URL`` says so; a test's store is a copy of a database migrated once per
+test process), a fake clock, the app, and a contract-checking client."""
 from __future__ import annotations
 
 import os
 import secrets
+from pathlib import Path
 
 import pytest
 
-from tests.support.database import POSTGRES, _reset_postgres, worker_database
+from tests.support.database import (POSTGRES, _reset_postgres, copy_sqlite, drop_database, postgres_template,
+                                    recreate_from_template, sqlite_template, worker_database)
 from tests.support.fakes import FakeClock
 from tests.support.partners import World
 
@@ -25,21 +28,48 @@ def pytest_configure(config):
 
 
 @pytest.fixture
-def database_url(tmp_path):
+def database_url(request, tmp_path):
+    """The test's database, empty (no schema): a SQLite file in ``tmp_path``, or the
+    process's PostgreSQL database emptied. A test with the ``store`` gets it migrated
+    instead (``migrated_database_url``)."""
     if POSTGRES:
         url = os.environ["SLIPWAY_DATABASE_URL"]
-        _reset_postgres(url)
+        if "migrated_database_url" not in request.fixturenames:  # else made again from the template
+            _reset_postgres(url)
         return url
     return f"sqlite:///{tmp_path / 'slipway.db'}"
 
 
+@pytest.fixture(scope="session")
+def migrated_template(tmp_path_factory):
+    """A database migrated to the latest schema (Slipway's and the plugins' migrations),
+    once per test process: a SQLite file, or a PostgreSQL database beside the process's
+    own (dropped at the end)."""
+    if POSTGRES:
+        url = os.environ["SLIPWAY_DATABASE_URL"]
+        template = postgres_template(url)
+        yield template
+        drop_database(url, template)
+    else:
+        yield sqlite_template(tmp_path_factory.mktemp("template"))
+
+
 @pytest.fixture
-def store(database_url):
-    from app.pluginmanager import license_services, make_plugin_manager
+def migrated_database_url(database_url, migrated_template):
+    """``database_url``, a copy of the migrated template: the SQLite file copied, the
+    PostgreSQL database created again with ``CREATE DATABASE ... TEMPLATE``."""
+    if POSTGRES:
+        recreate_from_template(database_url, migrated_template)
+    else:
+        copy_sqlite(migrated_template, Path(database_url.removeprefix("sqlite:///")))
+    return database_url
+
+
+@pytest.fixture
+def store(migrated_database_url):
     from app.storage.store import Store
 
-    store = Store(database_url, threads=2)
-    store.migrate([f.migrate for f in license_services(make_plugin_manager()).values()])
+    store = Store(migrated_database_url, threads=2)
     yield store
     store.close()
 
@@ -112,16 +142,11 @@ def pytest_collection_modifyitems(config, items):
     """Mark storage-sensitive tests: every test on the database fixture that needs no
     container engine, plus those marked ``storage`` by hand (engine or server tests whose
     point is the database). CI runs the whole suite on SQLite and ``-m storage`` on
-    PostgreSQL, so engine, browser and proxy tests run once. Engine tests get one retry."""
+    PostgreSQL, so engine, browser and proxy tests run once."""
     for item in items:
         if item.get_closest_marker("storage") is None and item.get_closest_marker("runtime") is None \
                 and "database_url" in item.fixturenames:
             item.add_marker(pytest.mark.storage)
-        if item.get_closest_marker("runtime") is not None and item.get_closest_marker("flaky") is None:
-            # A real engine on a shared two-core machine: one retry, after a pause, for a
-            # test that drives containers (pytest-rerunfailures). A retry is reported as
-            # "R" in the run's summary; a test that fails twice fails the run.
-            item.add_marker(pytest.mark.flaky(reruns=1, reruns_delay=5))
 
 
 @pytest.fixture(scope="session")

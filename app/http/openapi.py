@@ -7,6 +7,8 @@ compiled once into jsonschema validators (the OpenAPI dialect of each contract).
 from __future__ import annotations
 
 import copy
+import functools
+import json
 from dataclasses import dataclass, field
 from importlib import resources
 
@@ -15,6 +17,8 @@ from openapi_schema_validator import (OAS30Validator, OAS31Validator, oas30_form
                                       oas31_format_checker)
 
 METHODS = ("get", "post", "put", "patch", "delete")
+# libyaml's safe loader where PyYAML has it (its wheels do): the same documents, parsed faster
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass
@@ -60,15 +64,25 @@ class Contract:
         self._validator_cls = OAS31Validator if self.oas31 else OAS30Validator
         self._format_checker = oas31_format_checker if self.oas31 else oas30_format_checker
         self.operations = list(self._operations())
-        self.text = yaml.safe_dump(document, sort_keys=False, allow_unicode=True)
+
+    @functools.cached_property
+    def text(self) -> str:
+        """The document as YAML, as the contract endpoints serve it (made on first use)."""
+        return yaml.safe_dump(self.document, sort_keys=False, allow_unicode=True)
+
+    @functools.cached_property
+    def json(self) -> bytes:
+        """The served YAML (``text``) as JSON, for clients that read JSON (made on first use)."""
+        return json.dumps(yaml.load(self.text, Loader=_LOADER), ensure_ascii=False).encode("utf-8")
 
     @classmethod
     def load(cls, api: str, *, deploy_methods=None, amend=None) -> "Contract":
-        """The contract of ``api`` (``partner`` or ``panel``); ``deploy_methods`` names the
-        panel's methods and their fields; ``amend(document)`` adds to the document before
-        it is compiled (the plugins' routes: app.extensions)."""
-        name = {"partner": "partner.yaml", "panel": "panel.yaml"}[api]
-        document = yaml.safe_load(resources.files("app.http.contracts").joinpath(name).read_text("utf-8"))
+        """The ``api`` contract (``partner`` or ``panel``), the panel's specialised for
+        ``deploy_methods``; ``amend(document)`` adds to the document before it is compiled
+        (the plugins' routes: app.extensions). The YAML is parsed once per process
+        (``_parsed``); each call builds on its own copy, so no contract changes another's
+        document."""
+        document = copy.deepcopy(_parsed(api))
         schemas = document.get("components", {}).get("schemas", {})
         if deploy_methods is not None and "DeployMethod" in schemas:
             schemas["DeployMethod"]["enum"] = sorted(deploy_methods)
@@ -79,9 +93,11 @@ class Contract:
                     {"if": {"properties": {"deploy_method": {"const": name}}, "required": ["deploy_method"]},
                      "then": copy.deepcopy(method.request_schema)}
                     for name, method in sorted(methods.items())]
-        if amend is not None:
+        if amend is not None:  # what it adds gets the Idempotency-Key additions the parse gave the rest
+            before = set(document.get("paths", {}))
             amend(document)
-        _idempotent_posts(api, document)
+            added = {path: item for path, item in document.get("paths", {}).items() if path not in before}
+            _idempotent_posts(api, {**document, "paths": added})
         return cls(api, document)
 
     # --- validators -----------------------------------------------------------------
@@ -186,6 +202,17 @@ class Contract:
 
     def error_schema(self) -> dict:
         return {"$ref": "#/components/schemas/Error"}
+
+
+@functools.cache
+def _parsed(api: str) -> dict:
+    """The ``api`` contract's YAML, parsed once per process, with the Idempotency-Key
+    additions (``_idempotent_posts``). Shared: ``Contract.load`` copies it before changing
+    anything."""
+    name = {"partner": "partner.yaml", "panel": "panel.yaml"}[api]
+    document = yaml.load(resources.files("app.http.contracts").joinpath(name).read_text("utf-8"), Loader=_LOADER)
+    _idempotent_posts(api, document)
+    return document
 
 
 IDEMPOTENCY_KEY = {

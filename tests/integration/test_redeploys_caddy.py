@@ -51,14 +51,20 @@ class ThroughCaddy(threading.Thread):
                 self.stop.wait(0.05)
 
 
-def _watched(caddy, hostname, action, allowed):
+def _watched(caddy, hostname, action, allowed, final):
     """Run ``action`` while a client polls through Caddy; no request may fail, and every
-    page seen must be one of ``allowed``. Returns the action's result and the pages."""
+    page seen must be one of ``allowed``. Polling goes on past the action's end until Caddy
+    serves ``final`` (the route follows the job's end through the route sync), so the last
+    switch is seen too. Returns the action's result and the pages."""
     watcher = ThroughCaddy(caddy, hostname)
     watcher.start()
     try:
         result = action()
-        time.sleep(0.5)  # a little past the end: the last switch is served too
+        seen, deadline = len(watcher.pages), time.monotonic() + 60
+        while not (len(watcher.pages) > seen and watcher.pages[-1] == final):
+            assert time.monotonic() < deadline and watcher.is_alive(), \
+                f"Caddy did not serve {final!r} after the action: {watcher.pages[-3:]} {watcher.failures[:3]}"
+            time.sleep(0.05)
     finally:
         watcher.stop.set()
         watcher.join(timeout=15)
@@ -108,12 +114,13 @@ def test_redeploys_cancel_and_rollback_through_caddy(runtime_url, database_url, 
                                 json={"variables": {"GREETING": "hello b"}}).status_code == 200
             point("two")
             _, pages = _watched(caddy, hostname, lambda: redeploy(client, service_id, "succeeded"),
-                                {"page one", "page two"})
+                                {"page one", "page two"}, "page two")
             assert pages[-1] == "page two" and greeting() == "hello b"
 
             # a release that never gets healthy: the old page throughout, a redeploy failed event
             point("three")
-            bad, _ = _watched(caddy, hostname, lambda: redeploy(client, service_id, "failed"), {"page two"})
+            bad, _ = _watched(caddy, hostname, lambda: redeploy(client, service_id, "failed"), {"page two"},
+                              "page two")
             assert "health" in bad["error"], bad
             events = client.get(f"/api/services/{service_id}/events").json()["data"]
             assert (events[0]["type"], events[0]["status"]) == ("redeploy", "failed"), events[:2]
@@ -129,7 +136,7 @@ def test_redeploys_cancel_and_rollback_through_caddy(runtime_url, database_url, 
                 assert asked.status_code == 200, asked.text
                 return wait_job(client, service_id, job_id, seconds=15)
 
-            job, _ = _watched(caddy, hostname, cancelled, {"page two"})
+            job, _ = _watched(caddy, hostname, cancelled, {"page two"}, "page two")
             assert job["status"] == "cancelled", job
             assert client.get(f"/api/services/{service_id}").json()["status"] == "running"
 
@@ -139,7 +146,7 @@ def test_redeploys_cancel_and_rollback_through_caddy(runtime_url, database_url, 
                 assert answer.status_code == 200, answer.text
                 return wait_job(client, service_id, answer.json()["deploy_job_id"])
 
-            done, pages = _watched(caddy, hostname, rollback, {"page one", "page two"})
+            done, pages = _watched(caddy, hostname, rollback, {"page one", "page two"}, "page one")
             assert done["status"] == "succeeded", done
             assert pages[-1] == "page one" and greeting() == "hello a"
 

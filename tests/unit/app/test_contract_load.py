@@ -1,0 +1,45 @@
+"""The contracts are parsed once per process and each ``Contract.load`` builds on its own
+copy: specialising the panel's for one set of deploy methods changes no other contract."""
+from __future__ import annotations
+
+from app.http.openapi import Contract, _parsed
+
+
+def _methods(contract):
+    return contract.document["components"]["schemas"]["DeployMethod"]["enum"]
+
+
+def test_each_load_has_its_own_document():
+    first = Contract.load("panel", deploy_methods=["git", "template"])
+    second = Contract.load("panel", deploy_methods=["compose"])
+    assert _methods(first) == ["git", "template"]
+    assert _methods(second) == ["compose"]
+    assert "enum" not in _parsed("panel")["components"]["schemas"]["DeployMethod"]
+    assert first.document is not second.document
+
+
+def test_changing_one_document_changes_no_later_load():
+    contract = Contract.load("partner")
+    contract.document["info"]["title"] = "changed"
+    contract.document["paths"].clear()
+    again = Contract.load("partner")
+    assert again.document["info"]["title"] != "changed"
+    assert again.operations and len(again.operations) == len(Contract.load("partner").operations)
+
+
+def test_the_yaml_is_parsed_once():
+    Contract.load("panel")
+    hits = _parsed.cache_info().hits
+    Contract.load("panel")
+    Contract.load("panel", deploy_methods=["ai"])
+    assert _parsed.cache_info().hits == hits + 2
+
+
+def test_served_json_is_the_served_yaml():
+    import json
+
+    import yaml
+
+    contract = Contract.load("panel", deploy_methods=["template"])
+    assert json.loads(contract.json) == yaml.safe_load(contract.text)
+    assert _methods(contract) == ["template"]
