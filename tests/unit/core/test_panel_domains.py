@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from core.errors import Conflict, Forbidden, Invalid, NotFound
-from core.panel import deploys, domains, routes, services
+from core.panel import domains, routes, services
 from core.panel.deploy_job import Deployer, DeploySettings, run_job
-from tests.support.fakes import parse, principal_of
+from tests.support.fakes import principal_of
 
 DOMAIN = "apps.example.test"
 

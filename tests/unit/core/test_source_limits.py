@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.panel import customers, deploys, routes, services
+from core.panel import customers, routes, services
 from core.panel.compose.plan import DeployPlan
 from core.panel.customers import Quota
 from core.panel.deploy_job import Deployer, DeploySettings, run_job
