@@ -82,6 +82,7 @@ class Composition:
         try:  # each method reads its own settings; a bad one stops start-up naming the variable
             registries = {"analyzers": analyzers(self.plugins)}
             for method in methods.values():
+                method.host_ports = self.config.host_ports  # SLIPWAY_HOST_PORTS: the app's, for every method
                 method.configure(self.config.settings, registries)
         except ValueError as exc:
             raise ConfigError(str(exc)) from exc
@@ -206,7 +207,7 @@ class Composition:
 
     @cached_property
     def read_compose(self):
-        return compose_parser(self.deploy_methods)
+        return compose_parser(self.config.host_ports)  # core's parser, whatever the method
 
     @cached_property
     def auth_sources(self) -> AuthSources:
@@ -254,7 +255,8 @@ class Composition:
                             health_engine=self.engine_calls, concurrency=c.deploy_concurrency,
                             per_customer=c.deploys_per_customer, settle_seconds=c.deploy_settle,
                             health_timeout=c.deploy_health_timeout, drain_seconds=c.deploy_drain,
-                            registry_allow_private=c.registry_allow_private, quota=self.quota, **switch)
+                            registry_allow_private=c.registry_allow_private, quota=self.quota,
+                            host_ports=c.host_ports, **switch)
 
     @cached_property
     def billing_recompute(self):

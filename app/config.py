@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from core.panel.compose import host_port_range
 from ports.clock import Clock, SystemClock
 from ports.settings import number
 
@@ -251,6 +252,9 @@ class Config:
     webhook_timeout: float = 10.0
     #: image references whose registry host is not public may be pulled (SLIPWAY_REGISTRY_ALLOW_PRIVATE)
     registry_allow_private: bool = False
+    #: (low, high), inclusive: the host ports a compose definition may name, whatever its
+    #: deploy method (SLIPWAY_HOST_PORTS, default 20000-29999); None: read from ``settings``
+    host_ports: tuple | None = None
     #: plugin settings (the environment): each plugin reads its own SLIPWAY_* variables
     settings: dict = field(default_factory=dict)
     clock: Clock = field(default_factory=SystemClock)
@@ -264,6 +268,11 @@ class Config:
                             ("PC_AUTHFAIL_RPS", self.authfail_rps)):
             if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
                 raise ConfigError(f"{name} must be a number greater than 0, got {value!r}")
+        if self.host_ports is None:
+            try:
+                self.host_ports = host_port_range(self.settings)
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
         _check_event_bus(self)
         _check_login(self)
         if self.log_format not in ("json", "text"):

@@ -12,6 +12,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from core.panel.compose import DEFAULT_HOST_PORTS, parse_compose
 from core.panel.compose.plan import Component, DeployPlan  # noqa: F401 (part of the port)
 
 
@@ -27,6 +28,10 @@ class Prepared:
 
 
 class DeployMethod(ABC):
+    #: the host ports a compose definition may name (``SLIPWAY_HOST_PORTS``): one setting
+    #: of the app for every method, set on each method before :meth:`configure`
+    host_ports: tuple = DEFAULT_HOST_PORTS
+
     @property
     @abstractmethod
     def name(self) -> str:
@@ -42,7 +47,13 @@ class DeployMethod(ABC):
         """Called once when the app is built, before any request. ``settings`` is the
         environment (each plugin reads its own ``SLIPWAY_*`` variables); ``plugins`` holds
         what other registries provide, by kind (``{"analyzers": {name: Analyzer}}``).
-        Raise ``ValueError`` naming the variable for a bad setting (start-up stops)."""
+        Raise ``ValueError`` naming the variable for a bad setting (start-up stops).
+        :attr:`host_ports` already holds the app's range (not read here)."""
+
+    def parse(self, text: str, variables: dict | None = None) -> DeployPlan:
+        """Compose text read by core's parser (:func:`core.panel.compose.parse_compose`)
+        with :attr:`host_ports`: how every method reads a compose definition."""
+        return parse_compose(text, variables, host_ports=self.host_ports)
 
     def prepare(self, service, runtime, workdir: str, progress: Callable[[str], None],
                 cancel=None) -> Prepared | None:

@@ -21,8 +21,8 @@ import threading
 
 from app.private_dirs import private_dir
 from app.workers.loop import JobWorker
-from core.panel import deploys
-from core.panel.compose import compose_parser
+from core.panel import deploy_job, deploys
+from core.panel.compose import DEFAULT_HOST_PORTS
 from core.panel.customers import DEFAULT_QUOTA
 
 log = logging.getLogger("slipway.deployer")
@@ -61,10 +61,11 @@ class DeployWorker(JobWorker):
 
     def __init__(self, store, clock, runtime, engine, *, base_domain=None, health_interval: float = 15.0,
                  progress=lambda *a: None, methods: dict | None = None, work_dir: str = "./work", lease=None,
-                 concurrency: int = 4, per_customer: int | None = 2, settle_seconds: float = deploys.SETTLE_SECONDS,
-                 health_engine=None, routes_changed=lambda: None, health_timeout: float = 120.0,
-                 drain_seconds: float = deploys.DRAIN_SECONDS, registry_allow_private: bool = False,
-                 quota=None):
+                 concurrency: int = 4, per_customer: int | None = 2,
+                 settle_seconds: float = deploy_job.SETTLE_SECONDS, health_engine=None,
+                 routes_changed=lambda: None, health_timeout: float = 120.0,
+                 drain_seconds: float = deploy_job.DRAIN_SECONDS, registry_allow_private: bool = False,
+                 quota=None, host_ports: tuple = DEFAULT_HOST_PORTS):
         self.registry_allow_private = registry_allow_private  # SLIPWAY_REGISTRY_ALLOW_PRIVATE
         self.quota = quota or DEFAULT_QUOTA  # customer limits, checked when a job's source reveals its compose
         self.store, self.clock, self.runtime, self.engine = store, clock, runtime, engine
@@ -75,6 +76,13 @@ class DeployWorker(JobWorker):
         self.concurrency, self.per_customer, self.settle_seconds = concurrency, per_customer, settle_seconds
         # routes_changed: blocks until the reverse proxy serves the route records (after a switch)
         self.routes_changed, self.health_timeout, self.drain_seconds = routes_changed, health_timeout, drain_seconds
+        # what every job run here shares: its waits go through ``clock``; SLIPWAY_HOST_PORTS for every method
+        self.deployer = deploy_job.Deployer(
+            clock, runtime, methods=self.methods, progress=progress, routes_changed=routes_changed,
+            settings=deploy_job.DeploySettings(
+                base_domain=base_domain, health_timeout=health_timeout, settle_seconds=settle_seconds,
+                drain_seconds=drain_seconds, registry_allow_private=registry_allow_private,
+                host_ports=tuple(host_ports), quota=self.quota))
         self._active: dict = {}  # job id -> (service id, threading.Event): the jobs running here
         self._active_lock = threading.Lock()
 
@@ -127,7 +135,7 @@ class DeployWorker(JobWorker):
             private_dir(self.work_dir)
             workdir = os.path.abspath(tempfile.mkdtemp(prefix=f"{job.id}-", dir=self.work_dir))  # 0700
         except OSError as exc:  # never leave the service deploying for want of a directory
-            deploys.fail_job(self.store.uow(), self.clock, job,
+            deploy_job.fail_job(self.store.uow(), self.clock, job,
                              RuntimeError(f"cannot create a work directory under SLIPWAY_WORK_DIR: {exc}"),
                              progress=self.progress)
             return
@@ -138,12 +146,7 @@ class DeployWorker(JobWorker):
             self._active[job.id] = (job.service_id, cancel)
         started = time.perf_counter()
         try:
-            deploys.run_job(self.store.uow(), self.clock, self.runtime, job, compose_parser(self.methods),
-                            base_domain=self.base_domain, progress=self.progress, methods=self.methods,
-                            workdir=workdir, cancel=cancel, settle_seconds=self.settle_seconds,
-                            wait_seconds=self.health_timeout, routes_changed=self.routes_changed,
-                            drain_seconds=self.drain_seconds, registry_allow_private=self.registry_allow_private,
-                            quota=self.quota)
+            deploy_job.run_job(self.store.uow(), self.deployer, job, workdir=workdir, cancel=cancel)
         finally:
             record_deploy(self.store, job.id, time.perf_counter() - started)  # whatever the job's end
             with self._active_lock:

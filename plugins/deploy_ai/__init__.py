@@ -36,7 +36,7 @@ class AiDeploy(DeployMethod):
 
     def configure(self, settings, plugins) -> None:
         self.settings = settings
-        self.sources = source.source_settings(settings)
+        self.sources = source.source_settings(settings, host_ports=self.host_ports)
         analyzers = plugins.get("analyzers") or {}
         wanted = (settings.get("SLIPWAY_AI_ANALYZER") or "").strip() or DEFAULT_ANALYZER
         if wanted not in analyzers:

@@ -1,7 +1,8 @@
 """Deploy method ``compose``: run a compose definition as one service.
 
 The definition is parsed by the deploy-plan language in :mod:`core.panel.compose`
-(supported keys, limits, interpolation and ``SLIPWAY_HOST_PORTS`` are described there).
+(supported keys, limits, interpolation and ``SLIPWAY_HOST_PORTS`` are described there),
+with the host-port range the app gives every method (:attr:`ports.deploy.DeployMethod.host_ports`).
 An ``image`` that is not an image reference (:func:`core.panel.containerfiles.image_refusal`:
 a transport, an image id, another service's build), or whose registry host is, or
 resolves to, an address that is not public, is a 422 on ``compose`` at create and PATCH
@@ -14,7 +15,6 @@ from __future__ import annotations
 
 from core.errors import Invalid
 from core.panel import containerfiles
-from core.panel.compose import DEFAULT_HOST_PORTS, host_port_range, parse_compose
 from ports import hookimpl
 from ports.deploy import DeployMethod, DeployPlan
 
@@ -28,16 +28,10 @@ class ComposeDeploy(DeployMethod):
     }
 
     def __init__(self):
-        self.host_ports = DEFAULT_HOST_PORTS
         self.registry_allow_private = False
 
     def configure(self, settings, plugins) -> None:
-        self.host_ports = host_port_range(settings)
         self.registry_allow_private = containerfiles.allow_private(settings)
-
-    def parse(self, text: str, variables: dict | None = None) -> DeployPlan:
-        """``parse_compose`` with the configured ``SLIPWAY_HOST_PORTS``."""
-        return parse_compose(text, variables, host_ports=self.host_ports)
 
     def plan(self, request: dict, catalog: dict) -> DeployPlan:
         plan = self.parse(request["compose"], request.get("variables") or {})

@@ -41,7 +41,7 @@ class GitDeploy(DeployMethod):
 
     def configure(self, settings, plugins) -> None:
         self.settings = settings
-        self.sources = source.source_settings(settings)
+        self.sources = source.source_settings(settings, host_ports=self.host_ports)
 
     def plan(self, request: dict, catalog: dict) -> DeployPlan:
         source.check_source(request["git_url"], "git_url", self.sources)

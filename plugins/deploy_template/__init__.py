@@ -11,7 +11,6 @@ from importlib import resources
 import yaml
 
 from core.errors import Invalid
-from core.panel.compose import parse_compose
 from ports import hookimpl
 from ports.deploy import DeployMethod
 
@@ -43,7 +42,7 @@ class TemplateDeploy(DeployMethod):
         if missing:
             raise Invalid("missing template variables",
                           fields={f"variables.{name}": "is required by the template" for name in missing})
-        plan = parse_compose(template["compose"], values)
+        plan = self.parse(template["compose"], values)
         return type(plan)(compose=plan.compose, components=plan.components, volumes=plan.volumes,
                           variables=values, template_id=template["id"])
 

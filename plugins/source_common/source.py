@@ -31,7 +31,7 @@ from core.panel import containerfiles
 from core.panel.containers import built_image_prefix
 from core.errors import Invalid
 from core.redaction import redact, redact_url, url_secrets  # noqa: F401 (used here and by the methods)
-from core.panel.compose import DEFAULT_HOST_PORTS, dump_compose, host_port_range, interpolate, load_compose, parse_compose
+from core.panel.compose import DEFAULT_HOST_PORTS, dump_compose, interpolate, load_compose, parse_compose
 from plugins.source_common import hosts
 from ports.runtime import Cancelled, EngineError
 from ports.settings import seconds
@@ -109,13 +109,14 @@ def require_git() -> None:
                          "install git (Debian: apt-get install git)")
 
 
-def source_settings(settings: Mapping[str, str]) -> Settings:
-    """All of them, checked (a ``ValueError`` names the variable), and git installed."""
+def source_settings(settings: Mapping[str, str], *, host_ports: tuple = DEFAULT_HOST_PORTS) -> Settings:
+    """All of them, checked (a ``ValueError`` names the variable), and git installed;
+    ``host_ports``: the app's range (the method's :attr:`ports.deploy.DeployMethod.host_ports`)."""
     require_git()
     return Settings(allowed=allowed_schemes(settings), timeout=git_timeout(settings),
                     allow_private=hosts.allow_private(settings), max_bytes=max_mb(settings) * MB,
                     build_timeout=seconds(settings, "SLIPWAY_BUILD_TIMEOUT", DEFAULT_BUILD_TIMEOUT),
-                    host_ports=host_port_range(settings),
+                    host_ports=tuple(host_ports),
                     registry_allow_private=containerfiles.allow_private(settings))
 
 

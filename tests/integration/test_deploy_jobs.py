@@ -3,7 +3,7 @@ job runs loses whatever the job made after the delete."""
 from __future__ import annotations
 
 from core.panel import deploys, access, customers, services
-from core.panel.compose import parse_compose
+from core.panel.deploy_job import Deployer, DeploySettings, run_job
 from tests.support.scripted_engine import ScriptedEngine
 
 TWO = ("services:\n  a:\n    image: localhost/busybox:latest\n"
@@ -28,7 +28,7 @@ def test_a_service_deleted_during_its_deploy_leaves_nothing(store, clock):
         services.delete_service(store.uow(), engine, principal, service.id)
 
     engine.on_run = delete_after_the_first
-    deploys.run_job(store.uow(), clock, engine, job, parse_compose, wait_seconds=5)
+    run_job(store.uow(), Deployer(clock, engine, DeploySettings(health_timeout=5)), job)
     assert engine.containers(service.id) == []  # the second container, made after the delete, is gone too
     assert engine.removed_services == [service.id, service.id]
     with store.uow() as uow:

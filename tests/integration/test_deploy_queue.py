@@ -12,7 +12,7 @@ from app.workers.deploys import DeployWorker
 from app.engine_calls import EngineCalls
 from app.panel.realtime import DeployProgress
 from core.panel import deploys, access, customers, services
-from core.panel.compose import parse_compose
+from core.panel.deploy_job import Deployer, DeploySettings, run_job
 from ports.events import EventBus
 from ports.runtime import ContainerState
 from tests.support.scripted_engine import ScriptedEngine
@@ -113,8 +113,8 @@ def test_the_final_progress_comes_before_the_status_it_leads_to(store, clock):
     engine = ScriptedEngine()
 
     ok, _ = _create(store, clock, principal, customer, "fine")
-    deploys.run_job(store.uow(), clock, engine, deploys.claim_next(store.uow(), clock), parse_compose,
-                    progress=progress, settle_seconds=0)
+    deployer = Deployer(clock, engine, DeploySettings(settle_seconds=0), progress=progress)
+    run_job(store.uow(), deployer, deploys.claim_next(store.uow(), clock))
     assert bus.of(ok.id)[-2:] == [("deploy.progress", "done"), ("service.status", "running")], bus.of(ok.id)
     [done] = [e for e in bus.events if e.type == "deploy.progress" and e.data["step"] == "done"]
     assert done.customer_id == customer.id and done.data["progress"] == 100
@@ -130,8 +130,7 @@ def test_the_final_progress_comes_before_the_status_it_leads_to(store, clock):
         return cid
 
     engine.run, engine.logs = run_and_exit, lambda cid, tail=10: []
-    deploys.run_job(store.uow(), clock, engine, deploys.claim_next(store.uow(), clock), parse_compose,
-                    progress=progress, settle_seconds=0)
+    run_job(store.uow(), deployer, deploys.claim_next(store.uow(), clock))
     assert bus.of(broken.id)[-2:] == [("deploy.progress", "failed"), ("service.status", "failed")]
     with store.uow() as uow:
         events, _ = uow.service_events.page(broken.id, page=1, per_page=5)
@@ -146,7 +145,7 @@ def test_a_cancelled_job_removes_what_it_made_and_ends_service_deleted(store, cl
     engine = ScriptedEngine()
     cancel = threading.Event()
     engine.on_run = lambda spec: (services.delete_service(store.uow(), engine, principal, service.id), cancel.set())
-    deploys.run_job(store.uow(), clock, engine, job, parse_compose, cancel=cancel)
+    run_job(store.uow(), Deployer(clock, engine), job, cancel=cancel)
     assert engine.containers(service.id) == [] and engine.removed_services == [service.id, service.id]
     with store.uow() as uow:
         assert uow.deploy_jobs.get(job.id).error == "service deleted"

@@ -28,12 +28,14 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import itertools
+import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 
 from core.panel import access as panel_access
 from core.partner import partners, tokens
 from core.partner.billing import billable_days, quantity
+from core.panel.compose import compose_parser, dump_compose
 from core.panel.containers import KEPT_IMAGES, SERVICE_LABEL, PortSpec
 from ports.billing import Line, LineDetail
 from ports.clock import Clock
@@ -58,6 +60,42 @@ class FakeClock(Clock):
     def advance(self, seconds: float) -> None:
         self._now += timedelta(seconds=seconds)
         self._mono += seconds
+
+    def sleep(self, seconds: float) -> None:
+        """Waits for real (what API and engine tests wait on is real: a container
+        starting), and the time slept passes on :meth:`monotonic`, so a deadline counted
+        in it comes; the calendar (:meth:`now`) stays where the test put it."""
+        if seconds > 0:
+            time.sleep(seconds)
+            self._mono += seconds
+
+
+class DrivenClock(FakeClock):
+    """The clock of core's unit tests: a :meth:`sleep` waits for nothing and moves
+    :meth:`now` and :meth:`monotonic` on at once, running the actions scheduled with
+    :meth:`at` whose moment it passes (in order), so a test says what happens when (a
+    container turns healthy 10 s in, a cancel 4 s in) and a 90 s health timeout takes no
+    time. ``slept`` lists every sleep asked for."""
+
+    def __init__(self, start: datetime | None = None):
+        super().__init__(start)
+        self._due: list = []  # (monotonic moment, order, action)
+        self._order = itertools.count()
+        self.slept: list = []
+
+    def at(self, seconds: float, action) -> None:
+        """Run ``action()`` once the clock has moved ``seconds`` on from now."""
+        self._due.append((self._mono + seconds, next(self._order), action))
+        self._due.sort(key=lambda due: due[:2])
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        end = self._mono + max(0.0, seconds)
+        while self._due and self._due[0][0] <= end:
+            moment, _, action = self._due.pop(0)
+            self.advance(max(0.0, moment - self._mono))
+            action()
+        self.advance(end - self._mono)
 
 
 class IntegrityError(Exception):
@@ -1222,29 +1260,22 @@ class FakeMethod:
 
 
 def compose_of(components=None) -> str:
-    """A compose text the fake ``parse`` reads back: ``name:memory:vol1,vol2;...``."""
+    """A compose text for ``[(name, memory_mb, volumes), ...]`` (default one ``web`` of 256
+    MB): busybox, half a CPU each, port 8080 published by the first, each volume at
+    ``/data/<volume>``. Read by core's parser, as every deploy reads it."""
     components = components or [("web", 256, ())]
-    return ";".join(f"{n}:{m}:{','.join(v)}" for n, m, v in components)
+    services = {}
+    for i, (name, memory, volumes) in enumerate(components):
+        services[name] = {"image": "docker.io/library/busybox:latest", "mem_limit": f"{memory}m", "cpus": 0.5,
+                          **({"ports": ["8080"]} if i == 0 else {}),
+                          **({"volumes": [f"{v}:/data/{v}" for v in volumes]} if volumes else {})}
+    volumes = sorted({v for _, _, vols in components for v in vols})
+    return dump_compose({"services": services, **({"volumes": {v: {} for v in volumes}} if volumes else {})})
 
 
-def parse(compose: str, variables: dict) -> DeployPlan:
-    """The fake compose parser of ``compose_of`` texts; an empty text is unreadable."""
-    if not compose:
-        raise ValueError("no compose")
-    components, volumes = [], []
-    for part in compose.split(";"):
-        name, memory, vols = part.split(":")
-        vols = tuple(v for v in vols.split(",") if v)
-        volumes += [v for v in vols if v not in volumes]
-        components.append(Component(name=name, image="docker.io/library/busybox:latest",
-                                    ports=(_port(8080),) if not components else (),
-                                    volumes=tuple((v, f"/data/{v}") for v in vols), memory_mb=int(memory),
-                                    cpus=0.5))
-    return DeployPlan(compose=compose, components=tuple(components), volumes=tuple(volumes))
+#: the compose parser of core's unit tests: core's own, with the default host ports
+parse = compose_parser()
 
-
-def _port(container_port):
-    return PortSpec(container_port=container_port)
 
 
 @dataclass

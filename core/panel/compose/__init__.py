@@ -24,6 +24,7 @@ not supported.
 """
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 from collections.abc import Mapping
@@ -338,11 +339,11 @@ def _parse(text: str, variables: dict, host_ports: tuple[int, int]) -> DeployPla
                       variables=dict(variables))
 
 
-def compose_parser(methods: Mapping[str, object]):
-    """``parse(text, variables)`` with the host-port range the loaded ``compose`` method
-    was configured with (``SLIPWAY_HOST_PORTS``), for the deploy jobs and backups."""
-    parse = getattr(methods.get("compose"), "parse", None)
-    return parse if callable(parse) else parse_compose
+def compose_parser(host_ports: tuple[int, int] = DEFAULT_HOST_PORTS):
+    """``parse(text, variables)``: :func:`parse_compose` with the operator's host-port range
+    (``SLIPWAY_HOST_PORTS``, read once into the app's configuration), the one reading of
+    compose for the deploy jobs, the API and backups whatever the deploy method."""
+    return functools.partial(parse_compose, host_ports=tuple(host_ports))
 
 
 __all__ = ["Component", "DeployPlan", "compose_parser", "DEFAULT_HOST_PORTS", "MAX_BYTES", "MAX_NODES", "SERVICE_KEYS",

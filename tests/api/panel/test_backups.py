@@ -19,6 +19,7 @@ from app.pluginmanager import make_plugin_manager, runtimes
 from core.panel import backups, deploys, access, customers
 from core.errors import NotFound
 from core.panel.compose import parse_compose
+from core.panel.deploy_job import Deployer, run_job
 
 WITH_VOLUME = "services:\n  app:\n    image: localhost/busybox:latest\n    volumes: ['data:/data']\nvolumes:\n  data: {}\n"
 WITHOUT_VOLUME = "services:\n  app: {image: localhost/busybox:latest}\n"
@@ -47,7 +48,7 @@ class Setup:
             "name": name, "customer_id": (customer or self.acme).id, "deploy_method": "compose", "compose": compose}).json
         if settle:
             job = deploys.claim_next(self.store.uow(), self.clock)
-            deploys.run_job(self.store.uow(), self.clock, self.dead, job, parse_compose)
+            run_job(self.store.uow(), Deployer(self.clock, self.dead), job)
         return created["id"]
 
     def backups(self, service_id):

@@ -5,13 +5,14 @@ fail the job before anything is built."""
 from __future__ import annotations
 
 import subprocess
+from dataclasses import replace
 
 import pytest
 
 from app.config import ConfigError
 from core.panel import deploys
+from core.panel.deploy_job import run_job
 from tests.support.api import create_service
-from core.panel.compose import compose_parser
 from tests.support.compose import HEAD, laughs
 
 NODES = "more than 10000 YAML nodes once anchors and aliases are expanded"
@@ -92,11 +93,10 @@ def test_a_repository_compose_fails_the_deploy_with_the_same_reason(panel, store
     url = _repository(tmp_path / "repo", compose)
     created = create_service(client, admin, acme, deploy_method="git", git_url=url)
     assert created.status_code == 201, created.text
-    methods = app.parts.deployer.methods
+    deployer = app.parts.deployer.deployer  # the app's: SLIPWAY_HOST_PORTS=30000-30009
     job = deploys.claim_next(store.uow(), clock)
     (tmp_path / "work").mkdir()
-    deploys.run_job(store.uow(), clock, None, job, compose_parser(methods), methods=methods,
-                    workdir=str(tmp_path / "work"))
+    run_job(store.uow(), replace(deployer, clock=clock, runtime=None), job, workdir=str(tmp_path / "work"))
     detail = client.get(f"/api/services/{created.json['id']}", token=admin, expect=200).json
     assert detail["status"] == "failed"
     events = client.get(f"/api/services/{created.json['id']}/events", token=admin, expect=200).json["data"]
@@ -125,7 +125,7 @@ def test_a_compose_cannot_run_another_services_build(panel, store, clock, other)
                              compose=f"services:\n  app:\n    image: {other}\n")
     assert created.status_code == 201, created.text
     job = deploys.claim_next(store.uow(), clock)
-    deploys.run_job(store.uow(), clock, None, job, compose_parser(app.parts.deployer.methods))
+    run_job(store.uow(), replace(app.parts.deployer.deployer, clock=clock, runtime=None), job)
     assert client.get(f"/api/services/{created.json['id']}", token=admin).json["status"] == "failed"
     events = client.get(f"/api/services/{created.json['id']}/events", token=admin).json["data"]
     assert "was built for another service" in events[0]["message"], events
@@ -148,7 +148,7 @@ def test_a_compose_cannot_run_another_services_release_or_an_image_by_id(panel, 
                              compose=f"services:\n  app:\n    image: \"{other}\"\n")
     assert created.status_code == 201, created.text
     job = deploys.claim_next(store.uow(), clock)
-    deploys.run_job(store.uow(), clock, None, job, compose_parser(app.parts.deployer.methods))
+    run_job(store.uow(), replace(app.parts.deployer.deployer, clock=clock, runtime=None), job)
     assert client.get(f"/api/services/{created.json['id']}", token=admin).json["status"] == "failed"
     events = client.get(f"/api/services/{created.json['id']}/events", token=admin).json["data"]
     assert words in events[0]["message"], events

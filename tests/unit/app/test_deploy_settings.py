@@ -13,10 +13,20 @@ def test_defaults_and_values():
     assert (config.deploy_health_timeout, config.deploy_drain) == (30.5, 0.0)
 
 
+def test_the_host_port_range_is_one_setting_of_the_app():
+    """``SLIPWAY_HOST_PORTS`` is read once, into ``Config.host_ports`` (also from settings
+    handed in directly); the app gives it to every deploy method and to the deploy jobs."""
+    assert Config.from_env({}).host_ports == (20000, 29999)
+    assert Config.from_env({"SLIPWAY_HOST_PORTS": " 30000 - 30010 "}).host_ports == (30000, 30010)
+    assert Config(settings={"SLIPWAY_HOST_PORTS": "31000-31001"}).host_ports == (31000, 31001)
+    assert Config(host_ports=(32000, 32000), settings={"SLIPWAY_HOST_PORTS": "1-2"}).host_ports == (32000, 32000)
+
+
 @pytest.mark.parametrize("name, value", [
     ("SLIPWAY_DEPLOY_HEALTH_TIMEOUT", "0"), ("SLIPWAY_DEPLOY_HEALTH_TIMEOUT", "-5"),
     ("SLIPWAY_DEPLOY_HEALTH_TIMEOUT", "2m"), ("SLIPWAY_DEPLOY_HEALTH_TIMEOUT", "nan"),
     ("SLIPWAY_DEPLOY_HEALTH_TIMEOUT", "inf"), ("SLIPWAY_DEPLOY_DRAIN", "-1"), ("SLIPWAY_DEPLOY_DRAIN", "soon"),
+    ("SLIPWAY_HOST_PORTS", "20000"), ("SLIPWAY_HOST_PORTS", "9-1"), ("SLIPWAY_HOST_PORTS", "1-70000"),
 ])
 def test_a_bad_value_stops_start_up_naming_the_variable(name, value):
     with pytest.raises(ConfigError, match=name):

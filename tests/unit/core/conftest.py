@@ -1,6 +1,6 @@
 """Fixtures of core's unit tests: the in-memory unit of work, a fake clock, and fakes of
-the ports the use cases call (``tests/support/fakes.py``). No database, no engine, no HTTP:
-each test takes milliseconds."""
+the ports the use cases call (``tests/support/fakes.py``). No database, no engine, no HTTP,
+no waiting (the clock is driven): each test takes milliseconds."""
 from __future__ import annotations
 
 from datetime import datetime, timezone
@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 import pytest
 
 from core.panel import customers
-from tests.support.fakes import FakeClock, FakeLicenseService, FakeMethod, FakeRuntime, FakeUnitOfWork, principal_of
+from tests.support.fakes import DrivenClock, FakeLicenseService, FakeMethod, FakeRuntime, FakeUnitOfWork, principal_of
 
 
 @pytest.fixture
@@ -18,7 +18,7 @@ def uow():
 
 @pytest.fixture
 def clock():
-    return FakeClock(datetime(2026, 11, 1, 9, 0, tzinfo=timezone.utc))
+    return DrivenClock(datetime(2026, 11, 1, 9, 0, tzinfo=timezone.utc))  # its sleeps take no time
 
 
 # --- partner API ---------------------------------------------------------------------------

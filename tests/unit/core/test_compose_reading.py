@@ -247,8 +247,11 @@ def test_host_ports_outside_the_range_and_host_addresses_are_refused(port, words
 
 
 def test_the_range_comes_from_slipway_host_ports():
+    """The app reads the range once (``Config.host_ports``) and gives it to every method
+    (``DeployMethod.host_ports``); a method does not read the variable itself."""
     method = ComposeDeploy()
-    method.configure({"SLIPWAY_HOST_PORTS": " 30000 - 30010 "}, {})
+    method.host_ports = host_port_range({"SLIPWAY_HOST_PORTS": " 30000 - 30010 "})
+    method.configure({"SLIPWAY_HOST_PORTS": "1-2"}, {})
     text = HEAD + "    ports: ['30005:80']\n"
     assert method.plan({"compose": text}, {}).components[0].ports[0].host_port == 30005
     assert method.parse(text).components[0].ports[0].host_port == 30005
@@ -256,14 +259,13 @@ def test_the_range_comes_from_slipway_host_ports():
         method.plan({"compose": HEAD + "    ports: ['20000:80']\n"}, {})
     assert "(30000-30010)" in info.value.fields["compose"]
     assert parse_compose(text, host_ports=(30000, 30010)).components[0].ports[0].host_port == 30005
-    method.configure({}, {})
-    assert method.host_ports == (20000, 29999) == host_port_range({"SLIPWAY_HOST_PORTS": ""})
+    assert ComposeDeploy().host_ports == (20000, 29999) == host_port_range({"SLIPWAY_HOST_PORTS": ""})
 
 
 @pytest.mark.parametrize("value", ["20000", "a-b", "30000-20000", "0-10", "1-65536", "1-2-3", "20000:29999"])
 def test_a_bad_slipway_host_ports_names_the_variable(value):
     with pytest.raises(ValueError, match="SLIPWAY_HOST_PORTS"):
-        ComposeDeploy().configure({"SLIPWAY_HOST_PORTS": value}, {})
+        host_port_range({"SLIPWAY_HOST_PORTS": value})
 
 
 # --- odd shapes -------------------------------------------------------------------------

@@ -356,7 +356,7 @@ def test_the_deploy_job_pulls_nothing_from_a_registry_host_that_does_not_resolve
     strictly when its image would be pulled: absent, the job fails naming it; present (a
     redeploy's refresh), the copy the engine has is deployed and nothing is pulled."""
     from core.panel.compose import parse_compose
-    from core.panel.deploys import _image, registries_refusal
+    from core.panel.deploy_job import _image, registries_refusal
     from tests.support.fakes import FakeRuntime
 
     plan = parse_compose("services:\n  a:\n    image: nowhere.invalid/x:1\n  b:\n    image: busybox\n")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.panel.deploys import _image
+from core.panel.deploy_job import _image
 
 
 class FakeEngine:

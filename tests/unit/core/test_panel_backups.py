@@ -9,6 +9,7 @@ import pytest
 from core.panel import backups, deploys, services, leases
 from core.errors import Conflict, Forbidden, NotFound
 from core.panel.customers import Quota
+from core.panel.deploy_job import Deployer, DeploySettings, run_job
 from tests.support.fakes import FakeArchives, parse, principal_of
 
 QUOTA = Quota(read_compose=parse)
@@ -25,7 +26,7 @@ def running(uow, clock, admin, customer, methods, runtime):
     service, job = services.create_service(
         uow, clock, admin, {"name": "db", "deploy_method": "compose", "customer_id": customer.id,
                             "components": [("db", 64, ("data",)), ("side", 16, ())]}, methods, {}, QUOTA)
-    deploys.run_job(uow, clock, runtime, job, parse, settle_seconds=0)
+    run_job(uow, Deployer(clock, runtime, DeploySettings(settle_seconds=0)), job)
     return services.get_service(uow, admin, service.id)
 
 

@@ -7,9 +7,10 @@ from dataclasses import replace
 import pytest
 
 from core.panel import deploys, customers as panel_customers, routes, services, leases
+from core.panel.deploy_job import Deployer, DeploySettings, run_job
 from core.errors import Conflict, Forbidden, Invalid, NotFound
 from core.panel.customers import Quota
-from tests.support.fakes import parse, principal_of
+from tests.support.fakes import compose_of, parse, principal_of
 
 QUOTA = Quota(services=20, memory_mb=4096, cpus=4, read_compose=parse)
 DOMAIN = "apps.example.test"
@@ -21,7 +22,7 @@ def _create(uow, clock, principal, customer, methods, name="web", components=Non
 
 
 def _deploy(uow, clock, runtime, job):
-    deploys.run_job(uow, clock, runtime, job, parse, base_domain=DOMAIN, settle_seconds=0)
+    run_job(uow, Deployer(clock, runtime, DeploySettings(base_domain=DOMAIN, settle_seconds=0)), job)
     with uow:
         return uow.services.get(job.service_id)
 
@@ -136,10 +137,10 @@ def test_limits_refuse_what_would_go_past_them(uow, clock, admin, methods):
         _create(uow, clock, admin, small, methods, name="two", components=[("web", 256, ())])
     _create(uow, clock, admin, small, methods, name="two", components=[("web", 88, ())])
     with pytest.raises(Conflict, match="limits.services"):
-        _create(uow, clock, admin, small, methods, name="three", components=[("web", 1, ())])
+        _create(uow, clock, admin, small, methods, name="three", components=[("web", 6, ())])
     with pytest.raises(Conflict, match="limits.cpus"):
         _create(uow, clock, admin, panel_customers.create_customer(uow, clock, name="Tiny", limits={"cpus": 0.5}),
-                methods, name="four", components=[("a", 1, ()), ("b", 1, ())])
+                methods, name="four", components=[("a", 6, ()), ("b", 6, ())])
     assert _count(uow, small.id) == (2, 600, 1500)
 
 
@@ -154,7 +155,7 @@ def test_redeploy_counts_the_kept_compose_and_refuses_only_growth(uow, clock, ad
     _deploy(uow, clock, runtime, job2)
     with uow:  # the kept compose grew meanwhile (a git build): now it would go past the limit
         current = uow.services.get(service.id)
-        uow.services.update(replace(current, compose="web:512:;cache:64:"))
+        uow.services.update(replace(current, compose=compose_of([("web", 512, ()), ("cache", 64, ())])))
         uow.commit()
     with pytest.raises(Conflict, match="limits.memory_mb"):
         services.redeploy(uow, clock, admin, service.id, QUOTA)
@@ -198,14 +199,8 @@ def test_a_container_killed_by_a_delete_under_way_ends_the_job_as_deleted(uow, c
     container killed (137) waits for the delete and names it, not the exit code."""
     service, job = _create(uow, clock, admin, customer, methods)
     runtime.exit_on_run, runtime.exit_code = True, 137
-    waits = []
-
-    def sleep(seconds):  # the delete's own transaction lands while the job waits for it
-        waits.append(seconds)
-        if len(waits) == 1:
-            services.delete_service(uow, runtime, admin, service.id)
-
-    monkeypatch.setattr(deploys.time, "sleep", sleep)
+    # the delete's own transaction lands while the job waits for it
+    clock.at(0, lambda: services.delete_service(uow, runtime, admin, service.id))
     states_at_removal = []
     remove = runtime.remove_service
 
@@ -218,17 +213,15 @@ def test_a_container_killed_by_a_delete_under_way_ends_the_job_as_deleted(uow, c
     _deploy(uow, clock, runtime, job)
     with uow:
         stored = uow.deploy_jobs.get(job.id)
-    assert stored.state == "failed" and stored.error == deploys.DELETED and waits
+    assert stored.state == "failed" and stored.error == deploys.DELETED and clock.slept
     # the job's own clean-up comes before it reads failed: a finished job has left nothing behind
     assert states_at_removal[-1] != "failed" and runtime.containers(service.id) == []
 
 
-def test_a_container_killed_without_a_delete_fails_with_its_exit_code(uow, clock, admin, customer, methods, runtime,
-                                                                    monkeypatch):
+def test_a_container_killed_without_a_delete_fails_with_its_exit_code(uow, clock, admin, customer, methods, runtime):
     service, job = _create(uow, clock, admin, customer, methods)
     runtime.exit_on_run, runtime.exit_code = True, 137
-    monkeypatch.setattr(deploys, "DELETE_GRACE_SECONDS", 0.05)
-    failed = _deploy(uow, clock, runtime, job)
+    failed = _deploy(uow, clock, runtime, job)  # after the delete's grace (of the driven clock)
     with uow:
         stored = uow.deploy_jobs.get(job.id)
     assert failed.status == "failed" and "exited with code 137" in stored.error

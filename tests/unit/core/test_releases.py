@@ -8,7 +8,8 @@ import pytest
 
 from core.errors import Conflict, Forbidden, NotFound
 from core.panel import deploys, releases, routes, services
-from core.panel.containers import JOB_LABEL, keep_tag
+from core.panel.containers import JOB_LABEL, ContainerSpec, keep_tag
+from core.panel.deploy_job import Deployer, DeploySettings, run_job
 from core.panel.customers import Quota
 from tests.support.fakes import parse, principal_of
 
@@ -22,8 +23,9 @@ def _create(uow, clock, principal, customer, methods, name="web"):
     return services.create_service(uow, clock, principal, request, methods, {}, QUOTA)
 
 
-def _run(uow, clock, runtime, job, **kw):
-    deploys.run_job(uow, clock, runtime, job, parse, base_domain=DOMAIN, settle_seconds=0, drain_seconds=0, **kw)
+def _run(uow, clock, runtime, job, cancel=None, routes_changed=lambda: None, **settings):
+    settings = DeploySettings(**{"base_domain": DOMAIN, "settle_seconds": 0, "drain_seconds": 0, **settings})
+    run_job(uow, Deployer(clock, runtime, settings, routes_changed=routes_changed), job, cancel=cancel)
     with uow:
         return uow.services.get(job.service_id), uow.deploy_jobs.get(job.id)
 
@@ -181,7 +183,7 @@ def test_a_resumed_redeploy_removes_only_its_own_leftovers(uow, clock, admin, ru
     _, job = services.redeploy(uow, clock, admin, deployed.id, QUOTA)
     job = deploys.claim_next(uow, clock)
     runtime.exit_on_run = False
-    leftover = runtime.run(deploys.ContainerSpec(name="slw-web-web-left", image="x", labels={
+    leftover = runtime.run(ContainerSpec(name="slw-web-web-left", image="x", labels={
         "slipway.service": deployed.id, "slipway.component": "web", JOB_LABEL: job.id}))
     seen = []
     service, job = _run(uow, clock, runtime, job, routes_changed=lambda: seen.append(
@@ -192,7 +194,7 @@ def test_a_resumed_redeploy_removes_only_its_own_leftovers(uow, clock, admin, ru
 
 def test_reconcile_drops_a_set_left_beside_the_running_release(uow, clock, admin, runtime, deployed):
     (serving,) = runtime.containers(deployed.id)
-    runtime.run(deploys.ContainerSpec(name="slw-web-web-old", image="x", labels={
+    runtime.run(ContainerSpec(name="slw-web-web-old", image="x", labels={
         "slipway.service": deployed.id, "slipway.component": "web", JOB_LABEL: "job_old"}))
     assert deploys.reconcile(uow, clock, runtime) == []
     assert runtime.containers(deployed.id) == [serving]
@@ -203,7 +205,7 @@ def test_the_switch_retires_only_the_set_that_served_when_the_job_began(uow, clo
     late = []
 
     def another_job_starts():  # after the success commit, before the drain ends
-        late.append(runtime.run(deploys.ContainerSpec(name="slw-web-web-next", image="x", labels={
+        late.append(runtime.run(ContainerSpec(name="slw-web-web-next", image="x", labels={
             "slipway.service": deployed.id, "slipway.component": "web", JOB_LABEL: "job_next"})))
 
     _, job = _redeploy(uow, clock, runtime, admin, deployed.id, routes_changed=another_job_starts)
@@ -268,7 +270,7 @@ def test_a_redeploy_whose_healthcheck_fails_keeps_the_old_release_and_says_why(u
 
     runtime.run = run_unhealthy
     runtime.health_log = lambda cid: ["curl: (7) Failed to connect to localhost port 8080"]
-    service, job = _redeploy(uow, clock, runtime, admin, deployed.id, wait_seconds=0)
+    service, job = _redeploy(uow, clock, runtime, admin, deployed.id, health_timeout=0)
     assert (service.status, service.release, job.state) == ("running", 1, "failed")
     assert "healthcheck failing" in job.error and "Failed to connect to localhost port 8080" in job.error
     assert runtime.containers(deployed.id) == [old] and routes.list_routes(uow) == [route]

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from core.panel import customers, deploys, routes, services
+from core.panel import customers, routes, services
 from core.panel.compose.plan import DeployPlan
 from core.panel.customers import Quota
+from core.panel.deploy_job import Deployer, DeploySettings, run_job
 from ports.deploy import Prepared
 from tests.support.fakes import FakeMethod, compose_of, parse
 
@@ -49,8 +50,9 @@ def _create_git(uow, clock, admin, customer, method, name="repo"):
 
 def _run(uow, clock, runtime, job, method):
     # registry_allow_private: the fake plans' registry host (docker.io) is not looked up, there is no network here
-    deploys.run_job(uow, clock, runtime, job, parse, base_domain=DOMAIN, settle_seconds=0, drain_seconds=0,
-                    methods={"git": method}, workdir="/nonexistent-work", quota=QUOTA, registry_allow_private=True)
+    settings = DeploySettings(base_domain=DOMAIN, settle_seconds=0, drain_seconds=0, quota=QUOTA,
+                              registry_allow_private=True)
+    run_job(uow, Deployer(clock, runtime, settings, methods={"git": method}), job, workdir="/nonexistent-work")
     with uow:
         return uow.services.get(job.service_id), uow.deploy_jobs.get(job.id)
 

@@ -1,0 +1,689 @@
+"""A deploy job as a sequence of named steps over one context: deploy, redeploy or roll
+back a service through the runtime port. Runs in worker threads; every step is persisted,
+so a job interrupted by a restart is found and run again (idempotently) on start-up.
+
+:class:`Deployer` holds what every job of a worker shares (clock, runtime, deploy
+methods, :class:`DeploySettings`, the progress reporter, the route sync); :func:`run_job`
+opens a :class:`DeployContext` for one job and runs :data:`STEPS` over it in order:
+
+``check_target`` (a rollback's release still exists), ``prepare_source`` (the method
+clones and builds; the compose it answers is counted against the customer's limits),
+``read_plan`` (core's compose parser, :func:`core.panel.compose.parse_compose`, with the
+operator's ``SLIPWAY_HOST_PORTS``), ``check_images`` (pulls, or a rollback's kept
+images), ``clear_slate`` (a repeated job's own containers go; a job that cannot be
+health-gated stops the old set first), ``create_network``, ``create_volumes``,
+``start_containers``, ``wait_healthy`` (running, healthy, then still running after the
+settle window), ``switch_release`` (one transaction: release, route record, status).
+A step that raises ends the job failed (:func:`fail_gated` when the old set keeps
+serving, :func:`fail_job` otherwise); after a success :func:`retire_old_release` waits
+for the proxy and the drain and removes the old set.
+
+Every wait (health polls, settle window, drain, a delete's grace) goes through the clock
+port (``clock.monotonic()``, ``clock.sleep()``), so core's unit tests drive them with a
+clock that moves only when told.
+
+A job can be cancelled (its service was deleted, or a cancel was asked for): the worker
+sets the job's ``cancel`` event, which the source preparation and the image pulls are
+handed and which the steps look at between steps and while they wait; the job then
+removes what it made and ends ``cancelled`` (or ``failed`` "service deleted")."""
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from core.panel import containerfiles, routes
+from core.panel.compose import DEFAULT_HOST_PORTS, parse_compose
+from core.panel.containerfiles import engine_local, image_refusal
+from core.panel.containers import COMPONENT_LABEL, JOB_LABEL, SERVICE_LABEL, ContainerSpec, keep_tag
+from core.panel.customers import DEFAULT_QUOTA, Footprint, Quota, reserve
+from core.panel.deploys import (CANCELLED, DELETED, KILLED_EXIT_CODES, ContainersGone, ContainersKilled,
+                                JobCancelled, cancel_reason, exit_report, health_of, job_suffix, resource_names)
+from core.panel.events import deploy_progress, service_status
+from core.panel.releases import keep_images, new_release
+from core.panel.services import NOT_CHECKED, record
+
+WAIT_SECONDS = 90  # how long new containers get to run and be healthy (SLIPWAY_DEPLOY_HEALTH_TIMEOUT)
+SETTLE_SECONDS = 3.0  # how long they must then keep running (SLIPWAY_DEPLOY_SETTLE)
+DRAIN_SECONDS = 2.0  # after a health-gated switch, before the old set stops (SLIPWAY_DEPLOY_DRAIN)
+POLL_SECONDS = 0.3  # between two looks at the containers while waiting
+STOP_TIMEOUT = 10  # seconds an old container gets to stop gracefully after the switch
+DELETE_GRACE_SECONDS = 3.0  # how long a job whose containers vanished waits for the row to go
+
+
+def _nothing(*_args) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class DeploySettings:
+    """The operator's rules for every deploy job."""
+
+    base_domain: str | None = None  # SLIPWAY_BASE_DOMAIN: a service's URL is https://<name>.<base_domain>
+    health_timeout: float = WAIT_SECONDS  # SLIPWAY_DEPLOY_HEALTH_TIMEOUT
+    settle_seconds: float = SETTLE_SECONDS  # SLIPWAY_DEPLOY_SETTLE
+    drain_seconds: float = DRAIN_SECONDS  # SLIPWAY_DEPLOY_DRAIN
+    poll_seconds: float = POLL_SECONDS
+    registry_allow_private: bool = False  # SLIPWAY_REGISTRY_ALLOW_PRIVATE
+    host_ports: tuple = DEFAULT_HOST_PORTS  # SLIPWAY_HOST_PORTS, for every deploy method
+    quota: Quota = DEFAULT_QUOTA  # customer limits, checked when a job's source reveals its compose
+
+    def parse(self, text: str, variables: dict | None = None):
+        """Core's compose parser with the operator's host-port range."""
+        return parse_compose(text, variables or {}, host_ports=self.host_ports)
+
+
+@dataclass(frozen=True)
+class Deployer:
+    """What every deploy job of a worker shares. ``methods``: deploy methods by name (their
+    ``prepare`` is the ``source`` step); ``progress(job, step, message, percent)``
+    announces progress; ``routes_changed()`` returns once the reverse proxy serves the
+    route records (after a switch)."""
+
+    clock: Any
+    runtime: Any
+    settings: DeploySettings = field(default_factory=DeploySettings)
+    methods: Mapping = field(default_factory=dict)
+    progress: Callable = _nothing
+    routes_changed: Callable = _nothing
+
+    def run(self, uow, job, *, workdir: str | None = None, cancel=None) -> None:
+        run_job(uow, self, job, workdir=workdir, cancel=cancel)
+
+
+@dataclass
+class DeployContext:
+    """One job on its way: what it was given, and what its steps found and made."""
+
+    uow: Any
+    deployer: Deployer
+    job: Any
+    workdir: str | None = None  # an empty directory of the job's own (None: no source step)
+    cancel: Any = None  # a threading.Event-like object, with ``reason``
+    service: Any = None  # as the job deploys it (its compose, variables and commit)
+    target: Any = None  # the release a rollback runs
+    gated: bool = False  # the old set keeps serving until the switch
+    note: str = ""  # what the source step said (for the timeline)
+    stale: tuple = ()  # images of an earlier build this one no longer uses
+    plan: Any = None
+    images: list | None = None  # the release's image records
+    serving: list = field(default_factory=list)  # the old set a gated job retires after its switch
+    removed: list = field(default_factory=list)  # the old set an ungated job removed before it started
+    states: list = field(default_factory=list)  # the new set, running and healthy
+    release: Any = None
+    ended: bool = False  # a step ended the job itself (its service was deleted meanwhile)
+
+    @property
+    def clock(self):
+        return self.deployer.clock
+
+    @property
+    def runtime(self):
+        return self.deployer.runtime
+
+    @property
+    def settings(self) -> DeploySettings:
+        return self.deployer.settings
+
+    def check(self) -> None:
+        """Raise :class:`JobCancelled` once the job's ``cancel`` is set."""
+        reason = cancel_reason(self.cancel)
+        if reason is not None:
+            raise JobCancelled(reason)
+
+    def enter(self, step: str, message: str, percent: int) -> None:
+        """Persist the job's current step and announce it (unless cancelled)."""
+        self.check()
+        with self.uow:
+            self.uow.deploy_jobs.set_step(self.job.id, step, self.clock.now())
+            self.uow.commit()
+        self.progress(step, message, percent)
+
+    def progress(self, step: str, message: str, percent: int) -> None:
+        self.deployer.progress(self.job, step, message, percent)
+
+
+# --- the steps, in order -------------------------------------------------------------------
+
+
+def check_target(ctx: DeployContext) -> None:
+    """A rollback needs its release, of this service."""
+    if ctx.job.kind == "rollback" and (ctx.target is None or ctx.target.service_id != ctx.service.id):
+        raise RuntimeError("the release to roll back to is gone")
+
+
+def prepare_source(ctx: DeployContext) -> None:
+    """Step ``source``: the service's method fetches and builds (git, ai) and answers the
+    compose to run, kept on the service once counted against the customer's limits. A
+    rollback, a method without a source, or a job without a work directory skips it."""
+    method = (ctx.deployer.methods or {}).get(ctx.service.deploy_method)
+    if ctx.target is not None or method is None or ctx.workdir is None:
+        return
+    ctx.enter("source", "preparing the source", 2)
+    prepared = method.prepare(ctx.service, ctx.runtime, ctx.workdir,
+                              lambda message: ctx.progress("source", message, 8), cancel=ctx.cancel)
+    ctx.check()
+    if prepared is not None:
+        ctx.note, ctx.stale = prepared.note, tuple(prepared.stale_images or ())
+        ctx.service = replace(ctx.service, compose=prepared.compose, commit=prepared.commit or ctx.service.commit)
+        _keep_source(ctx.uow, ctx.settings, ctx.service)
+
+
+def read_plan(ctx: DeployContext) -> None:
+    """Step ``plan``: the compose (a rollback's release's, with its variables) read by
+    core's parser; only images the service may use."""
+    ctx.enter("plan", "reading the compose definition", 5)
+    target, service = ctx.target, ctx.service
+    if target is not None:
+        ctx.service = service = replace(service, compose=target.compose, variables=dict(target.variables or {}),
+                                        commit=target.commit if target.commit is not None else service.commit)
+    ctx.plan = ctx.settings.parse(service.compose, service.variables or {})
+    _own_builds_only(ctx.plan, service.id)
+
+
+def check_images(ctx: DeployContext) -> None:
+    """Step ``images``: registries checked and images pulled (a rollback runs its
+    release's kept images instead, pulling nothing)."""
+    ctx.enter("images", "checking images", 15)
+    allow_private = ctx.settings.registry_allow_private
+    refused = None if ctx.target is not None or allow_private else registries_refusal(ctx.plan)
+    if refused:  # checked at create and PATCH too; a name may resolve elsewhere now
+        raise RuntimeError(refused)
+    if ctx.target is not None:
+        ctx.plan, ctx.images = _kept_images(ctx.runtime, ctx.plan, ctx.target)
+        return
+    for image in sorted({c.image for c in ctx.plan.components}):
+        kept = _image(ctx.runtime, image, refresh=ctx.job.kind == "redeploy", cancel=ctx.cancel,
+                      strict=not allow_private)
+        ctx.check()
+        if kept:
+            ctx.progress("images", kept, 20)
+
+
+def clear_slate(ctx: DeployContext) -> None:
+    """A resumed or repeated job starts from a clean slate of its own containers. Without
+    a gate (nothing serves, or a fixed host port that cannot be held twice) the old set
+    goes first, its route record before it (the host ports it held are given up);
+    volumes stay."""
+    runtime, service = ctx.runtime, ctx.service
+    for state in runtime.containers(service.id):
+        if state.labels.get(JOB_LABEL) == ctx.job.id:
+            runtime.remove_container(state.id)
+    ctx.serving = runtime.containers(service.id)
+    ctx.gated = ctx.gated and any(s.running for s in ctx.serving) and not _fixed_ports(ctx.plan)
+    if ctx.gated:
+        return
+    with ctx.uow:
+        ctx.uow.routes.delete_for(service.id)
+        ctx.uow.commit()
+    for state in ctx.serving:
+        runtime.remove_container(state.id)
+    ctx.removed, ctx.serving = ctx.serving, []
+
+
+def create_network(ctx: DeployContext) -> None:
+    """Step ``network``: the job's own network (``slw-<service id>-<job suffix>``)."""
+    ctx.enter("network", "creating the network", 30)
+    ctx.runtime.create_network(resource_names(ctx.service, job=ctx.job),
+                               {SERVICE_LABEL: ctx.service.id, JOB_LABEL: ctx.job.id})
+
+
+def create_volumes(ctx: DeployContext) -> None:
+    """Step ``volumes``: the plan's named volumes (shared by every release)."""
+    ctx.enter("volumes", "creating volumes", 40)
+    for volume in ctx.plan.volumes:
+        ctx.runtime.create_volume(resource_names(ctx.service, volume=volume), {SERVICE_LABEL: ctx.service.id})
+
+
+def start_containers(ctx: DeployContext) -> None:
+    """Step ``containers``: one container per component, in start order, labelled with
+    the job (beside the serving set of a gated job)."""
+    service, job, components = ctx.service, ctx.job, ctx.plan.components
+    labels = {SERVICE_LABEL: service.id}
+    network = resource_names(service, job=job)
+    for i, component in enumerate(components):
+        ctx.enter("containers", f"starting {component.name}", 45 + int(35 * i / max(1, len(components))))
+        ctx.runtime.run(ContainerSpec(
+            name=resource_names(service, component=component.name, job=job), image=component.image,
+            labels={**labels, COMPONENT_LABEL: component.name, JOB_LABEL: job.id}, command=component.command,
+            environment=component.environment, ports=component.ports,
+            volumes=tuple((resource_names(service, volume=v), path) for v, path in component.volumes),
+            network=network, aliases=(component.name,), healthcheck=component.healthcheck,
+            cpus=component.cpus, memory_mb=component.memory_mb))
+
+
+def wait_healthy(ctx: DeployContext) -> None:
+    """Step ``wait``: every new container runs and is healthy within the health timeout,
+    and still runs at the end of the settle window (:func:`wait_for_containers`)."""
+    ctx.enter("wait", "waiting for the containers", 85)
+    settings = ctx.settings
+    ctx.states = wait_for_containers(ctx.clock, ctx.runtime, ctx.service.id, len(ctx.plan.components),
+                                     settings.health_timeout, ctx.cancel, settings.settle_seconds,
+                                     job_id=ctx.job.id, poll=settings.poll_seconds)
+    if ctx.images is None:
+        ctx.images = [{"component": c.name, "image": c.image, "image_id": ctx.runtime.image_id(c.image)}
+                      for c in ctx.plan.components]
+
+
+def switch_release(ctx: DeployContext) -> None:
+    """One transaction: the new release, the route record the reverse proxy serves, the
+    service ``running`` with its URL, the job ``succeeded`` (a cancel asked for in the
+    database since the worker's last look stops it here: no switch). A service deleted
+    meanwhile loses what the job made and the job ends "service deleted during the
+    deploy"."""
+    ctx.check()
+    uow, clock, service, job, settings = ctx.uow, ctx.clock, ctx.service, ctx.job, ctx.settings
+    upstream = routes.upstream(ctx.plan, ctx.states)
+    url = f"https://{routes.hostname(service.name, settings.base_domain)}" if settings.base_domain else upstream
+    now = clock.now()
+    with uow:
+        current = uow.services.get(service.id, for_update=True)
+        if current is not None and uow.deploy_jobs.cancels_requested([job.id]):
+            ctx.cancel = _requested(ctx.cancel)  # asked for since the worker's last poll: no switch
+            ctx.check()
+        if current is not None:
+            if ctx.target is not None:  # the rollback's compose and variables are the service's again
+                current = replace(current, compose=ctx.target.compose, variables=dict(ctx.target.variables or {}),
+                                  commit=service.commit)
+            ctx.release = release = new_release(uow, clock, current, job, ctx.images)
+            routes.follow(uow, current, upstream, settings.base_domain, now)  # the record the reverse proxy serves
+            uow.services.update(replace(current, status="running", url=url, deployed_at=now, updated_at=now,
+                                        health_status=health_of(ctx.states), health_checked_at=now,
+                                        health_failures=0, release=release.number))
+            uow.emit(deploy_progress(job, "done", "running", 100, current.customer_id))
+            uow.emit(service_status(current, "running"))
+            record(uow, clock, service.id, job.kind, "success",
+                   f"{job.kind} succeeded (release {release.number})" + (f": {url}" if url else "")
+                   + (f" ({ctx.note})" if ctx.note else ""))
+            uow.deploy_jobs.finish(job.id, "succeeded", None, now, release_id=release.id)
+        uow.commit()
+    if current is None:  # deleted while deploying: take away what this job made, then end it
+        ctx.runtime.remove_service(service.id)  # first: a job that reads failed has left nothing behind
+        with uow:
+            uow.deploy_jobs.finish(job.id, "failed", f"{DELETED} during the deploy", clock.now())
+            uow.commit()
+        ctx.progress("failed", f"{DELETED} during the deploy", 100)
+        ctx.ended = True
+
+
+#: the job's steps, in the order they run
+STEPS = (check_target, prepare_source, read_plan, check_images, clear_slate, create_network, create_volumes,
+         start_containers, wait_healthy, switch_release)
+
+
+def run_job(uow, deployer: Deployer, job, *, workdir: str | None = None, cancel=None) -> None:
+    """Deploy, redeploy or roll back the job's service: :data:`STEPS` in order over a
+    :class:`DeployContext`. Never raises: failures end the job (and a first deploy's
+    service ``failed``) with the reason in the event timeline.
+
+    With ``workdir`` (an empty directory for this job), the service's method first
+    prepares its source (step ``source``). A rollback (``job.kind`` "rollback") prepares
+    nothing and pulls nothing: it runs its target release's kept images, compose and
+    variables.
+
+    Customer limits (``settings.quota``): the compose a source step answers is counted and
+    checked before anything of it runs (:func:`_keep_source`); a plan past a limit fails
+    the job naming it (``limits.containers``, ...), like the 409 of a create.
+
+    Health gate: a redeploy or rollback of a service whose containers run starts the new
+    set beside them (names and a network of the job's own, label ``slipway.job``); only
+    once all of the new set run and are healthy (``health_timeout``, then
+    ``settle_seconds``) does one transaction switch the route record, the status and the
+    release; ``routes_changed()`` then returns once the reverse proxy serves the switch,
+    ``drain_seconds`` later the old set is stopped and removed. A failing new set is
+    removed and the old one keeps serving (status ``running`` again). A component with a
+    fixed host port cannot run twice: such a service is stopped, then started (no gate).
+
+    ``cancel`` (a ``threading.Event``, with ``reason`` "cancelled" or none for a deleted
+    service): once set, the job stops at the next step or poll, removes what it made and
+    ends (``cancelled``, or ``failed`` "service deleted"). The final ``deploy.progress``
+    (``done``/``failed``) is announced with the job's last transaction, before the
+    ``service.status`` it leads to.
+
+    Images: a service uses only images it may (:func:`_own_builds_only`); an image whose
+    registry host is not public is never pulled (the job fails naming it) unless
+    ``settings.registry_allow_private`` (``SLIPWAY_REGISTRY_ALLOW_PRIVATE``)."""
+    ctx = open_job(uow, deployer, job, workdir=workdir, cancel=cancel)
+    if ctx is None:
+        return
+    try:
+        for step in STEPS:
+            step(ctx)
+            if ctx.ended:
+                return
+    except Exception as exc:  # the reason goes to the timeline, the job and the service
+        if ctx.gated and cancel_reason(ctx.cancel) != DELETED and not isinstance(exc, ContainersGone):
+            fail_gated(uow, ctx.clock, ctx.runtime, job, exc, progress=deployer.progress, cancel=ctx.cancel)
+        else:
+            fail_job(uow, ctx.clock, job, exc, note=ctx.note, progress=deployer.progress, runtime=ctx.runtime,
+                     cancel=ctx.cancel)
+        return
+    retire_old_release(ctx)
+
+
+def open_job(uow, deployer: Deployer, job, *, workdir=None, cancel=None) -> DeployContext | None:
+    """The job's context: its service and target release read, and whether it is
+    health-gated (a redeploy or rollback of a service whose containers run). A service
+    deleted meanwhile ends the job (None)."""
+    with uow.reading():
+        service = uow.services.get(job.service_id)
+        target = uow.releases.get(job.target_release_id) if job.target_release_id else None
+    if service is None:  # deleted meanwhile
+        with uow:
+            uow.deploy_jobs.finish(job.id, "failed", DELETED, deployer.clock.now())
+            uow.commit()
+        return None
+    try:  # a redeploy or rollback of a running service is gated: its old set keeps serving until the switch
+        gated = job.kind in ("redeploy", "rollback") and any(
+            s.running and s.labels.get(JOB_LABEL) != job.id for s in deployer.runtime.containers(service.id))
+    except Exception:  # noqa: BLE001 (an engine that does not answer: the job finds out below)
+        gated = False
+    return DeployContext(uow, deployer, job, workdir=workdir, cancel=cancel, service=service, target=target,
+                         gated=gated)
+
+
+def retire_old_release(ctx: DeployContext) -> None:
+    """What follows a success, outside the job's verdict (it has succeeded): retire the
+    old set of a gated job, drop the networks of the sets removed, keep the release's
+    images, remove stale builds. Best effort: an engine error here leaves leftovers (the
+    next deploy or the delete removes them), never a failed job."""
+    runtime, service_id, settings = ctx.runtime, ctx.service.id, ctx.settings
+    steps = [(lambda: _retire(ctx.clock, runtime, service_id, ctx.serving, ctx.deployer.routes_changed,
+                              settings.drain_seconds)) if ctx.gated
+             else (lambda: _drop_networks(runtime, service_id, ctx.removed)),
+             lambda: keep_images(ctx.uow, runtime, ctx.release)]
+    steps += [(lambda image=image: runtime.remove_image(image)) for image in ctx.stale]  # an earlier deploy's builds
+    for step in steps:
+        try:
+            step()
+        except Exception:  # noqa: BLE001 (an image still in use stays, ...)
+            pass
+
+
+# --- what the steps use --------------------------------------------------------------------
+
+
+def _own_builds_only(plan, service_id: str) -> None:
+    """A compose may name the images built for its own service only (``image:
+    localhost/slw-<another service>-...`` would run another tenant's build), and no image
+    id (:func:`core.panel.containerfiles.image_refusal`, the rule of every image a build
+    reads too)."""
+    for component in plan.components:
+        reason = image_refusal(component.image, service_id)
+        if reason:
+            raise RuntimeError(f"services.{component.name}.image: {reason}")
+
+
+def registries_refusal(plan, *, resolve=None) -> str | None:
+    """Why an image of ``plan`` may not be used (its registry host is, or resolves to, an
+    address that is not public), naming the service, or None. The hosts are looked up at
+    once, within one deadline (:func:`core.panel.containerfiles.registries_refusal`); a
+    host that does not resolve is judged again, strictly, when its image is pulled
+    (:func:`_image`)."""
+    return containerfiles.registries_refusal(
+        [(f"services.{component.name}.image", component.image) for component in plan.components],
+        strict=False, resolve=resolve)
+
+
+def _requested(cancel):
+    """``cancel`` set as "cancelled" (a new event when the job ran without one, or when a
+    cancel was asked for in the database that its worker has not seen yet)."""
+    if cancel is not None and cancel.is_set():
+        return cancel
+    event = threading.Event()
+    event.reason = CANCELLED
+    event.set()
+    return event
+
+
+def _keep_source(uow, settings: DeploySettings, service) -> None:
+    """Keep the compose and commit a source step answered on the service, with what its
+    plan counts against the customer's limits (the counting of a create,
+    :meth:`Quota.footprint`; it replaces what the service counted so far). Past a limit:
+    ``Conflict`` naming it and nothing is written. One transaction under the customer's
+    row lock, the order create and redeploy take, so two jobs of one customer cannot
+    both pass. An unreadable compose is kept as it is, counts unchanged: the plan step
+    fails on it next."""
+    quota = settings.quota
+    try:
+        footprint = quota.footprint(settings.parse(service.compose, service.variables or {}).components)
+    except Exception:  # noqa: BLE001 (the plan step reads it again and says why)
+        footprint = None
+    with uow:
+        customer = uow.panel_customers.get(service.customer_id, for_update=True) if footprint is not None else None
+        current = uow.services.get(service.id, for_update=True)
+        if current is None:  # deleted meanwhile: the job finds out below
+            return
+        counts = {}
+        if customer is not None:
+            reserve(uow, quota, customer, footprint, new_service=False,
+                    replacing=Footprint(current.memory_mb, current.millicpus, current.containers))
+            counts = {"memory_mb": footprint.memory_mb, "millicpus": footprint.millicpus,
+                      "containers": footprint.containers}
+        uow.services.update(replace(current, compose=service.compose, commit=service.commit, **counts))
+        uow.commit()
+
+
+def _fixed_ports(plan) -> bool:
+    return any(p.host_port is not None for c in plan.components for p in c.ports)
+
+
+def _kept_images(runtime, plan, target):
+    """The plan with each component's image replaced by the rollback target's keep tag,
+    and the release's image records; a RuntimeError when one is gone."""
+    by_component = {i["component"]: i for i in target.images}
+    components = []
+    for component in plan.components:
+        tag = keep_tag(target.service_id, target.number, component.name)
+        if component.name not in by_component or runtime.image_id(tag) is None:
+            raise RuntimeError(f"the image of {component.name} in release {target.number} is gone")
+        components.append(replace(component, image=tag))
+    return replace(plan, components=tuple(components)), [dict(i) for i in target.images]
+
+
+def _image(runtime, image: str, *, refresh: bool, cancel=None, strict: bool = False) -> str | None:
+    """Make sure the engine has ``image``: pull it when missing, and on a redeploy pull it
+    again so a moved tag brings the latest image. ``localhost/`` images (without a port)
+    are the engine's own (local builds) and are never pulled: one that is absent fails
+    "image not found". With ``strict`` (``SLIPWAY_REGISTRY_ALLOW_PRIVATE`` off), a pull
+    waits on the registry host resolving now to public addresses only: a host that does
+    not resolve (or is not public) is never contacted. A redeploy whose pull fails, or
+    may not be made, while a copy is at hand goes on with that copy; the message saying
+    so is returned."""
+    present = runtime.has_image(image)
+    if engine_local(image):
+        if not present:
+            raise RuntimeError(f"image not found: {image} (localhost/ names the engine's own images; "
+                               "they are never pulled)")
+        return None
+    if present and not refresh:
+        return None
+    refused = containerfiles.registry_refusal(image, strict=True) if strict else None
+    if refused:
+        if not present:
+            raise RuntimeError(refused)
+        return f"not pulling {image} ({refused}); deploying the copy the engine has"
+    try:
+        runtime.pull_image(image, cancel=cancel)
+    except Exception as exc:
+        if not present or (cancel is not None and cancel.is_set()):
+            raise
+        return f"could not pull {image} ({str(exc)[:200]}); deploying the copy the engine has"
+    return None
+
+
+def wait_for_containers(clock, runtime, service_id: str, expected: int, seconds: float, cancel=None,
+                        settle_seconds: float = 0.0, job_id: str | None = None, poll: float = POLL_SECONDS):
+    """Poll (every ``poll`` seconds of ``clock``) until every one of the ``expected``
+    containers runs and is healthy (or has no healthcheck), then keep polling for
+    ``settle_seconds``: they must all still run at its end. A container that stopped
+    fails the wait with its exit code and last lines; one not healthy after ``seconds``
+    fails it with its health output. With ``job_id`` only that job's containers (label
+    ``slipway.job``) are looked at. Right after a start a container that is about to exit
+    still shows running, so without the settle window such a deploy would be called a
+    success."""
+    deadline = clock.monotonic() + seconds
+    settled_at = None  # when every container was first seen running and healthy
+    while True:
+        reason = cancel_reason(cancel)
+        if reason is not None:
+            raise JobCancelled(reason)
+        states = runtime.containers(service_id)
+        if job_id is not None:
+            states = [s for s in states if s.labels.get(JOB_LABEL) == job_id]
+        if len(states) < expected:  # all were started before the wait: someone removed them
+            raise ContainersGone(f"{expected - len(states)} of the service's containers were removed during the "
+                                 "deploy (the service was deleted, or they were removed in the engine)")
+        stopped = [s for s in states if not s.running]
+        if stopped:
+            killed = getattr(stopped[0], "exit_code", None) in KILLED_EXIT_CODES
+            raise (ContainersKilled if killed else RuntimeError)(exit_report(runtime, stopped[0]))
+        if all(s.health in (None, "healthy") for s in states):
+            now = clock.monotonic()
+            settled_at = settled_at if settled_at is not None else now
+            if now - settled_at >= settle_seconds:
+                return states
+        elif clock.monotonic() > deadline:  # an early failing healthcheck may still pass: wait it out
+            sick = [s for s in states if s.health != "healthy" and s.health is not None]
+            raise RuntimeError(f"containers not running and healthy after {seconds:g} s"
+                               + (f" (healthcheck failing: {', '.join(s.name for s in sick)})" if sick else "")
+                               + "".join(_health_output(runtime, s) for s in sick[:3]))
+        else:
+            settled_at = None
+        clock.sleep(poll)
+
+
+def _health_output(runtime, state) -> str:
+    """The last lines of a container whose healthcheck fails (its own output; the
+    engine's healthcheck log when the runtime offers ``health_log``)."""
+    lines = []
+    try:
+        lines = list(getattr(runtime, "health_log", lambda _id: [])(state.id))[-5:]
+        lines += [line.message for line in runtime.logs(state.id, tail=5)]
+    except Exception:  # noqa: BLE001 (the verdict stands without them)
+        pass
+    return f"\n{state.name} ({state.health}): " + "\n".join(lines) if lines else f"\n{state.name} ({state.health})"
+
+
+def _retire(clock, runtime, service_id: str, old, routes_changed, drain_seconds: float) -> None:
+    """After the switch: wait for the proxy (``routes_changed``) and the drain, then stop
+    the ``old`` containers (the set that served when the job began: never one a job
+    queued after this one's success started) gracefully, remove them and their networks."""
+    try:
+        routes_changed()
+    except Exception:  # noqa: BLE001 (the proxy catches up on its own loop; the drain still holds)
+        pass
+    clock.sleep(max(0.0, drain_seconds))
+    for state in old:
+        try:
+            runtime.stop(state.id, timeout=STOP_TIMEOUT)
+        except Exception:  # noqa: BLE001 (removed below either way)
+            pass
+    for state in old:
+        runtime.remove_container(state.id)
+    _drop_networks(runtime, service_id, old)
+
+
+def _drop_networks(runtime, service_id: str, old) -> None:
+    """Remove the networks of the containers ``old`` (removed now): ``slw-<service
+    id>-<suffix of their job>``, or ``slw-<service id>`` for those made before jobs had
+    networks of their own. Best effort: one still in use stays until the service goes."""
+    names = set()
+    for state in old:
+        job_id = state.labels.get(JOB_LABEL)
+        names.add(f"slw-{service_id}-{job_id.rpartition('_')[2][:8]}" if job_id else f"slw-{service_id}")
+    for name in sorted(names):
+        try:
+            runtime.remove_network(name)
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def _remove_job_set(runtime, service_id: str, job) -> None:
+    """Remove the containers and the network a job made (best effort)."""
+    try:
+        for state in runtime.containers(service_id):
+            if state.labels.get(JOB_LABEL) == job.id:
+                runtime.remove_container(state.id)
+        runtime.remove_network(f"slw-{service_id}-{job_suffix(job)}")
+    except Exception:  # noqa: BLE001 (the engine may be why the job failed)
+        pass
+
+
+# --- how a job ends when a step fails ------------------------------------------------------
+
+
+def fail_gated(uow, clock, runtime, job, exc: Exception, *, progress=_nothing, cancel=None) -> None:
+    """A health-gated redeploy or rollback that failed (or was cancelled): its new set is
+    removed, the old release keeps serving with its route record untouched, the service
+    is ``running`` again, the timeline has ``<kind>`` ``failed`` with the health output,
+    and the job ends ``failed`` (``cancelled`` when cancelled)."""
+    reason = cancel_reason(cancel) or (str(exc)[-2000:] or type(exc).__name__)
+    state = "cancelled" if reason == CANCELLED else "failed"
+    _remove_job_set(runtime, job.service_id, job)
+    now = clock.now()
+    with uow:
+        current = uow.services.get(job.service_id, for_update=True)
+        if current is not None:
+            if current.status == "deploying":
+                current = replace(current, status="running", updated_at=now)
+                uow.services.update(current)
+            uow.emit(deploy_progress(job, "failed", reason, 100, current.customer_id))
+            uow.emit(service_status(current, current.status))
+            record(uow, clock, job.service_id, job.kind, "failed",
+                   f"{job.kind} {state}: {reason}; the previous release keeps running")
+        uow.deploy_jobs.finish(job.id, state, reason if current is not None else DELETED, now)
+        uow.commit()
+    if current is None:
+        progress(job, "failed", DELETED, 100)
+
+
+def fail_job(uow, clock, job, exc: Exception, *, note: str = "", progress=_nothing, runtime=None,
+             cancel=None) -> None:
+    """End the job and its service ``failed``, the reason in the timeline (the final
+    ``deploy.progress`` before the ``service.status``), and its route record gone (the
+    containers that held its host port are not running). A service deleted meanwhile
+    (or a set ``cancel``) loses what the job made in the engine (with ``runtime``); the
+    job's error is then "service deleted"."""
+    reason = str(exc)[-2000:] or type(exc).__name__
+    if isinstance(exc, ContainersGone):
+        _await_delete(uow, clock, job.service_id, cancel)
+    reason = cancel_reason(cancel) or reason
+    state = "cancelled" if reason == CANCELLED else "failed"
+    if state == "cancelled" and runtime is not None:  # what it made goes
+        _remove_job_set(runtime, job.service_id, job)
+    now = clock.now()
+    with uow:
+        current = uow.services.get(job.service_id, for_update=True)
+        if current is not None:
+            uow.routes.delete_for(current.id)
+            uow.services.update(replace(current, status="failed", updated_at=now, **NOT_CHECKED))
+            uow.emit(deploy_progress(job, "failed", reason, 100, current.customer_id))
+            uow.emit(service_status(current, "failed"))
+            record(uow, clock, job.service_id, job.kind, "failed",
+                   f"{job.kind} {state}" + (f" ({note})" if note else "") + f": {reason}")
+            uow.deploy_jobs.finish(job.id, state, reason, now)
+        uow.commit()
+    if current is None:  # whatever broke (a network removed under it, ...), the delete is why
+        reason = DELETED
+        if runtime is not None:  # first: a job that reads failed has left nothing behind
+            try:
+                runtime.remove_service(job.service_id)
+            except Exception:  # noqa: BLE001 (the engine may be the reason the job failed)
+                pass
+        with uow:
+            uow.deploy_jobs.finish(job.id, "failed", reason, clock.now())
+            uow.commit()
+        progress(job, "failed", reason, 100)  # no status follows: the service is gone
+
+
+def _await_delete(uow, clock, service_id: str, cancel) -> None:
+    """A delete removes the containers first and the row a moment later: give it
+    ``DELETE_GRACE_SECONDS`` (of ``clock``) so the job ends as the deleted service's."""
+    deadline = clock.monotonic() + DELETE_GRACE_SECONDS
+    while clock.monotonic() < deadline and not (cancel is not None and cancel.is_set()):
+        with uow.reading():
+            if uow.services.get(service_id) is None:
+                return
+        clock.sleep(POLL_SECONDS)

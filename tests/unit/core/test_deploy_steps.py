@@ -1,0 +1,199 @@
+"""The deploy job's rules of time (core.panel.deploy_job), with a driven clock and the fake
+engine: the health-gated switch, the health timeout, the settle window, the drain and a
+cancel mid-job. Every wait goes through the clock port, so these jobs wait 90 s, 3 s or 2 s
+of the driven clock in no time; the clock runs what a test scheduled at its moment (a
+container turning healthy, exiting, a cancel)."""
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+
+import pytest
+
+from core.panel import deploys, services
+from core.panel.containers import JOB_LABEL
+from core.panel.customers import Quota
+from core.panel.deploy_job import STEPS, Deployer, DeploySettings, run_job
+from tests.support.fakes import parse
+
+QUOTA = Quota(services=20, memory_mb=4096, cpus=4, read_compose=parse)
+DOMAIN = "apps.example.test"
+#: the operator's defaults but no registry lookup (there is no network in a unit test)
+SETTINGS = DeploySettings(base_domain=DOMAIN, registry_allow_private=True, quota=QUOTA)
+
+
+class Moments:
+    """When (on the driven clock) each thing of interest happened."""
+
+    def __init__(self, clock):
+        self.clock, self.seen = clock, []
+
+    def mark(self, what: str) -> None:
+        self.seen.append((what, self.clock.monotonic()))
+
+    def at(self, what: str) -> float:
+        return next(moment for name, moment in self.seen if name == what)
+
+
+def _run(uow, clock, runtime, job, *, cancel=None, routes_changed=lambda: None, **settings):
+    deployer = Deployer(clock, runtime, replace(SETTINGS, **settings), routes_changed=routes_changed)
+    run_job(uow, deployer, job, cancel=cancel)
+    with uow:
+        return uow.services.get(job.service_id), uow.deploy_jobs.get(job.id)
+
+
+def _routes(uow, service_id):
+    with uow:
+        return [r.target for r in uow.routes.for_service(service_id)]
+
+
+def _message(uow, admin, service_id) -> str:
+    return services.list_events(uow, admin, service_id, page=1, per_page=1)[0][0].message
+
+
+@pytest.fixture
+def deployed(uow, clock, admin, customer, methods, runtime):
+    """A service running its first release (deployed with the default settle window)."""
+    _, job = services.create_service(uow, clock, admin, {"name": "web", "deploy_method": "compose",
+                                                         "customer_id": customer.id}, methods, {}, QUOTA)
+    service, job = _run(uow, clock, runtime, job)
+    assert (service.status, job.state) == ("running", "succeeded")
+    return service
+
+
+def _starting(runtime):
+    """Containers started from now on report their healthcheck ``starting``; returns the
+    function that makes them all healthy."""
+    run = runtime.run
+
+    def run_starting(spec):
+        cid = run(spec)
+        runtime.states[cid] = replace(runtime.states[cid], health="starting")
+        return cid
+
+    runtime.run = run_starting
+
+    def healthy():
+        for cid, state in list(runtime.states.items()):
+            if state.health == "starting":
+                runtime.states[cid] = replace(state, health="healthy")
+    return healthy
+
+
+def test_the_steps_run_in_this_order():
+    assert [step.__name__ for step in STEPS] == [
+        "check_target", "prepare_source", "read_plan", "check_images", "clear_slate", "create_network",
+        "create_volumes", "start_containers", "wait_healthy", "switch_release"]
+
+
+def test_a_first_deploy_waits_the_settle_window_on_the_clock(uow, clock, admin, customer, methods, runtime):
+    _, job = services.create_service(uow, clock, admin, {"name": "web", "deploy_method": "compose",
+                                                         "customer_id": customer.id}, methods, {}, QUOTA)
+    start = clock.monotonic()
+    service, job = _run(uow, clock, runtime, job, settle_seconds=3)
+    assert (service.status, job.state) == ("running", "succeeded")
+    assert clock.monotonic() - start == pytest.approx(3, abs=0.31)  # polls of 0.3 s until 3 s have passed
+    assert set(clock.slept) == {0.3}
+
+
+def test_the_switch_waits_for_the_new_set_to_be_healthy_and_settled(uow, clock, admin, runtime, deployed):
+    (old,) = runtime.containers(deployed.id)
+    before = _routes(uow, deployed.id)
+    moments = Moments(clock)
+    clock.at(10, _starting(runtime))  # the new set's healthcheck passes 10 s after the job starts
+    clock.at(11, lambda: moments.mark("still serving") if _routes(uow, deployed.id) == before else None)
+    _, job = services.redeploy(uow, clock, admin, deployed.id, QUOTA)
+    start = clock.monotonic()
+    service, job = _run(uow, clock, runtime, job, routes_changed=lambda: moments.mark("switched"))
+    assert (service.status, service.release, job.state) == ("running", 2, "succeeded")
+    assert moments.at("still serving") - start == pytest.approx(11)  # healthy but not settled yet: no switch
+    assert moments.at("switched") - start >= 10 + SETTINGS.settle_seconds  # healthy, then settled
+    assert _routes(uow, deployed.id) != before and old.id not in runtime.states
+    (new,) = runtime.containers(deployed.id)
+    assert new.labels[JOB_LABEL] == job.id and new.health == "healthy"
+
+
+def test_a_health_timeout_fails_the_job_and_the_old_release_keeps_serving(uow, clock, admin, runtime, deployed):
+    (old,) = runtime.containers(deployed.id)
+    before = _routes(uow, deployed.id)
+    _starting(runtime)  # never healthy
+    _, job = services.redeploy(uow, clock, admin, deployed.id, QUOTA)
+    start = clock.monotonic()
+    service, job = _run(uow, clock, runtime, job, health_timeout=30)
+    assert clock.monotonic() - start == pytest.approx(30, abs=0.31)  # 30 s of the clock, none of the test's
+    assert (service.status, service.release, job.state) == ("running", 1, "failed")
+    assert "containers not running and healthy after 30 s" in job.error
+    assert "the previous release keeps running" in _message(uow, admin, deployed.id)
+    assert runtime.containers(deployed.id) == [old] and _routes(uow, deployed.id) == before
+
+
+def test_a_health_timeout_fails_a_first_deploy(uow, clock, admin, customer, methods, runtime):
+    _starting(runtime)
+    _, job = services.create_service(uow, clock, admin, {"name": "web", "deploy_method": "compose",
+                                                         "customer_id": customer.id}, methods, {}, QUOTA)
+    service, job = _run(uow, clock, runtime, job)  # the default timeout: 90 s of the driven clock
+    assert (service.status, job.state) == ("failed", "failed")
+    assert "after 90 s (healthcheck failing: slw-web-web-" in job.error
+
+
+@pytest.mark.parametrize("exits_at, status", [(2.0, "failed"), (4.0, "running")])
+def test_a_container_that_exits_within_the_settle_window_fails_the_deploy(uow, clock, admin, customer, methods,
+                                                                          runtime, exits_at, status):
+    """Right after a start a container that is about to exit still shows running: only one
+    still running at the end of the settle window (3 s) is a success."""
+    def exit_now():
+        for cid, state in list(runtime.states.items()):
+            runtime.states[cid] = replace(state, running=False, status="exited", exit_code=3)
+
+    _, job = services.create_service(uow, clock, admin, {"name": "web", "deploy_method": "compose",
+                                                         "customer_id": customer.id}, methods, {}, QUOTA)
+    clock.at(exits_at, exit_now)
+    service, job = _run(uow, clock, runtime, job, settle_seconds=3)
+    assert service.status == status
+    if status == "failed":
+        assert "exited with code 3" in job.error
+
+
+def test_the_old_set_stops_a_drain_after_the_proxy_serves_the_switch(uow, clock, admin, runtime, deployed):
+    (old,) = runtime.containers(deployed.id)
+    moments = Moments(clock)
+    stop = runtime.stop
+
+    def stopping(cid, timeout=10):
+        moments.mark(f"stop {cid}")
+        stop(cid, timeout)
+
+    runtime.stop = stopping
+    _, job = services.redeploy(uow, clock, admin, deployed.id, QUOTA)
+    service, job = _run(uow, clock, runtime, job, drain_seconds=7, routes_changed=lambda: moments.mark("served"))
+    assert job.state == "succeeded"
+    assert moments.at(f"stop {old.id}") - moments.at("served") == pytest.approx(7)
+    assert old.id not in runtime.states
+
+
+def test_a_cancel_while_waiting_removes_the_new_set_and_the_old_keeps_serving(uow, clock, admin, runtime, deployed):
+    (old,) = runtime.containers(deployed.id)
+    before = _routes(uow, deployed.id)
+    _starting(runtime)  # the job waits for a healthcheck that never passes
+    cancel = threading.Event()
+    cancel.reason = deploys.CANCELLED
+    clock.at(5, cancel.set)  # the worker's poll sees the cancel 5 s in
+    _, job = services.redeploy(uow, clock, admin, deployed.id, QUOTA)
+    start = clock.monotonic()
+    service, job = _run(uow, clock, runtime, job, cancel=cancel)
+    assert clock.monotonic() - start == pytest.approx(5, abs=0.31)  # stopped at the next poll
+    assert (service.status, service.release, job.state, job.error) == ("running", 1, "cancelled", "cancelled")
+    assert runtime.containers(deployed.id) == [old] and _routes(uow, deployed.id) == before
+
+
+def test_a_cancel_of_a_first_deploy_mid_wait_leaves_nothing(uow, clock, admin, customer, methods, runtime):
+    _starting(runtime)
+    cancel = threading.Event()
+    cancel.reason = deploys.CANCELLED
+    clock.at(2, cancel.set)
+    _, job = services.create_service(uow, clock, admin, {"name": "web", "deploy_method": "compose",
+                                                         "customer_id": customer.id}, methods, {}, QUOTA)
+    service, job = _run(uow, clock, runtime, job, cancel=cancel)
+    assert (service.status, job.state, job.error) == ("failed", "cancelled", "cancelled")
+    assert runtime.containers(service.id) == [] and ("remove_network", f"slw-{service.id}-"
+                                                     f"{deploys.job_suffix(job)}") in runtime.calls
