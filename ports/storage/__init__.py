@@ -37,13 +37,14 @@ from ports.storage.partner import (ContactRepository, ContractRepository, Custom
                                    PartnerRepository, StatementRepository, TokenRepository, TransferRepository,
                                    WebhookDeliveryRepository, WebhookEndpointRepository)
 
-__all__ = ["REPOSITORIES", "UnitOfWork", "ApiKeyRepository", "BackupRepository", "ContactRepository",
-           "ContractRepository", "CustomDomainRepository", "CustomerRepository", "DeployJobRepository",
-           "EditionRepository", "HumanIdRepository", "LeaseRepository", "LedgerRepository", "LicenseRepository",
-           "NoteRepository", "PanelCustomerRepository", "PanelKeySessionRepository", "PanelLoginRepository",
+__all__ = ["REPOSITORIES", "ApiKeyRepository", "BackupRepository", "ContactRepository", "ContractRepository",
+           "CustomDomainRepository", "CustomerRepository", "DeployJobRepository", "EditionRepository",
+           "HumanIdRepository", "LeaseRepository", "LedgerRepository", "LicenseRepository", "NoteRepository",
+           "PanelCustomerRepository", "PanelKeySessionRepository", "PanelLoginRepository",
            "PanelSessionRepository", "PanelUserRepository", "PartnerRepository", "ReleaseRepository",
            "RouteRepository", "ServiceEventRepository", "ServiceRepository", "StatementRepository",
-           "TokenRepository", "TransferRepository", "WebhookDeliveryRepository", "WebhookEndpointRepository"]
+           "TokenRepository", "TransferRepository", "UnitOfWork", "WebhookDeliveryRepository",
+           "WebhookEndpointRepository"]
 
 
 class UnitOfWork(Protocol):
