@@ -16,8 +16,6 @@ from core.panel.services import DeployJob, Service, ServiceEvent
 from core.panel.sessions import KeySession, PanelSession, PanelUser, PendingLogin
 
 
-
-
 class ApiKeyRepository(Protocol):
     @abstractmethod
     def add(self, key: ApiKey) -> None:

@@ -17,8 +17,6 @@ from core.partner.transfers import Transfer
 from core.partner.webhooks import Delivery, Endpoint
 
 
-
-
 class PartnerRepository(Protocol):
     @abstractmethod
     def add(self, partner: Partner) -> None:
