@@ -53,7 +53,7 @@ def plan(db, sql: str, params: tuple) -> list[str]:
 
 
 def explain(url: str, partner_id: str | None = None, customer_id: str | None = None) -> dict:
-    from app.storage import licensing_repos as repos
+    from app.storage.partner import licensing as repos
     from app.storage.store import Store
     from core.partner.ledger import make_filter
     from core.partner.scope import Page

@@ -34,7 +34,7 @@ def tree(tmp_path):
     ("core/panel/backups.py", "from core.partner.scope import Page", "core.panel imports core.partner"),
     ("core/panel/compose/loader.py", "from ...partner import ledger", "core.panel imports core.partner"),
     ("ports/runtime.py", "from plugins.runtime_common import ClientRuntime", "ports imports plugins"),
-    ("ports/storage.py", "from app.storage.uow import PeeweeUnitOfWork", "ports imports app"),
+    ("ports/storage/partner.py", "from app.storage.uow import PeeweeUnitOfWork", "ports imports app"),
     ("plugins/deploy_git/__init__.py", "from app.config import Config", "plugins import app"),
     ("plugins/analyzer_llm/__init__.py", "from plugins.analyzer_heuristic import PORT",
      "plugins.analyzer_llm imports another plugin (plugins.analyzer_heuristic)"),

@@ -234,7 +234,7 @@ def test_empty_notes_are_422(acme, body):
 def test_notes_have_no_update_or_delete_path(acme, store, client):
     import peewee
 
-    from app.storage.licensing_repos import PeeweeNotes
+    from app.storage.partner.licensing import PeeweeNotes
 
     customer = acme.customer()
     base = f"/v1/customers/{customer['id']}/notes"

@@ -1,7 +1,8 @@
 """Interface conformance of the storage port (as warehouse checks its services): every
-repository core reaches through ``uow.<name>`` is declared in ``ports.storage``, and the
-peewee repositories (``app/storage``) and the in-memory fakes (``tests/support/fakes.py``)
-implement each declared method with the same parameters."""
+repository core reaches through ``uow.<name>`` is declared in ``ports.storage`` (its
+``partner`` and ``panel`` modules), and the peewee repositories (``app/storage``) and the
+in-memory fakes (``tests/support/fakes.py``) implement each declared method with the same
+parameters."""
 from __future__ import annotations
 
 import inspect
@@ -22,7 +23,7 @@ def _methods(protocol) -> dict:
     """The methods a protocol declares (its own and its bases' below Protocol)."""
     found = {}
     for klass in reversed(protocol.__mro__):
-        if klass.__module__ != "ports.storage":
+        if klass.__module__ != "ports.storage" and not klass.__module__.startswith("ports.storage."):
             continue
         for name, value in vars(klass).items():
             if inspect.isfunction(value) and not name.startswith("_"):

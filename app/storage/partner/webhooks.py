@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 
 from core.partner.webhooks import Delivery, Endpoint
-from ports.storage import WebhookDeliveryRepository, WebhookEndpointRepository
+from ports.storage.partner import WebhookDeliveryRepository, WebhookEndpointRepository
 
 
 class PeeweeWebhookEndpoints(WebhookEndpointRepository):

@@ -1,7 +1,7 @@
 """peewee repositories of browser login: panel users, sessions, pending logins."""
 from __future__ import annotations
 
-from app.storage.panel_repos import PeeweeApiKeys
+from app.storage.panel.accounts import PeeweeApiKeys
 from core.panel.sessions import KeySession, PanelSession, PanelUser, PendingLogin
 
 

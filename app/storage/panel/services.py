@@ -6,12 +6,12 @@ from dataclasses import asdict, fields, replace
 
 import peewee
 
-from app.storage.licensing_repos import _for_update
+from app.storage.queries import _for_update
 from core.panel.releases import Release
 from core.panel.services import DeployJob, Service, ServiceEvent
 
 _SERVICE_FIELDS = [f.name for f in fields(Service)]
-_NOT_COLUMNS = ("custom_domains",)  # kept in custom_domain (route_repos.PeeweeCustomDomains)
+_NOT_COLUMNS = ("custom_domains",)  # kept in custom_domain (app/storage/panel/routes.py)
 _CLAIM_LOCK = 0x736C7730  # pg_advisory_xact_lock key of deploy-job claims ("slw0")
 SORTABLE = ("name", "status", "created_at", "updated_at")
 

@@ -1,5 +1,5 @@
 """peewee repositories of the licensing aggregates: customers, contacts, notes, editions,
-licenses, transfers, the ledger, and humanId counters."""
+licenses, transfers, the ledger, statements, and humanId counters."""
 from __future__ import annotations
 
 import json
@@ -8,15 +8,11 @@ from datetime import date, datetime
 
 import peewee
 
+from app.storage.queries import _for_update
 from core.partner.customers import Contact, Customer, Note
 from core.partner.ledger import ExportRow, LedgerEvent, canonical_json
 from core.partner.licenses import License
 from core.partner.transfers import Transfer
-
-
-def _for_update(query, db):
-    # SQLite has no row locks: its write transactions begin IMMEDIATE instead (see uow).
-    return query.for_update() if isinstance(db, peewee.PostgresqlDatabase) else query
 
 
 def _page(query, page):

@@ -5,7 +5,7 @@ import json
 
 from peewee import fn
 
-from app.storage.licensing_repos import _for_update
+from app.storage.queries import _for_update
 from core.panel.access import ApiKey
 from core.panel.customers import Limits, PanelCustomer
 

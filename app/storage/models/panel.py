@@ -1,0 +1,234 @@
+"""The panel API's tables: panel customers, API keys, users, sessions and pending logins,
+services, route records, custom domains, worker leases, deploy jobs, releases, service
+events, backups."""
+from __future__ import annotations
+
+import peewee
+
+from app.storage.models.base import UtcDateTimeField
+
+
+def define(Base) -> dict:
+    """{class name: model}, on ``Base`` (the database's, made by ``define_models``)."""
+
+    class PanelCustomer(Base):
+        id = peewee.CharField(max_length=40, primary_key=True)
+        name = peewee.TextField()
+        email = peewee.TextField(default="")
+        created_at = UtcDateTimeField()
+        # migration 11: the customer's own limits; null is the operator's default
+        max_services = peewee.IntegerField(null=True)
+        max_memory_mb = peewee.BigIntegerField(null=True)
+        max_millicpus = peewee.BigIntegerField(null=True)
+        max_containers = peewee.IntegerField(null=True)  # migration 19
+
+        class Meta:
+            table_name = "panel_customer"
+            indexes = ((("created_at", "id"), False),)
+
+    class PanelApiKey(Base):
+        id = peewee.CharField(max_length=16, primary_key=True)  # the key id of slw_<key_id>_<secret>
+        name = peewee.TextField()
+        role = peewee.CharField(max_length=16)
+        secret_hash = peewee.CharField(max_length=64)
+        rate_limit_rpm = peewee.IntegerField()
+        expires_at = UtcDateTimeField(null=True)
+        denied_permissions = peewee.TextField(default="[]")
+        customer = peewee.ForeignKeyField(PanelCustomer, column_name="customer_id", null=True,
+                                          on_delete="RESTRICT")
+        created_at = UtcDateTimeField()
+        revoked_at = UtcDateTimeField(null=True)
+
+        class Meta:
+            table_name = "panel_api_key"
+
+    class PanelUser(Base):
+        """Who may log in to the panel through the identity provider, and as what."""
+
+        email = peewee.CharField(max_length=320, primary_key=True)  # lower-case
+        role = peewee.CharField(max_length=16)
+        # a customer's users (and their sessions) go with the customer
+        customer = peewee.ForeignKeyField(PanelCustomer, column_name="customer_id", null=True,
+                                          on_delete="CASCADE")
+        created_at = UtcDateTimeField()
+        updated_at = UtcDateTimeField()
+
+        class Meta:
+            table_name = "panel_user"
+
+    class PanelSession(Base):
+        id = peewee.CharField(max_length=64, primary_key=True)  # SHA-256 of the cookie's secret
+        user = peewee.ForeignKeyField(PanelUser, column_name="email", on_delete="CASCADE", index=True)
+        created_at = UtcDateTimeField()
+        expires_at = UtcDateTimeField(index=True)
+        revoked_at = UtcDateTimeField(null=True)
+
+        class Meta:
+            table_name = "panel_session"
+
+    class PanelKeySession(Base):
+        """A browser session opened with an API key (migration 13): it acts as the key."""
+
+        id = peewee.CharField(max_length=64, primary_key=True)  # SHA-256 of the cookie's secret
+        api_key = peewee.ForeignKeyField(PanelApiKey, column_name="api_key_id", on_delete="CASCADE", index=True)
+        created_at = UtcDateTimeField()
+        expires_at = UtcDateTimeField(index=True)
+        revoked_at = UtcDateTimeField(null=True)
+
+        class Meta:
+            table_name = "panel_key_session"
+
+    class PanelLogin(Base):
+        """A login begun at GET /api/auth/login, waiting for the provider's callback."""
+
+        state_hash = peewee.CharField(max_length=64, primary_key=True)
+        nonce = peewee.CharField(max_length=128)
+        code_verifier = peewee.CharField(max_length=128)
+        next_path = peewee.TextField()
+        expires_at = UtcDateTimeField(index=True)
+
+        class Meta:
+            table_name = "panel_login"
+
+    class Service(Base):
+        id = peewee.CharField(max_length=40, primary_key=True)
+        name = peewee.CharField(max_length=63, unique=True)
+        customer = peewee.ForeignKeyField(PanelCustomer, column_name="customer_id", on_delete="RESTRICT")
+        deploy_method = peewee.CharField(max_length=32)
+        status = peewee.CharField(max_length=16)
+        template_id = peewee.CharField(max_length=64, null=True)
+        compose = peewee.TextField(default="")
+        variables = peewee.TextField(default="{}")
+        url = peewee.TextField(default="")
+        created_at = UtcDateTimeField()
+        updated_at = UtcDateTimeField()
+        deployed_at = UtcDateTimeField(null=True)
+        health_status = peewee.CharField(max_length=16, default="unknown")
+        health_checked_at = UtcDateTimeField(null=True)
+        health_failures = peewee.IntegerField(default=0)
+        git_url = peewee.TextField(null=True)  # migration 9
+        git_branch = peewee.CharField(max_length=255, null=True)
+        ai_url = peewee.TextField(null=True)
+        commit = peewee.CharField(max_length=64, null=True, column_name="source_commit")
+        # migration 11: what the service counts against its customer's limits
+        memory_mb = peewee.BigIntegerField(default=0, constraints=[peewee.SQL("DEFAULT 0")])
+        millicpus = peewee.BigIntegerField(default=0, constraints=[peewee.SQL("DEFAULT 0")])
+        containers = peewee.IntegerField(default=0, constraints=[peewee.SQL("DEFAULT 0")])  # migration 19
+        release = peewee.IntegerField(null=True, column_name="release_number")  # migration 16: the one running
+
+    class ServiceRoute(Base):
+        """A route record of a service: hostname -> upstream. Its name under
+        SLIPWAY_BASE_DOMAIN and each of its custom domains (migration 17: several per service)."""
+
+        hostname = peewee.CharField(max_length=253, primary_key=True)
+        service_id = peewee.CharField(max_length=40, index=True)
+        target = peewee.CharField(max_length=255)  # e.g. http://127.0.0.1:49153
+        created_at = UtcDateTimeField()
+        updated_at = UtcDateTimeField()
+
+        class Meta:
+            table_name = "service_route"
+
+    class CustomDomain(Base):
+        """A custom domain of a service; the primary key makes a name one service's only."""
+
+        hostname = peewee.CharField(max_length=253, primary_key=True)
+        service_id = peewee.CharField(max_length=40, index=True)
+        created_at = UtcDateTimeField()
+
+        class Meta:
+            table_name = "custom_domain"
+
+    class WorkerLease(Base):
+        """A process that runs jobs, alive while its heartbeat is recent: the jobs it owns
+        are left alone; those of a worker whose lease went stale are taken back."""
+
+        worker_id = peewee.CharField(max_length=40, primary_key=True)
+        heartbeat_at = UtcDateTimeField()
+
+        class Meta:
+            table_name = "worker_lease"
+
+    class DeployJob(Base):
+        id = peewee.CharField(max_length=40, primary_key=True)
+        service_id = peewee.CharField(max_length=40, index=True)
+        kind = peewee.CharField(max_length=16)
+        state = peewee.CharField(max_length=16, index=True)
+        step = peewee.CharField(max_length=32, default="")
+        error = peewee.TextField(null=True)
+        created_at = UtcDateTimeField()
+        updated_at = UtcDateTimeField()
+        owner = peewee.CharField(max_length=40, null=True)  # the worker running it (WorkerLease)
+        attempts = peewee.IntegerField(default=0)  # claims so far (a job that keeps killing its worker stops)
+        # migration 16: releases, rollbacks, cancels
+        release_id = peewee.CharField(max_length=40, null=True)  # the release it recorded
+        target_release_id = peewee.CharField(max_length=40, null=True)  # rollback: the release it runs again
+        cancel_requested = peewee.BooleanField(default=False, constraints=[peewee.SQL("DEFAULT FALSE")])
+        finished_at = UtcDateTimeField(null=True)
+        created_by = peewee.CharField(max_length=80, default="system", constraints=[peewee.SQL("DEFAULT 'system'")])
+
+        class Meta:
+            table_name = "deploy_job"
+
+    class Release(Base):
+        """What a successful deploy, redeploy or rollback ran (migration 16): its images
+        (kept under tags of the service's own), compose and variables."""
+
+        id = peewee.CharField(max_length=40, primary_key=True)
+        service_id = peewee.CharField(max_length=40)
+        number = peewee.IntegerField()
+        deploy_job_id = peewee.CharField(max_length=40)
+        images = peewee.TextField(default="[]")  # JSON [{component, image, image_id}]
+        compose = peewee.TextField(default="")
+        variables = peewee.TextField(default="{}")
+        commit = peewee.CharField(max_length=64, null=True, column_name="source_commit")
+        created_at = UtcDateTimeField()
+        created_by = peewee.CharField(max_length=80, default="system")
+
+        class Meta:
+            table_name = "service_release"
+            indexes = ((("service_id", "number"), True),)
+
+    class ServiceEvent(Base):
+        id = peewee.BigAutoField()
+        service_id = peewee.CharField(max_length=40)
+        type = peewee.CharField(max_length=16)
+        status = peewee.CharField(max_length=16)
+        message = peewee.TextField()
+        timestamp = UtcDateTimeField()
+
+        class Meta:
+            table_name = "service_event"
+            indexes = ((("service_id", "id"), False),)
+
+    class Backup(Base):
+        """A backup of a service's volumes (an archive under SLIPWAY_BACKUP_DIR) and the
+        state of its one job, plus that of its latest restore; the rows are the job queue."""
+
+        id = peewee.CharField(max_length=40, primary_key=True)
+        service = peewee.ForeignKeyField(Service, column_name="service_id", on_delete="CASCADE")
+        status = peewee.CharField(max_length=16, index=True)  # pending, running, completed, failed
+        progress = peewee.IntegerField(default=0)
+        size_bytes = peewee.BigIntegerField(default=0)
+        sha256 = peewee.CharField(max_length=64, null=True)
+        volumes = peewee.TextField(default="[]")  # JSON: the compose volume names backed up
+        error = peewee.TextField(null=True)
+        created_at = UtcDateTimeField()
+        updated_at = UtcDateTimeField()
+        completed_at = UtcDateTimeField(null=True)
+        restore_status = peewee.CharField(max_length=16, null=True, index=True)
+        restore_progress = peewee.IntegerField(default=0)
+        restore_requested_at = UtcDateTimeField(null=True)
+        restore_completed_at = UtcDateTimeField(null=True)
+        restore_error = peewee.TextField(null=True)
+        restore_containers = peewee.TextField(null=True)  # JSON: containers to start again afterwards
+        owner = peewee.CharField(max_length=40, null=True)  # the worker running its job (WorkerLease)
+
+        class Meta:
+            table_name = "backup"
+            indexes = ((("service", "created_at"), False),)
+
+    return dict(PanelCustomer=PanelCustomer, PanelApiKey=PanelApiKey, PanelUser=PanelUser,
+                PanelSession=PanelSession, PanelKeySession=PanelKeySession, PanelLogin=PanelLogin, Service=Service,
+                ServiceRoute=ServiceRoute, CustomDomain=CustomDomain, WorkerLease=WorkerLease, DeployJob=DeployJob,
+                Release=Release, ServiceEvent=ServiceEvent, Backup=Backup)

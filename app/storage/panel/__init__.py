@@ -1,0 +1,1 @@
+"""peewee repositories of the panel API (``ports.storage.panel``)."""

@@ -1,0 +1,1 @@
+"""peewee repositories of the partner API (``ports.storage.partner``)."""
