@@ -14,7 +14,8 @@ from app.composition import Composition
 from app.config import Config
 from app.http.errors import DENY_KEY, HandshakeDenial, handle_any_error
 from app.http.collector import freeze_startup_objects
-from app.http.observability import Observer, worker_exiting
+from app.http.observability.observer import Observer
+from app.http.observability.prometheus import worker_exiting
 from app.http.openapi import Contract
 from app.http.pipeline import add_contract_routes
 from app.http.probes import add_probe_routes
