@@ -16,7 +16,7 @@ from app.http.errors import DENY_KEY, HandshakeDenial, handle_any_error
 from app.http.collector import freeze_startup_objects
 from app.http.observability.observer import Observer
 from app.http.observability.prometheus import worker_exiting
-from app.http.openapi import Contract
+from app.http.openapi import ApiContract
 from app.http.pipeline import add_contract_routes
 from app.http.probes import add_probe_routes
 from app.http.websocket_limits import limit_messages
@@ -129,7 +129,7 @@ def create_app(config: Config | None = None, *, store: Store | None = None,
     app.add_error_handler(Exception, handle_any_error)
     app.add_error_handler(falcon.HTTPError, handle_any_error)
 
-    partner = Contract.load("partner")
+    partner = ApiContract.load("partner")
     handlers = identity_handlers(store, config.clock, partner)
     handlers.update(licensing_handlers(store, config.clock, license_service))
     handlers.update(billing_handlers(store, config.clock))
@@ -138,7 +138,7 @@ def create_app(config: Config | None = None, *, store: Store | None = None,
     add_contract_routes(app, partner, PartnerGate(store, config, parts.rates), handlers, parts.idempotency)
 
     routes = parts.extensions.routes  # the plugins' routes (register_routes), in the contract and behind its gate
-    panel = Contract.load("panel", deploy_methods=parts.deploy_methods,
+    panel = ApiContract.load("panel", deploy_methods=parts.deploy_methods,
                           amend=lambda document: extensions.add_to_document(document, routes))
     catalog = parts.templates
     archives = parts.backup_archives
