@@ -35,7 +35,7 @@ from app.partner.identity import identity_handlers
 from app.partner.licensing import licensing_handlers
 from app.partner.webhooks import webhook_handlers
 from app.storage.store import Store
-from app.workers.routes import reserved_hosts
+from app.workers.proxy_routes import reserved_hosts
 from core.panel import backups
 
 class SlipwayApp(falcon.asgi.App):

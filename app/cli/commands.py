@@ -221,7 +221,7 @@ def route_list(config, args) -> dict:
 def route_write(config, args) -> dict:
     """Bring the reverse proxy (the route provider SLIPWAY_ROUTES names) up to date now."""
     from app.composition import Composition
-    from app.workers.routes import RouteSync
+    from app.workers.proxy_routes import ProxyRouteSync
     from core.panel.routes import list_routes
 
     provider = Composition(config).route_provider
@@ -229,7 +229,7 @@ def route_write(config, args) -> dict:
         raise Invalid("SLIPWAY_ROUTES_FILE is not set" if config.routes == "file"
                       else f"the route provider {config.routes} is off")
     with _opened(config) as store:
-        changed = RouteSync(store, provider).sync()
+        changed = ProxyRouteSync(store, provider).sync()
         out = {"provider": provider.name, "changed": changed,
                "routes": [_route_json(r) for r in list_routes(store.uow())]}
         if getattr(provider, "path", None) is not None:

@@ -55,6 +55,10 @@ class Operation:
 
 
 class ApiContract:
+    """One API's OpenAPI document (``partner`` or ``panel``) and its operations: what routes,
+    validation and the coverage meta-tests are built from (not a partner's billing contract,
+    ``core.partner.contracts.Contract``)."""
+
     def __init__(self, api: str, document: dict):
         self.api = api
         self.document = document
