@@ -28,11 +28,11 @@ from app.panel.frontend import Frontend
 from app.panel.gate import PanelGate
 from app.panel.mcp import PATH as MCP_PATH, McpEndpoint
 from app.panel.realtime import realtime_handlers
-from app.panel.services import services_handlers
+from app.panel.services import ServicesHandlers
 from app.partner.billing import billing_handlers
 from app.partner.gate import PartnerGate
 from app.partner.identity import identity_handlers
-from app.partner.licensing import licensing_handlers
+from app.partner.licensing import LicensingHandlers
 from app.partner.webhooks import webhook_handlers
 from app.storage.store import Store
 from app.workers.proxy_routes import reserved_hosts
@@ -131,7 +131,7 @@ def create_app(config: Config | None = None, *, store: Store | None = None,
 
     partner = ApiContract.load("partner")
     handlers = identity_handlers(store, config.clock, partner)
-    handlers.update(licensing_handlers(store, config.clock, license_service))
+    handlers.update(LicensingHandlers(store, config.clock, license_service).handlers())
     handlers.update(billing_handlers(store, config.clock))
     handlers.update(webhook_handlers(store, config.clock, allow_private=config.webhook_allow_private,
                                      lookups=parts.webhook_lookups))
@@ -144,11 +144,11 @@ def create_app(config: Config | None = None, *, store: Store | None = None,
     archives = parts.backup_archives
     panel_ops = panel_handlers(store, config.clock, panel, catalog, key_rpm=config.rate_auth_rpm)
     panel_ops.update(docs_handlers())
-    panel_ops.update(services_handlers(store, config.clock, runtime, parts.deploy_methods, catalog,
-                                       parts.request_calls, wake=deployer.wake, quota=parts.quota,
-                                       deleted=lambda service_id: backups.forget_service(archives, service_id),
-                                       base_domain=config.base_domain, parse=parts.read_compose,
-                                       reserved_hosts=reserved_hosts(config)))
+    panel_ops.update(ServicesHandlers(store, config.clock, runtime, parts.deploy_methods, catalog,
+                                      parts.request_calls, wake=deployer.wake, quota=parts.quota,
+                                      deleted=lambda service_id: backups.forget_service(archives, service_id),
+                                      base_domain=config.base_domain, parse=parts.read_compose,
+                                      reserved_hosts=reserved_hosts(config)).handlers())
     panel_ops.update(backups_handlers(store, config.clock, archives, parts.read_compose,
                                       wake=parts.backup_worker.wake))
     panel_ops.update(realtime_handlers(parts.hub, store, runtime, parts.engine_calls, config.ws_queue,
