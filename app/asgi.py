@@ -7,7 +7,7 @@ import logging.config
 
 from app.config import Config
 from app.factory import create_app
-from app.http.observability import log_config
+from app.http.observability.logs import log_config
 
 # No formatter here shows a record's thread or process: not looking them up for every
 # record (the logging HOWTO's "Optimization") saves a little on every request's access line.

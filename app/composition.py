@@ -229,10 +229,10 @@ class Composition:
     @cached_property
     def route_sync(self):
         """Periodic, and at once when a deploy switches routes; None without a provider."""
-        from app.workers.routes import RouteSync
+        from app.workers.proxy_routes import ProxyRouteSync
 
         provider = self.route_provider
-        return RouteSync(self.store, provider, self.config.routes_interval) if provider is not None else None
+        return ProxyRouteSync(self.store, provider, self.config.routes_interval) if provider is not None else None
 
     @cached_property
     def hub(self):

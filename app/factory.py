@@ -14,8 +14,9 @@ from app.composition import Composition
 from app.config import Config
 from app.http.errors import DENY_KEY, HandshakeDenial, handle_any_error
 from app.http.collector import freeze_startup_objects
-from app.http.observability import Observer, worker_exiting
-from app.http.openapi import Contract
+from app.http.observability.observer import Observer
+from app.http.observability.prometheus import worker_exiting
+from app.http.openapi import ApiContract
 from app.http.pipeline import add_contract_routes
 from app.http.probes import add_probe_routes
 from app.http.websocket_limits import limit_messages
@@ -27,14 +28,14 @@ from app.panel.frontend import Frontend
 from app.panel.gate import PanelGate
 from app.panel.mcp import PATH as MCP_PATH, McpEndpoint
 from app.panel.realtime import realtime_handlers
-from app.panel.services import services_handlers
+from app.panel.services import ServicesHandlers
 from app.partner.billing import billing_handlers
 from app.partner.gate import PartnerGate
 from app.partner.identity import identity_handlers
-from app.partner.licensing import licensing_handlers
+from app.partner.licensing import LicensingHandlers
 from app.partner.webhooks import webhook_handlers
 from app.storage.store import Store
-from app.workers.routes import reserved_hosts
+from app.workers.proxy_routes import reserved_hosts
 from core.panel import backups
 
 class SlipwayApp(falcon.asgi.App):
@@ -128,26 +129,26 @@ def create_app(config: Config | None = None, *, store: Store | None = None,
     app.add_error_handler(Exception, handle_any_error)
     app.add_error_handler(falcon.HTTPError, handle_any_error)
 
-    partner = Contract.load("partner")
+    partner = ApiContract.load("partner")
     handlers = identity_handlers(store, config.clock, partner)
-    handlers.update(licensing_handlers(store, config.clock, license_service))
+    handlers.update(LicensingHandlers(store, config.clock, license_service).handlers())
     handlers.update(billing_handlers(store, config.clock))
     handlers.update(webhook_handlers(store, config.clock, allow_private=config.webhook_allow_private,
                                      lookups=parts.webhook_lookups))
     add_contract_routes(app, partner, PartnerGate(store, config, parts.rates), handlers, parts.idempotency)
 
     routes = parts.extensions.routes  # the plugins' routes (register_routes), in the contract and behind its gate
-    panel = Contract.load("panel", deploy_methods=parts.deploy_methods,
+    panel = ApiContract.load("panel", deploy_methods=parts.deploy_methods,
                           amend=lambda document: extensions.add_to_document(document, routes))
     catalog = parts.templates
     archives = parts.backup_archives
     panel_ops = panel_handlers(store, config.clock, panel, catalog, key_rpm=config.rate_auth_rpm)
     panel_ops.update(docs_handlers())
-    panel_ops.update(services_handlers(store, config.clock, runtime, parts.deploy_methods, catalog,
-                                       parts.request_calls, wake=deployer.wake, quota=parts.quota,
-                                       deleted=lambda service_id: backups.forget_service(archives, service_id),
-                                       base_domain=config.base_domain, parse=parts.read_compose,
-                                       reserved_hosts=reserved_hosts(config)))
+    panel_ops.update(ServicesHandlers(store, config.clock, runtime, parts.deploy_methods, catalog,
+                                      parts.request_calls, wake=deployer.wake, quota=parts.quota,
+                                      deleted=lambda service_id: backups.forget_service(archives, service_id),
+                                      base_domain=config.base_domain, parse=parts.read_compose,
+                                      reserved_hosts=reserved_hosts(config)).handlers())
     panel_ops.update(backups_handlers(store, config.clock, archives, parts.read_compose,
                                       wake=parts.backup_worker.wake))
     panel_ops.update(realtime_handlers(parts.hub, store, runtime, parts.engine_calls, config.ws_queue,

@@ -66,7 +66,7 @@ def _figures(times: list[float]) -> dict:
 
 def _redact_calls(unit: str, calls: int, first: int) -> float:
     """Median milliseconds of one ``redact`` call on a new path."""
-    from app.http.observability import redact
+    from core.redaction import redact
 
     times = []
     for number in range(first, first + calls):

@@ -1,7 +1,7 @@
 """The route-provider port: how the route records (``core.panel.routes.Route``, hostname
 -> upstream) reach a reverse proxy. A provider plugin registers factories
 (``register_route_providers``); ``SLIPWAY_ROUTES`` names the one the server uses, and
-``app.workers.routes`` calls its ``sync`` with every record, every
+``app.workers.proxy_routes`` calls its ``sync`` with every record, every
 ``SLIPWAY_ROUTES_INTERVAL`` seconds and when a deploy switches a service's upstream."""
 from __future__ import annotations
 

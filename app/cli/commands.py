@@ -13,6 +13,7 @@ from app.http.timefmt import rfc3339
 from core.partner import contracts, editions, licenses, partners, statements, tokens
 from core.partner.billing import Period
 from core.errors import Invalid
+from core.redaction import redact_url
 
 
 def _store(config) -> Store:
@@ -26,7 +27,7 @@ def init(config, args) -> dict:
     pm = Composition(config).plugins
     try:
         applied = store.migrate([factory.migrate for factory in license_services(pm).values()])
-        return {"database": _redact(config.database_url), "schemaVersion": store.version(), "applied": applied}
+        return {"database": redact_url(config.database_url), "schemaVersion": store.version(), "applied": applied}
     finally:
         store.close()
 
@@ -89,7 +90,7 @@ def serve(config, host: str, port: int, workers: int = 1):
     import uvicorn
 
     from app.factory import create_app
-    from app.http.observability import log_config
+    from app.http.observability.logs import log_config
     from app.http.websocket_limits import MAX_MESSAGE
 
     multiproc = None
@@ -101,7 +102,7 @@ def serve(config, host: str, port: int, workers: int = 1):
         os.environ.pop("PROMETHEUS_MULTIPROC_DIR", None)  # one process: its own registry
     try:
         app = create_app(config)  # refuses a bad configuration before any worker starts
-        print(json.dumps({"serving": f"http://{host}:{port}", "database": _redact(config.database_url),
+        print(json.dumps({"serving": f"http://{host}:{port}", "database": redact_url(config.database_url),
                           "workers": workers}), flush=True)
         # uvicorn would otherwise rewrite the client address from X-Forwarded-For sent from
         # 127.0.0.1 (its default): the address is the app's to decide, from SLIPWAY_TRUSTED_PROXIES.
@@ -118,18 +119,6 @@ def serve(config, host: str, port: int, workers: int = 1):
         if multiproc is not None:
             shutil.rmtree(multiproc, ignore_errors=True)
     return 0, None
-
-
-def _redact(url: str) -> str:
-    from urllib.parse import urlsplit, urlunsplit
-
-    parts = urlsplit(url)
-    if parts.password:
-        netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-        return urlunsplit(parts._replace(netloc=netloc))
-    return url
-
-
 
 
 def edition_list(config, args) -> dict:
@@ -232,7 +221,7 @@ def route_list(config, args) -> dict:
 def route_write(config, args) -> dict:
     """Bring the reverse proxy (the route provider SLIPWAY_ROUTES names) up to date now."""
     from app.composition import Composition
-    from app.workers.routes import RouteSync
+    from app.workers.proxy_routes import ProxyRouteSync
     from core.panel.routes import list_routes
 
     provider = Composition(config).route_provider
@@ -240,7 +229,7 @@ def route_write(config, args) -> dict:
         raise Invalid("SLIPWAY_ROUTES_FILE is not set" if config.routes == "file"
                       else f"the route provider {config.routes} is off")
     with _opened(config) as store:
-        changed = RouteSync(store, provider).sync()
+        changed = ProxyRouteSync(store, provider).sync()
         out = {"provider": provider.name, "changed": changed,
                "routes": [_route_json(r) for r in list_routes(store.uow())]}
         if getattr(provider, "path", None) is not None:

@@ -1,7 +1,7 @@
 """The OpenAPI contracts as the source of truth: operations, request validators and the
 response validators the tests use.
 
-Routes are registered from ``Contract.operations``; body and parameter schemas are
+Routes are registered from ``ApiContract.operations``; body and parameter schemas are
 compiled once into jsonschema validators (the OpenAPI dialect of each contract).
 """
 from __future__ import annotations
@@ -54,7 +54,11 @@ class Operation:
     body_schema: dict | None = None  # the JSON request body's schema, as in the contract
 
 
-class Contract:
+class ApiContract:
+    """One API's OpenAPI document (``partner`` or ``panel``) and its operations: what routes,
+    validation and the coverage meta-tests are built from (not a partner's billing contract,
+    ``core.partner.contracts.Contract``)."""
+
     def __init__(self, api: str, document: dict):
         self.api = api
         self.document = document
@@ -76,7 +80,7 @@ class Contract:
         return json.dumps(yaml.load(self.text, Loader=_LOADER), ensure_ascii=False).encode("utf-8")
 
     @classmethod
-    def load(cls, api: str, *, deploy_methods=None, amend=None) -> "Contract":
+    def load(cls, api: str, *, deploy_methods=None, amend=None) -> "ApiContract":
         """The ``api`` contract (``partner`` or ``panel``), the panel's specialised for
         ``deploy_methods``; ``amend(document)`` adds to the document before it is compiled
         (the plugins' routes: app.extensions). The YAML is parsed once per process
@@ -207,7 +211,7 @@ class Contract:
 @functools.cache
 def _parsed(api: str) -> dict:
     """The ``api`` contract's YAML, parsed once per process, with the Idempotency-Key
-    additions (``_idempotent_posts``). Shared: ``Contract.load`` copies it before changing
+    additions (``_idempotent_posts``). Shared: ``ApiContract.load`` copies it before changing
     anything."""
     name = {"partner": "partner.yaml", "panel": "panel.yaml"}[api]
     document = yaml.load(resources.files("app.http.contracts").joinpath(name).read_text("utf-8"), Loader=_LOADER)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import falcon
 import orjson
 
-from app.http.openapi import Contract, Operation
+from app.http.openapi import ApiContract, Operation
 from app.http.errors import ApiError, api_of, refuse_websocket, to_api_error
 
 MAX_BODY = 1024 * 1024
@@ -330,7 +330,7 @@ class OperationResource:
         self.on_websocket = on_websocket
 
 
-def add_contract_routes(app: falcon.asgi.App, contract: Contract, gate, handlers: dict, idempotency=None) -> None:
+def add_contract_routes(app: falcon.asgi.App, contract: ApiContract, gate, handlers: dict, idempotency=None) -> None:
     """Register every operation of ``contract``; an operation without a handler is an error.
     With ``idempotency`` (``app.http.idempotency.Idempotency``) its POSTs honour
     ``Idempotency-Key``."""

@@ -21,7 +21,8 @@ import threading
 
 import falcon
 
-from app.http.observability import redact, render_metrics
+from app.http.observability.prometheus import render_metrics
+from core.redaction import redact
 
 
 def _json(resp, status: int, body: dict) -> None:

@@ -1,7 +1,6 @@
 """Handlers of the panel API's services: create, list, detail, lifecycle, events, logs."""
 from __future__ import annotations
 
-
 from app.http.pipeline import Reply, time_param
 from app.panel.usage import Resources
 from ports.runtime import EngineError
@@ -53,166 +52,192 @@ def tenant(caller):
     return ("customer", caller.customer_id) if caller.customer_id is not None else ("key", caller.bucket_id)
 
 
-def services_handlers(store, clock, runtime, methods: dict, catalog: dict, engine, wake=lambda: None,
-                      deleted=lambda service_id: None, quota: Quota = DEFAULT_QUOTA,
-                      base_domain: str | None = None, parse=None, reserved_hosts=()) -> dict:
-    """``engine`` runs calls that reach the container engine (``app.engine_calls``);
+class ServicesHandlers:
+    """The services operations of the panel API, one method each; ``handlers()`` maps their
+    operation ids to them.
+
+    ``calls`` runs calls that reach the container engine (``app.engine_calls``, each
+    tenant its share: ``tenant``); ``wake()`` tells the deploy worker a job is queued;
     ``deleted(service_id)`` runs after a service is deleted (its backup archives go);
     ``quota`` holds the operator's customer limits; ``base_domain`` and ``parse`` (the
     compose parser) let start and restart write the route record again for the host
     port the engine published; ``reserved_hosts`` are refused as custom domains (the
     panel's own host, Caddy's admin host: ``reserved_hosts(config)`` in the factory), and
     so is a service name that would put the service's host name on one or above one."""
-    run = store.run
-    resources = Resources(runtime)
 
-    async def list_services(call):
+    def __init__(self, store, clock, runtime, methods: dict, catalog: dict, calls, wake=lambda: None,
+                 deleted=lambda service_id: None, quota: Quota = DEFAULT_QUOTA,
+                 base_domain: str | None = None, parse=None, reserved_hosts=()):
+        self.store, self.clock, self.runtime, self.calls = store, clock, runtime, calls
+        self.methods, self.catalog, self.quota = methods, catalog, quota
+        self.wake, self.deleted = wake, deleted
+        self.base_domain, self.parse, self.reserved_hosts = base_domain, parse, reserved_hosts
+        self.resources = Resources(runtime)
+
+    def handlers(self) -> dict:
+        return {"listServiceReleases": self.list_releases, "getServiceRelease": self.get_release,
+                "listServiceDeploys": self.list_deploys, "getServiceDeploy": self.get_deploy,
+                "cancelServiceDeploy": self.cancel_deploy, "rollbackService": self.rollback,
+                "listServices": self.list_services, "createService": self.create_service,
+                "getService": self.get_service, "updateService": self.update_service,
+                "startService": self.start, "stopService": self.stop, "restartService": self.restart,
+                "redeployService": self.redeploy, "deleteService": self.delete_service,
+                "listServiceEvents": self.list_events, "getServiceLogs": self.get_logs}
+
+    async def list_services(self, call):
         p = call.params
-        found, total = await run(services.list_services, store.uow(write=False), call.caller, page=p["page"],
-                                 per_page=p["per_page"], status=p.get("status"), customer_id=p.get("customer_id"),
-                                 sort=p.get("sort"), order=p["order"], search=p.get("search"))
+        found, total = await self.store.run(
+            services.list_services, self.store.uow(write=False), call.caller, page=p["page"],
+            per_page=p["per_page"], status=p.get("status"), customer_id=p.get("customer_id"), sort=p.get("sort"),
+            order=p["order"], search=p.get("search"))
 
         ids = [s.id for s in found]
         try:
-            by_id = await engine.run_for(tenant(call.caller), resources.for_page, ids) if ids else {}
+            by_id = await self.calls.run_for(tenant(call.caller), self.resources.for_page, ids) if ids else {}
         except EngineError:  # a hung engine: the list still answers, from the database
-            by_id = {sid: resources.unknown() for sid in ids}
+            by_id = {sid: self.resources.unknown() for sid in ids}
         return Reply(200, {"data": [service_item(s, by_id[s.id]) for s in found], "total": total,
                            "page": p["page"], "per_page": p["per_page"]})
 
-    async def create_service(call):
-        service, job = await run(services.create_service, store.uow(), clock, call.caller, call.body, methods,
-                                 catalog, quota, base_domain=base_domain, reserved_hosts=reserved_hosts)
-        wake()
+    async def create_service(self, call):
+        service, job = await self.store.run(
+            services.create_service, self.store.uow(), self.clock, call.caller, call.body, self.methods,
+            self.catalog, self.quota, base_domain=self.base_domain, reserved_hosts=self.reserved_hosts)
+        self.wake()
         return Reply(201, {"id": service.id, "name": service.name, "status": service.status, "url": service.url,
                            "deploy_job_id": job.id})
 
-    async def get_service(call):
+    async def get_service(self, call):
+        store = self.store
+
         def read():
             service = services.get_service(store.uow(write=False), call.caller, call.params["id"])
             with store.uow(write=False) as uow:
                 return service, uow.services.customer_names([service.customer_id]).get(service.customer_id, "")
 
-        service, customer_name = await run(read)
-        return Reply(200, await detail(call, service, customer_name))
+        service, customer_name = await store.run(read)
+        return Reply(200, await self._detail(call, service, customer_name))
 
-    async def detail(call, service, customer_name) -> dict:
+    async def _detail(self, call, service, customer_name) -> dict:
         try:
-            used = await engine.run_for(tenant(call.caller), resources.for_detail, service.id)
+            used = await self.calls.run_for(tenant(call.caller), self.resources.for_detail, service.id)
         except EngineError:  # a hung engine: the detail still answers, from the database
-            used = resources.unknown(detail=True)
+            used = self.resources.unknown(detail=True)
         return service_detail(service, used, customer_name)
 
-    async def update_service(call):
+    async def update_service(self, call):
+        store = self.store
+
         def patch():
-            service = services.patch_service(store.uow(), clock, call.caller, call.params["id"], call.body, methods,
-                                             catalog, base_domain=base_domain, quota=quota,
-                                             reserved_hosts=reserved_hosts)
+            service = services.patch_service(store.uow(), self.clock, call.caller, call.params["id"], call.body,
+                                             self.methods, self.catalog, base_domain=self.base_domain,
+                                             quota=self.quota, reserved_hosts=self.reserved_hosts)
             with store.uow(write=False) as uow:
                 return service, uow.services.customer_names([service.customer_id]).get(service.customer_id, "")
 
-        service, customer_name = await run(patch)
-        return Reply(200, await detail(call, service, customer_name))
+        service, customer_name = await store.run(patch)
+        return Reply(200, await self._detail(call, service, customer_name))
 
-    def operation(name):
-        async def handler(call):
-            service, message = await engine.run_for(tenant(call.caller), services.operate, store.uow(), clock,
-                                                    runtime, call.caller, call.params["id"], name,
-                                                    base_domain=base_domain, parse=parse)
-            return Reply(200, {"id": service.id, "status": service.status, "message": message})
+    async def _operate(self, call, name: str):
+        service, message = await self.calls.run_for(
+            tenant(call.caller), services.operate, self.store.uow(), self.clock, self.runtime, call.caller,
+            call.params["id"], name, base_domain=self.base_domain, parse=self.parse)
+        return Reply(200, {"id": service.id, "status": service.status, "message": message})
 
-        return handler
+    async def start(self, call):
+        return await self._operate(call, "start")
 
-    async def redeploy(call):
-        service, job = await run(services.redeploy, store.uow(), clock, call.caller, call.params["id"], quota)
-        wake()
+    async def stop(self, call):
+        return await self._operate(call, "stop")
+
+    async def restart(self, call):
+        return await self._operate(call, "restart")
+
+    async def redeploy(self, call):
+        service, job = await self.store.run(services.redeploy, self.store.uow(), self.clock, call.caller,
+                                            call.params["id"], self.quota)
+        self.wake()
         return Reply(200, {"id": service.id, "status": service.status, "deploy_job_id": job.id})
 
-    async def delete_service(call):
+    async def delete_service(self, call):
+        runtime = self.runtime
+
         def delete():
-            service = services.delete_service(store.uow(), runtime, call.caller, call.params["id"])
-            method = methods.get(service.deploy_method)
+            service = services.delete_service(self.store.uow(), runtime, call.caller, call.params["id"])
+            method = self.methods.get(service.deploy_method)
             for image in method.built_images(service) if method is not None else ():  # git and ai builds
                 try:
                     runtime.remove_image(image)
                 except Exception:  # best effort: the service is gone either way
                     pass
-            deleted(service.id)  # in the same call: done even if the request gave up waiting
+            self.deleted(service.id)  # in the same call: done even if the request gave up waiting
 
-        await engine.run_for(tenant(call.caller), delete)
+        await self.calls.run_for(tenant(call.caller), delete)
         return Reply(204)
 
-    async def list_events(call):
+    async def list_events(self, call):
         p = call.params
-        found, total = await run(services.list_events, store.uow(write=False), call.caller, p["id"],
-                                 page=p["page"], per_page=p["per_page"])
-        return Reply(200, {"data": [event_json(e) for e in found], "total": total, "page": p["page"],
-                           "per_page": p["per_page"]})
+        found, total = await self.store.run(services.list_events, self.store.uow(write=False), call.caller, p["id"],
+                                            page=p["page"], per_page=p["per_page"])
+        return _listing(found, total, p, event_json)
 
-    async def get_logs(call):
+    async def get_logs(self, call):
         since = time_param(call, "since")
         tail = call.params["tail"]
+        runtime = self.runtime
 
         def read():
-            service = services.get_service(store.uow(write=False), call.caller, call.params["id"])
+            service = services.get_service(self.store.uow(write=False), call.caller, call.params["id"])
             lines = []
             for state in runtime.containers(service.id):
                 lines.extend(runtime.logs(state.id, tail=tail, since=since))
             lines.sort(key=lambda line: line.timestamp)
             return lines[-tail:]
 
-        lines = await engine.run_for(tenant(call.caller), read)
+        lines = await self.calls.run_for(tenant(call.caller), read)
         return Reply(200, {"logs": [{"timestamp": rfc3339(line.timestamp), "stream": line.stream,
                                      "message": line.message} for line in lines]})
 
-    def listing(found, total, p, shape):
-        return Reply(200, {"data": [shape(x) for x in found], "total": total, "page": p["page"],
-                           "per_page": p["per_page"]})
-
-    async def list_releases(call):
+    async def list_releases(self, call):
         p = call.params
-        found, total = await run(releases.list_releases, store.uow(write=False), call.caller, p["id"],
-                                 page=p["page"], per_page=p["per_page"])
-        return listing(found, total, p, release_json)
+        found, total = await self.store.run(releases.list_releases, self.store.uow(write=False), call.caller,
+                                            p["id"], page=p["page"], per_page=p["per_page"])
+        return _listing(found, total, p, release_json)
 
-    async def get_release(call):
-        found = await run(releases.get_release, store.uow(write=False), call.caller, call.params["id"],
-                          call.params["release_id"])
+    async def get_release(self, call):
+        found = await self.store.run(releases.get_release, self.store.uow(write=False), call.caller,
+                                     call.params["id"], call.params["release_id"])
         return Reply(200, release_json(found))
 
-    async def list_deploys(call):
+    async def list_deploys(self, call):
         p = call.params
-        found, total = await run(releases.list_jobs, store.uow(write=False), call.caller, p["id"],
-                                 page=p["page"], per_page=p["per_page"])
-        return listing(found, total, p, job_json)
+        found, total = await self.store.run(releases.list_jobs, self.store.uow(write=False), call.caller, p["id"],
+                                            page=p["page"], per_page=p["per_page"])
+        return _listing(found, total, p, job_json)
 
-    async def get_deploy(call):
-        found = await run(releases.get_job, store.uow(write=False), call.caller, call.params["id"],
-                          call.params["job_id"])
+    async def get_deploy(self, call):
+        found = await self.store.run(releases.get_job, self.store.uow(write=False), call.caller, call.params["id"],
+                                     call.params["job_id"])
         return Reply(200, job_json(found))
 
-    async def cancel_deploy(call):
-        job = await engine.run_for(tenant(call.caller), releases.cancel_job, store.uow(), clock, runtime,
-                                   call.caller, call.params["id"], call.params["job_id"])
+    async def cancel_deploy(self, call):
+        job = await self.calls.run_for(tenant(call.caller), releases.cancel_job, self.store.uow(), self.clock,
+                                       self.runtime, call.caller, call.params["id"], call.params["job_id"])
         return Reply(200, job_json(job))
 
-    async def rollback(call):
+    async def rollback(self, call):
         body = call.body if isinstance(call.body, dict) else {}
 
         def queue():
-            return releases.rollback(store.uow(), clock, runtime, call.caller, call.params["id"],
-                                     body.get("release_id"), services.redeploy, quota)
+            return releases.rollback(self.store.uow(), self.clock, self.runtime, call.caller, call.params["id"],
+                                     body.get("release_id"), services.redeploy, self.quota)
 
-        service, job, target = await engine.run_for(tenant(call.caller), queue)
-        wake()
+        service, job, target = await self.calls.run_for(tenant(call.caller), queue)
+        self.wake()
         return Reply(200, {"id": service.id, "status": service.status, "deploy_job_id": job.id,
                            "release_id": target.id})
 
-    return {"listServiceReleases": list_releases, "getServiceRelease": get_release,
-            "listServiceDeploys": list_deploys, "getServiceDeploy": get_deploy,
-            "cancelServiceDeploy": cancel_deploy, "rollbackService": rollback,
-            "listServices": list_services, "createService": create_service, "getService": get_service,
-            "updateService": update_service,
-            "startService": operation("start"), "stopService": operation("stop"),
-            "restartService": operation("restart"), "redeployService": redeploy, "deleteService": delete_service,
-            "listServiceEvents": list_events, "getServiceLogs": get_logs}
+
+def _listing(found, total, p, shape) -> Reply:
+    return Reply(200, {"data": [shape(x) for x in found], "total": total, "page": p["page"],
+                       "per_page": p["per_page"]})

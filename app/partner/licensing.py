@@ -101,89 +101,114 @@ def _fields(body: dict) -> dict:
     return {snake(k): v for k, v in body.items()}
 
 
-def licensing_handlers(store, clock, license_service) -> dict:
-    run = store.run
+class LicensingHandlers:
+    """The partner API's customers, contacts, notes, activity, licenses and transfers, one
+    method per operation; ``handlers()`` maps their operation ids to them. ``license_service``
+    is the configured license service (``ports.licensing``) that issued keys are synced to."""
 
-    def uow(call):
-        return store.uow(write=call.op.scope == "write")
+    def __init__(self, store, clock, license_service):
+        self.store, self.clock, self.license_service = store, clock, license_service
+
+    def handlers(self) -> dict:
+        return {
+            "listCustomers": self.list_customers, "createCustomer": self.create_customer,
+            "getCustomer": self.get_customer, "updateCustomer": self.update_customer,
+            "deleteCustomer": self.delete_customer,
+            "listContacts": self.list_contacts, "createContact": self.create_contact,
+            "updateContact": self.update_contact, "deleteContact": self.delete_contact,
+            "listNotes": self.list_notes, "createNote": self.create_note,
+            "listActivity": self.list_activity, "getActivitySummary": self.activity_summary,
+            "exportActivity": self.export_activity,
+            "listLicenses": self.list_licenses, "createLicense": self.create_license, "getLicense": self.get_license,
+            "suspendLicense": self.suspend_license, "resumeLicense": self.resume_license,
+            "terminateLicense": self.terminate_license, "changeLicenseEdition": self.change_edition,
+            "listTransfers": self.list_transfers, "createTransfer": self.create_transfer,
+        }
+
+    def run(self, work, *args, **kwargs):
+        """``work`` in a database thread (``Store.run``)."""
+        return self.store.run(work, *args, **kwargs)
+
+    def uow(self, call):
+        return self.store.uow(write=call.op.scope == "write")
 
     # --- customers ---------------------------------------------------------------------
 
-    async def list_customers(call):
+    async def list_customers(self, call):
         page = _page(call.params)
-        found = await run(customers.list_customers, uow(call), call.caller, page,
-                          status=call.params.get("status"), external_ref=call.params.get("externalRef"))
+        found = await self.run(customers.list_customers, self.uow(call), call.caller, page,
+                               status=call.params.get("status"), external_ref=call.params.get("externalRef"))
         return Reply(200, _paged(found, page, customer_json))
 
-    async def create_customer(call):
+    async def create_customer(self, call):
         body = dict(call.body)
         partner_id = body.pop("partnerId", None)
-        created = await run(customers.create_customer, uow(call), clock, call.caller, _fields(body),
-                            partner_id=partner_id)
+        created = await self.run(customers.create_customer, self.uow(call), self.clock, call.caller, _fields(body),
+                                 partner_id=partner_id)
         return Reply(201, customer_json(created))
 
-    async def get_customer(call):
-        return Reply(200, customer_json(await run(customers.get_customer, uow(call), call.caller,
-                                                  call.params["customerId"])))
+    async def get_customer(self, call):
+        return Reply(200, customer_json(await self.run(customers.get_customer, self.uow(call), call.caller,
+                                                       call.params["customerId"])))
 
-    async def update_customer(call):
-        updated = await run(customers.update_customer, uow(call), call.caller, call.params["customerId"],
-                            _fields(call.body))
+    async def update_customer(self, call):
+        updated = await self.run(customers.update_customer, self.uow(call), call.caller, call.params["customerId"],
+                                 _fields(call.body))
         return Reply(200, customer_json(updated))
 
-    async def delete_customer(call):
-        await run(customers.delete_customer, uow(call), clock, call.caller, call.params["customerId"])
+    async def delete_customer(self, call):
+        await self.run(customers.delete_customer, self.uow(call), self.clock, call.caller, call.params["customerId"])
         return Reply(204)
 
     # --- contacts and notes --------------------------------------------------------------
 
-    async def list_contacts(call):
-        found = await run(customers.list_contacts, uow(call), call.caller, call.params["customerId"])
+    async def list_contacts(self, call):
+        found = await self.run(customers.list_contacts, self.uow(call), call.caller, call.params["customerId"])
         return Reply(200, [contact_json(c) for c in found])
 
-    async def create_contact(call):
-        created = await run(customers.create_contact, uow(call), clock, call.caller, call.params["customerId"],
-                            _fields(call.body))
+    async def create_contact(self, call):
+        created = await self.run(customers.create_contact, self.uow(call), self.clock, call.caller,
+                                 call.params["customerId"], _fields(call.body))
         return Reply(201, contact_json(created))
 
-    async def update_contact(call):
-        updated = await run(customers.update_contact, uow(call), clock, call.caller, call.params["customerId"],
-                            call.params["contactId"], _fields(call.body))
+    async def update_contact(self, call):
+        updated = await self.run(customers.update_contact, self.uow(call), self.clock, call.caller,
+                                 call.params["customerId"], call.params["contactId"], _fields(call.body))
         return Reply(200, contact_json(updated))
 
-    async def delete_contact(call):
-        await run(customers.delete_contact, uow(call), call.caller, call.params["customerId"],
-                  call.params["contactId"])
+    async def delete_contact(self, call):
+        await self.run(customers.delete_contact, self.uow(call), call.caller, call.params["customerId"],
+                       call.params["contactId"])
         return Reply(204)
 
-    async def list_notes(call):
-        found = await run(customers.list_notes, uow(call), call.caller, call.params["customerId"])
+    async def list_notes(self, call):
+        found = await self.run(customers.list_notes, self.uow(call), call.caller, call.params["customerId"])
         return Reply(200, [note_json(n) for n in found])
 
-    async def create_note(call):
-        note = await run(customers.add_note, uow(call), clock, call.caller, call.params["customerId"],
-                         call.body["body"])
+    async def create_note(self, call):
+        note = await self.run(customers.add_note, self.uow(call), self.clock, call.caller, call.params["customerId"],
+                              call.body["body"])
         return Reply(201, note_json(note))
 
     # --- activity --------------------------------------------------------------------------
 
-    async def list_activity(call):
+    async def list_activity(self, call):
         page = _page(call.params)
-        found = await run(ledger.customer_activity, uow(call), call.caller, call.params["customerId"],
-                          _filters(call), page)
+        found = await self.run(ledger.customer_activity, self.uow(call), call.caller, call.params["customerId"],
+                               _filters(call), page)
         return Reply(200, _paged(found, page, event_json))
 
-    async def activity_summary(call):
-        summary = await run(ledger.customer_activity_summary, uow(call), call.caller, call.params["customerId"],
-                            _filters(call))
+    async def activity_summary(self, call):
+        summary = await self.run(ledger.customer_activity_summary, self.uow(call), call.caller,
+                                 call.params["customerId"], _filters(call))
         return Reply(200, {"customerId": summary["customer_id"], "total": summary["total"],
                            "byEvent": summary["by_event"], "firstAt": rfc3339(summary["first_at"]),
                            "lastAt": rfc3339(summary["last_at"])})
 
-    async def export_activity(call):
+    async def export_activity(self, call):
         customer_id, filters = call.params["customerId"], _filters(call)
-        await run(ledger.check_customer_visible, uow(call), call.caller, customer_id)
-        total = await run(ledger.export_count, uow(call), customer_id, filters)
+        await self.run(ledger.check_customer_visible, self.uow(call), call.caller, customer_id)
+        total = await self.run(ledger.export_count, self.uow(call), customer_id, filters)
 
         async def rows():
             out = io.StringIO()
@@ -192,8 +217,8 @@ def licensing_handlers(store, clock, license_service) -> dict:
             yield out.getvalue().encode()
             sent, before = 0, None
             while sent < EXPORT_ROW_LIMIT:
-                batch = await run(ledger.export_batches, uow(call), customer_id, filters, before,
-                                  min(1000, EXPORT_ROW_LIMIT - sent))
+                batch = await self.run(ledger.export_batches, self.uow(call), customer_id, filters, before,
+                                       min(1000, EXPORT_ROW_LIMIT - sent))
                 if not batch:
                     break
                 out.seek(0)
@@ -211,60 +236,55 @@ def licensing_handlers(store, clock, license_service) -> dict:
 
     # --- licenses --------------------------------------------------------------------------
 
-    async def list_licenses(call):
+    async def list_licenses(self, call):
         page = _page(call.params)
-        found = await run(licenses.list_licenses, uow(call), call.caller, page,
-                          customer_id=call.params.get("customerId"), state=call.params.get("state"),
-                          edition=call.params.get("edition"))
+        found = await self.run(licenses.list_licenses, self.uow(call), call.caller, page,
+                               customer_id=call.params.get("customerId"), state=call.params.get("state"),
+                               edition=call.params.get("edition"))
         return Reply(200, _paged(found, page, license_json))
 
-    async def create_license(call):
+    async def create_license(self, call):
         b = call.body
-        lic, key = await run(licenses.issue_license, uow(call), clock, license_service, call.caller,
-                             customer_id=b["customerId"], contract_id=b["contractId"], edition=b["edition"],
-                             external_billing_ref=b.get("externalBillingRef", ""), metadata=b.get("metadata", ""))
+        lic, key = await self.run(licenses.issue_license, self.uow(call), self.clock, self.license_service, call.caller,
+                                  customer_id=b["customerId"], contract_id=b["contractId"], edition=b["edition"],
+                                  external_billing_ref=b.get("externalBillingRef", ""), metadata=b.get("metadata", ""))
         return Reply(201, {"license": license_json(lic), "key": key})
 
-    async def get_license(call):
-        return Reply(200, license_json(await run(licenses.get_license, uow(call), call.caller,
-                                                 call.params["licenseId"])))
-
-    def change(use_case, *extra):
-        async def handler(call):
-            args = [call.body[name] for name in extra]
-            lic = await run(use_case, uow(call), clock, license_service, call.caller, call.params["licenseId"],
-                            *args)
-            return Reply(200, license_json(lic))
-
-        return handler
+    async def get_license(self, call):
+        return Reply(200, license_json(await self.run(licenses.get_license, self.uow(call), call.caller,
+                                                      call.params["licenseId"])))
 
     # --- transfers -------------------------------------------------------------------------
 
-    async def list_transfers(call):
+    async def list_transfers(self, call):
         page = _page(call.params)
-        found = await run(transfers.list_transfers, uow(call), call.caller, page,
-                          license_id=call.params.get("licenseId"))
+        found = await self.run(transfers.list_transfers, self.uow(call), call.caller, page,
+                               license_id=call.params.get("licenseId"))
         return Reply(200, _paged(found, page, transfer_json))
 
-    async def create_transfer(call):
+    async def create_transfer(self, call):
         b = call.body
-        transfer, moved = await run(
-            transfers.transfer_license, uow(call), clock, call.caller, license_id=b["licenseId"],
+        transfer, moved = await self.run(
+            transfers.transfer_license, self.uow(call), self.clock, call.caller, license_id=b["licenseId"],
             to_partner_id=b["toPartnerId"], to_customer_id=b["toCustomerId"], to_contract_id=b["toContractId"],
             reason=b.get("reason", ""), effective_at=_effective(b.get("effectiveDate")))
-        await run(transfers.sync_transfer, uow(call), license_service, transfer, moved)
+        await self.run(transfers.sync_transfer, self.uow(call), self.license_service, transfer, moved)
         return Reply(201, {"status": "completed", "transfer": transfer_json(transfer)})
 
-    return {
-        "listCustomers": list_customers, "createCustomer": create_customer, "getCustomer": get_customer,
-        "updateCustomer": update_customer, "deleteCustomer": delete_customer,
-        "listContacts": list_contacts, "createContact": create_contact, "updateContact": update_contact,
-        "deleteContact": delete_contact, "listNotes": list_notes, "createNote": create_note,
-        "listActivity": list_activity, "getActivitySummary": activity_summary,
-        "exportActivity": export_activity,
-        "listLicenses": list_licenses, "createLicense": create_license, "getLicense": get_license,
-        "suspendLicense": change(licenses.suspend_license), "resumeLicense": change(licenses.resume_license),
-        "terminateLicense": change(licenses.terminate_license),
-        "changeLicenseEdition": change(licenses.change_edition, "edition"),
-        "listTransfers": list_transfers, "createTransfer": create_transfer,
-    }
+    async def _change(self, call, use_case, *extra):
+        args = [call.body[name] for name in extra]
+        lic = await self.run(use_case, self.uow(call), self.clock, self.license_service, call.caller,
+                             call.params["licenseId"], *args)
+        return Reply(200, license_json(lic))
+
+    async def suspend_license(self, call):
+        return await self._change(call, licenses.suspend_license)
+
+    async def resume_license(self, call):
+        return await self._change(call, licenses.resume_license)
+
+    async def terminate_license(self, call):
+        return await self._change(call, licenses.terminate_license)
+
+    async def change_edition(self, call):
+        return await self._change(call, licenses.change_edition, "edition")

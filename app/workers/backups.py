@@ -13,8 +13,8 @@ from core.panel import backups
 class BackupWorker(JobWorker):
     name = "backup"
 
-    def __init__(self, store, clock, runtime, engine, archives, lease=None):
-        self.store, self.clock, self.runtime, self.engine, self.archives = store, clock, runtime, engine, archives
+    def __init__(self, store, clock, runtime, calls, archives, lease=None):
+        self.store, self.clock, self.runtime, self.calls, self.archives = store, clock, runtime, calls, archives
         self.lease = lease  # app.workers.loop.WorkerLease; None: jobs are claimed without an owner
 
     def recover(self) -> list:

@@ -25,7 +25,7 @@ class BillingRecompute(Background):
         return {"billing-recompute": self._run}
 
     async def once(self) -> dict:
-        from app.http.observability import metrics
+        from app.http.observability.prometheus import metrics
 
         started = time.perf_counter()
         try:

@@ -117,7 +117,7 @@ class JobWorker(Background):
     """A queue of jobs worked up to ``concurrency`` at a time: under the process's worker
     lease it takes back jobs stopped processes left (at start-up and every
     ``RECOVER_S``), claims the oldest queued job while it has a free slot and runs it on
-    the engine threads, off the event loop (the engine pool must have at least
+    the engine-call threads (``calls``), off the event loop (the pool must have at least
     ``concurrency`` threads). Subclasses give ``recover()`` and ``claim(owner)``
     (database work, blocking; ``claim`` may pass a job over, e.g. a customer at its
     limit) and ``work(job)`` (blocking, in an engine thread); ``starting()`` runs once
@@ -126,7 +126,16 @@ class JobWorker(Background):
     name = "jobs"
     poll_s = 1.0
     concurrency = 1
-    store = clock = engine = lease = None
+    store = clock = calls = lease = None  # calls: the EngineCalls pool jobs run on
+
+    @property
+    def engine(self):
+        """``calls`` under the deploy worker's former name (``app.workers.deploys`` sets it)."""
+        return self.calls
+
+    @engine.setter
+    def engine(self, calls) -> None:
+        self.calls = calls
 
     def tasks(self) -> dict:
         return {f"{self.name}-jobs": self._jobs}
@@ -162,7 +171,7 @@ class JobWorker(Background):
         import logging
 
         try:
-            await self.engine.run(self._work, job)
+            await self.calls.run(self._work, job)
         except asyncio.CancelledError:  # shutdown: the thread finishes the job; the lease stays meanwhile
             raise
         except Exception:

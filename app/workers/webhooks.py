@@ -112,7 +112,7 @@ class WebhookWorker(JobWorker):
         self.retry_base, self.timeout, self.allow_private = retry_base, timeout, allow_private
         self.concurrency = concurrency
         self.hold = 2 * timeout + 10  # outlives an attempt (see the module's docstring)
-        self.engine = EngineCalls(threads=concurrency, name="slipway-webhooks")
+        self.calls = EngineCalls(threads=concurrency, name="slipway-webhooks")
         self.share = max(1, concurrency // 4)  # threads one partner's endpoints may hold at once
         self._busy: dict = {}  # endpoint id → its partner's id, for each delivery in flight here
         self._busy_lock = threading.Lock()
@@ -200,6 +200,6 @@ class WebhookWorker(JobWorker):
 
     async def stop(self) -> None:
         await super().stop()
-        self.engine.close()
+        self.calls.close()
         if self._client is not None:
             self._client.close()

@@ -1,4 +1,5 @@
-"""Route records: with ``SLIPWAY_BASE_DOMAIN`` set, a running service is reached at
+"""Proxy route records (the hostname -> upstream table a reverse proxy is fed from, not
+the HTTP routes of the APIs): with ``SLIPWAY_BASE_DOMAIN`` set, a running service is reached at
 ``https://<service name>.<base domain>``; its route record maps that hostname to the
 upstream the engine published (``http://127.0.0.1:<host port>`` of its first published
 port). The record is written in the transaction that marks the deploy a success and
@@ -10,7 +11,7 @@ failed remove it first, so a host port the service gave up (and another tenant m
 never receives its hostname. Each custom domain of the service (``core.panel.domains``)
 has a record of its own to the same upstream, with or without a base domain. A reverse
 proxy is fed from these records by a route provider (``ports.routes``,
-``app.workers.routes``)."""
+``app.workers.proxy_routes``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass

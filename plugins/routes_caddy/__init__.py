@@ -140,7 +140,7 @@ class CaddyRoutes(RouteProvider):
     def sync(self, routes) -> bool:
         """Bring Caddy up to date; ``RouteProviderError`` when it answers an error or the
         whole sync (every admin call) takes more than ``timeout`` seconds, so a deploy
-        waiting on it (``app.workers.routes.RouteSync.sync_now``) never hangs."""
+        waiting on it (``app.workers.proxy_routes.ProxyRouteSync.sync_now``) never hangs."""
         self._deadline = time.monotonic() + self.timeout
         server, policy = render_server(routes, self.listen), render_tls_policy(routes, self.tls)
         changed = False

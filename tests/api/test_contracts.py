@@ -6,18 +6,18 @@ import pytest
 import yaml
 from openapi_spec_validator import validate
 
-from app.http.openapi import Contract
+from app.http.openapi import ApiContract
 from tests.support.coverage import coverage_problems, whole_suite_ran
 
 
 @pytest.mark.parametrize("api", ["partner", "panel"])
 def test_contracts_are_valid_openapi(api):
-    contract = Contract.load(api, deploy_methods=["template", "compose", "git", "ai"])
+    contract = ApiContract.load(api, deploy_methods=["template", "compose", "git", "ai"])
     validate(yaml.safe_load(contract.text))
 
 
 def _all_called(status=200):
-    return {(api, op.operation_id): {status} for api in ("partner", "panel") for op in Contract.load(api).operations}
+    return {(api, op.operation_id): {status} for api in ("partner", "panel") for op in ApiContract.load(api).operations}
 
 
 def test_the_coverage_check_passes_when_every_operation_was_called():

@@ -301,7 +301,7 @@ def _attempt(store, clock, **worker_settings):
     try:
         return _one_attempt(store, clock, worker)
     finally:
-        worker.engine.close()
+        worker.calls.close()
 
 
 def test_the_address_is_checked_again_at_delivery(store, clock, queue, monkeypatch, receivers):
@@ -375,7 +375,7 @@ def test_over_https_the_pinned_attempt_still_checks_the_certificate_of_the_name(
         try:
             results[name] = (worker.send(worker.claim("wkr_test")), receiver)
         finally:
-            worker.engine.close()
+            worker.calls.close()
         webhooks.delete_endpoint(store.uow(), caller, endpoint.id)
     (status, error), receiver = results["pinned.test"]
     assert (status, error) == (200, None) and len(receiver.hosts) == 1 and receiver.hosts[0].startswith("pinned.test:")
@@ -408,7 +408,7 @@ def test_a_receiver_that_never_answers_fails_the_attempt_and_redirects_are_not_f
         try:
             last = _one_attempt(store, clock, worker)
         finally:
-            worker.engine.close()
+            worker.calls.close()
     finally:
         redirect.close()
     assert redirect.hits == 1  # the Location was not followed
@@ -530,6 +530,6 @@ def test_one_partners_receivers_hold_at_most_a_share_of_the_delivery_threads(sto
     try:
         first, second = worker.claim("wkr_test"), worker.claim("wkr_test")
     finally:
-        worker.engine.close()
+        worker.calls.close()
     assert first.endpoint.partner_id == greedy.id
     assert second.endpoint.partner_id == other.id

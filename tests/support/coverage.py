@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.http.openapi import Contract
+from app.http.openapi import ApiContract
 
 #: WebSocket operations (x-slipway-websocket) a plain request can only refuse (400 asks for the
 #: upgrade); their upgrades succeed in tests/e2e/test_realtime.py, against a real server
@@ -28,9 +28,9 @@ def whole_suite_ran(session, folder: Path) -> bool:
 def coverage_problems(exercised: dict, contracts: dict | None = None) -> list[str]:
     """What the run left uncovered, as sentences; empty when every operation was called and
     (but for the engine-backed and WebSocket-only ones) seen answering below 400.
-    ``exercised``: ``{(api, operationId): {status, ...}}``; ``contracts``: ``{api: Contract}``
+    ``exercised``: ``{(api, operationId): {status, ...}}``; ``contracts``: ``{api: ApiContract}``
     (default: both served contracts)."""
-    contracts = contracts or {api: Contract.load(api) for api in ("partner", "panel")}
+    contracts = contracts or {api: ApiContract.load(api) for api in ("partner", "panel")}
     problems = []
     missing = [(api, op.operation_id) for api, contract in contracts.items() for op in contract.operations
                if (api, op.operation_id) not in exercised]
@@ -41,7 +41,7 @@ def coverage_problems(exercised: dict, contracts: dict | None = None) -> list[st
     if never_ok:
         problems.append(f"operations never seen succeeding: {never_ok}")
     # an operation that is only a WebSocket must be listed above (and so tested end to end)
-    upgrades = {op.operation_id for op in contracts.get("panel", Contract.load("panel")).operations if op.websocket}
+    upgrades = {op.operation_id for op in contracts.get("panel", ApiContract.load("panel")).operations if op.websocket}
     if not WEBSOCKET_ONLY <= upgrades:
         problems.append(f"not WebSocket operations: {WEBSOCKET_ONLY - upgrades}")
     return problems

@@ -10,7 +10,7 @@ import time
 
 import httpx
 
-from app.http.openapi import Contract
+from app.http.openapi import ApiContract
 from tests.support.engine import engine_settings
 from tests.support.processes import free_port, slipway
 
@@ -53,7 +53,7 @@ def _output(server, stderr) -> str:
     return server.stderr.read() if server.stderr else "the server exited"
 
 
-_PANEL = Contract.load("panel", deploy_methods=["ai", "compose", "git", "template"])
+_PANEL = ApiContract.load("panel", deploy_methods=["ai", "compose", "git", "template"])
 
 
 _ROUTES = [(re.compile("^" + re.sub(r"\{[^}]+\}", "[^/]+", op.route) + "$"), op) for op in _PANEL.operations]

@@ -1,8 +1,8 @@
-"""The contracts are parsed once per process and each ``Contract.load`` builds on its own
+"""The contracts are parsed once per process and each ``ApiContract.load`` builds on its own
 copy: specialising the panel's for one set of deploy methods changes no other contract."""
 from __future__ import annotations
 
-from app.http.openapi import Contract, _parsed
+from app.http.openapi import ApiContract, _parsed
 
 
 def _methods(contract):
@@ -10,8 +10,8 @@ def _methods(contract):
 
 
 def test_each_load_has_its_own_document():
-    first = Contract.load("panel", deploy_methods=["git", "template"])
-    second = Contract.load("panel", deploy_methods=["compose"])
+    first = ApiContract.load("panel", deploy_methods=["git", "template"])
+    second = ApiContract.load("panel", deploy_methods=["compose"])
     assert _methods(first) == ["git", "template"]
     assert _methods(second) == ["compose"]
     assert "enum" not in _parsed("panel")["components"]["schemas"]["DeployMethod"]
@@ -19,19 +19,19 @@ def test_each_load_has_its_own_document():
 
 
 def test_changing_one_document_changes_no_later_load():
-    contract = Contract.load("partner")
+    contract = ApiContract.load("partner")
     contract.document["info"]["title"] = "changed"
     contract.document["paths"].clear()
-    again = Contract.load("partner")
+    again = ApiContract.load("partner")
     assert again.document["info"]["title"] != "changed"
-    assert again.operations and len(again.operations) == len(Contract.load("partner").operations)
+    assert again.operations and len(again.operations) == len(ApiContract.load("partner").operations)
 
 
 def test_the_yaml_is_parsed_once():
-    Contract.load("panel")
+    ApiContract.load("panel")
     hits = _parsed.cache_info().hits
-    Contract.load("panel")
-    Contract.load("panel", deploy_methods=["ai"])
+    ApiContract.load("panel")
+    ApiContract.load("panel", deploy_methods=["ai"])
     assert _parsed.cache_info().hits == hits + 2
 
 
@@ -40,6 +40,6 @@ def test_served_json_is_the_served_yaml():
 
     import yaml
 
-    contract = Contract.load("panel", deploy_methods=["template"])
+    contract = ApiContract.load("panel", deploy_methods=["template"])
     assert json.loads(contract.json) == yaml.safe_load(contract.text)
     assert _methods(contract) == ["template"]

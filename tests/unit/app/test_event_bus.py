@@ -11,7 +11,9 @@ import pytest
 from app.config import Config, ConfigError
 from app.composition import Composition
 from app.panel.event_bus import PAYLOAD_LIMIT, InProcessBus, decode, encode
-from app.panel.realtime import SLOW_CLIENT, Connection, Hub, Outbox
+from app.panel.realtime import Hub
+from app.panel.realtime.sockets import SLOW_CLIENT, Outbox
+from app.panel.realtime.subscriptions import Connection
 from core.panel.access import ApiKey, Principal, permissions_of
 from ports.events import Event
 

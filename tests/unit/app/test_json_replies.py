@@ -1,9 +1,9 @@
 """The JSON a reply is sent as (app.http.pipeline.json_bytes) and a log line is written as
-(app.http.observability.JsonFormatter): orjson, with ``json`` for what orjson refuses."""
+(app.http.observability.logs.JsonFormatter): orjson, with ``json`` for what orjson refuses."""
 import json
 import logging
 
-from app.http.observability import JsonFormatter
+from app.http.observability.logs import JsonFormatter
 from app.http.pipeline import json_bytes, json_text
 
 

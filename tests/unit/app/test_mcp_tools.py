@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from app.http.errors import ApiError
-from app.http.openapi import Contract
+from app.http.openapi import ApiContract
 from app.http.pipeline import check_params
 from app.panel.mcp import TOOLS, Tool
 
@@ -20,7 +20,7 @@ METHODS = {"compose": SimpleNamespace(request_schema={"type": "object", "require
 
 @pytest.fixture(scope="module")
 def tools():
-    contract = Contract.load("panel", deploy_methods=METHODS)
+    contract = ApiContract.load("panel", deploy_methods=METHODS)
     ops = {op.operation_id: op for op in contract.operations}
     return {name: Tool(name, ops[op_id], lambda call: None, contract) for name, op_id in TOOLS.items()}
 

@@ -1,4 +1,5 @@
-"""Log redaction, the log formatters and request-id validation (app.http.observability)."""
+"""Log redaction (core.redaction), the log formatters and request-id validation
+(app.http.observability)."""
 from __future__ import annotations
 
 import json
@@ -7,7 +8,9 @@ import sys
 
 import pytest
 
-from app.http.observability import JsonFormatter, TextFormatter, redact, valid_request_id
+from app.http.observability.logs import JsonFormatter, TextFormatter
+from app.http.observability.observer import valid_request_id
+from core.redaction import redact
 
 
 @pytest.mark.parametrize("text, secret", [
@@ -26,8 +29,6 @@ from app.http.observability import JsonFormatter, TextFormatter, redact, valid_r
     ("GET /maps?key=AIzaSyFAKE123&q=x", "AIzaSyFAKE123"),
 ])
 def test_redact_removes_credentials(text, secret):
-    from app.http.observability import redact
-
     assert secret not in redact(text)
 
 
@@ -54,23 +55,20 @@ _FORMER_PATTERNS = [
     (r"(?i)('(?:[a-z_\-]*(?:password|passwd|secret|token|api[_\-]?key|session|cookie|"
      r"authorization|credential|key)[a-z_\-]*)'\s*:\s*)'[^']*'", r"\1'***'"),
 ]
-_FORMER_USERINFO = r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/@\s]+)@"
 _PIECES = ["key", "KEY", "token", "password", "api_key", "Api-Key", "session", "secret", "-", "_", "=", ":", " ",
            "\t", "\n", '"', "'", "\\", '\\"', "a", "Z", "1", "/", "@", "://", "x://", "a.b+c", "bearer ", "Basic ",
            "slw_", "pcp_x", "whsec_", ";", ",", "&", ".", "?", "\u00e9", "\u212a", "\u017f"]
 
 
 def test_the_rewritten_redactors_do_what_the_former_patterns_did():
-    """Random texts of names, keywords, separators, quotes and URL parts: the log redactor
-    and core.redaction's answer exactly what the former patterns answered."""
+    """Random texts of names, keywords, separators, quotes and URL parts: the redactor
+    answers exactly what the former patterns answered."""
     import random
     import re
 
-    from app.http.observability import _redact
-    from core.redaction import redact as redact_core
+    from core.redaction import _redact
 
     former = [(re.compile(pattern), replacement) for pattern, replacement in _FORMER_PATTERNS]
-    former_userinfo = re.compile(_FORMER_USERINFO)
     rng = random.Random(23)
     for _ in range(20_000):
         text = "".join(rng.choice(_PIECES) for _ in range(rng.randint(1, 24)))
@@ -78,7 +76,6 @@ def test_the_rewritten_redactors_do_what_the_former_patterns_did():
         for pattern, replacement in former:
             expected = pattern.sub(replacement, expected)
         assert _redact(text) == expected, text
-        assert redact_core(text) == former_userinfo.sub(lambda m: m.group("scheme") + "***@", text), text
 
 
 _LONG = 200_000  # characters: the former patterns would take hours on each of these (cubic)
@@ -109,13 +106,10 @@ def _run(unit: str, length: int = _LONG) -> str:
 def test_crafted_texts_are_redacted_in_time_linear_in_their_length(text, expected):
     """Each text is built against the former patterns (a quadratic or cubic redactor would
     not finish it within the suite's timeout); the answer is still exact."""
-    from app.http.observability import _redact
-    from core.redaction import redact as redact_core
+    from core.redaction import _redact
 
     expected = text if expected is None else expected
     assert _redact(text) == expected
-    # core.redaction (repository URLs, tool output) hides user-info only
-    assert redact_core(text) == (expected if "://***@" in expected else text)
 
 
 def _record(message, *args, exc_info=None, **fields):
@@ -156,7 +150,7 @@ def test_log_lines_written_in_worker_threads_carry_the_request_id():
     import asyncio
 
     from app.engine_calls import EngineCalls
-    from app.http import observability
+    from app.http.observability import logs as observability
     from app.storage.threads import WorkerThreads
 
     seen = []
@@ -166,13 +160,13 @@ def test_log_lines_written_in_worker_threads_carry_the_request_id():
 
     async def main():
         threads, engine = WorkerThreads(1), EngineCalls(threads=2)
-        token = observability._request_id.set("req-123")
+        token = observability.request_id_var.set("req-123")
         try:
             await threads.run(log_it)
             await engine.run(log_it)
             await engine.run_for("cust_a", log_it)
         finally:
-            observability._request_id.reset(token)
+            observability.request_id_var.reset(token)
             threads.shutdown()
             engine.close()
 
@@ -189,7 +183,7 @@ def configured(monkeypatch):
     import io
     import logging.config
 
-    from app.http import observability
+    from app.http.observability import logs as observability
 
     root, access = logging.getLogger(), observability.access_log
     saved = (root.handlers[:], root.level, access.handlers[:], access.level, access.propagate, access.filters[:])
@@ -210,7 +204,7 @@ def _serve_one(path: str, method: str = "GET", request_id: bytes = b"req-1") -> 
     """One request through an Observer around an app answering 200."""
     import asyncio
 
-    from app.http.observability import Observer
+    from app.http.observability.observer import Observer
 
     async def app(scope, receive, send):
         await send({"type": "http.response.start", "status": 200, "headers": []})
@@ -233,7 +227,7 @@ def _access_lines(stream) -> list[dict]:
 def test_the_access_line_is_the_same_written_directly_or_through_logging(configured):
     """Under log_config the line is written by its handler without a LogRecord; once
     anything changes the access logger (here a filter), it goes through logging: same line."""
-    from app.http import observability
+    from app.http.observability import logs as observability
 
     stream = configured()
     assert observability.access_handler() is not None
@@ -254,7 +248,7 @@ def test_the_access_line_is_the_same_written_directly_or_through_logging(configu
 
 
 def test_a_silenced_or_rehandled_access_log_is_respected(configured):
-    from app.http import observability
+    from app.http.observability import logs as observability
 
     stream = configured()
     observability.access_log.setLevel(logging.WARNING)  # an operator silencing access lines
@@ -266,7 +260,7 @@ def test_a_silenced_or_rehandled_access_log_is_respected(configured):
 
 
 def test_text_format_access_lines_and_one_lock_for_both_handlers(configured):
-    from app.http import observability
+    from app.http.observability import logs as observability
 
     stream = configured("text")
     _serve_one("/api/services", method="post")

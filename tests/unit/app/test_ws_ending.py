@@ -9,7 +9,8 @@ from datetime import datetime, timezone
 import pytest
 
 from app.config import Config, ConfigError
-from app.panel.realtime import Connection, Outbox, serve
+from app.panel.realtime.sockets import Outbox, serve
+from app.panel.realtime.subscriptions import Connection
 from core.panel.access import ROLES, ApiKey, Principal
 
 

@@ -1,4 +1,4 @@
-"""Feeds a reverse proxy from the route records through the route provider
+"""Feeds a reverse proxy from the proxy route records through the route provider
 ``SLIPWAY_ROUTES`` names (``ports.routes``; ``file``: a Traefik file, ``caddy``: Caddy's
 admin API). Every ``SLIPWAY_ROUTES_INTERVAL`` seconds it reads the table and hands every
 record to the provider, which changes the proxy only where it differs. Reading the
@@ -18,7 +18,7 @@ from core.panel.routes import list_routes
 log = logging.getLogger("slipway.routes")
 
 
-class RouteSync(Background):
+class ProxyRouteSync(Background):
     def __init__(self, store, provider, interval: float = 2.0):
         self.store, self.provider, self.interval = store, provider, interval
         self._lock = threading.Lock()
