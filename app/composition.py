@@ -252,7 +252,7 @@ class Composition:
         return DeployWorker(self.store, c.clock, self.runtime, self.deploy_calls, base_domain=c.base_domain,
                             health_interval=c.health_interval, methods=self.deploy_methods, work_dir=c.work_dir,
                             progress=DeployProgress(self.store, self.bus), lease=self.lease,
-                            health_engine=self.engine_calls, concurrency=c.deploy_concurrency,
+                            health_calls=self.engine_calls, concurrency=c.deploy_concurrency,
                             per_customer=c.deploys_per_customer, settle_seconds=c.deploy_settle,
                             health_timeout=c.deploy_health_timeout, drain_seconds=c.deploy_drain,
                             registry_allow_private=c.registry_allow_private, quota=self.quota,

@@ -20,20 +20,20 @@ from app.http.openapi import ApiContract
 from app.http.pipeline import add_contract_routes
 from app.http.probes import add_probe_routes
 from app.http.websocket_limits import limit_messages
-from app.panel.accounts import panel_handlers
-from app.panel.auth import auth_handlers
-from app.panel.backups import backups_handlers
+from app.panel.accounts import AccountsHandlers
+from app.panel.auth import AuthHandlers
+from app.panel.backups import BackupsHandlers
 from app.panel.docs import docs_handlers
 from app.panel.frontend import Frontend
 from app.panel.gate import PanelGate
 from app.panel.mcp import PATH as MCP_PATH, McpEndpoint
-from app.panel.realtime import realtime_handlers
+from app.panel.realtime import RealtimeHandlers
 from app.panel.services import ServicesHandlers
-from app.partner.billing import billing_handlers
+from app.partner.billing import BillingHandlers
 from app.partner.gate import PartnerGate
-from app.partner.identity import identity_handlers
+from app.partner.identity import IdentityHandlers
 from app.partner.licensing import LicensingHandlers
-from app.partner.webhooks import webhook_handlers
+from app.partner.webhooks import WebhookHandlers
 from app.storage.store import Store
 from app.workers.proxy_routes import reserved_hosts
 from core.panel import backups
@@ -130,11 +130,11 @@ def create_app(config: Config | None = None, *, store: Store | None = None,
     app.add_error_handler(falcon.HTTPError, handle_any_error)
 
     partner = ApiContract.load("partner")
-    handlers = identity_handlers(store, config.clock, partner)
+    handlers = IdentityHandlers(store, config.clock, partner).handlers()
     handlers.update(LicensingHandlers(store, config.clock, license_service).handlers())
-    handlers.update(billing_handlers(store, config.clock))
-    handlers.update(webhook_handlers(store, config.clock, allow_private=config.webhook_allow_private,
-                                     lookups=parts.webhook_lookups))
+    handlers.update(BillingHandlers(store, config.clock).handlers())
+    handlers.update(WebhookHandlers(store, config.clock, allow_private=config.webhook_allow_private,
+                                    lookups=parts.webhook_lookups).handlers())
     add_contract_routes(app, partner, PartnerGate(store, config, parts.rates), handlers, parts.idempotency)
 
     routes = parts.extensions.routes  # the plugins' routes (register_routes), in the contract and behind its gate
@@ -142,19 +142,19 @@ def create_app(config: Config | None = None, *, store: Store | None = None,
                           amend=lambda document: extensions.add_to_document(document, routes))
     catalog = parts.templates
     archives = parts.backup_archives
-    panel_ops = panel_handlers(store, config.clock, panel, catalog, key_rpm=config.rate_auth_rpm)
+    panel_ops = AccountsHandlers(store, config.clock, panel, catalog, key_rpm=config.rate_auth_rpm).handlers()
     panel_ops.update(docs_handlers())
     panel_ops.update(ServicesHandlers(store, config.clock, runtime, parts.deploy_methods, catalog,
                                       parts.request_calls, wake=deployer.wake, quota=parts.quota,
                                       deleted=lambda service_id: backups.forget_service(archives, service_id),
                                       base_domain=config.base_domain, parse=parts.read_compose,
                                       reserved_hosts=reserved_hosts(config)).handlers())
-    panel_ops.update(backups_handlers(store, config.clock, archives, parts.read_compose,
-                                      wake=parts.backup_worker.wake))
-    panel_ops.update(realtime_handlers(parts.hub, store, runtime, parts.engine_calls, config.ws_queue,
-                                       logs_http=panel_ops["getServiceLogs"]))
+    panel_ops.update(BackupsHandlers(store, config.clock, archives, parts.read_compose,
+                                     wake=parts.backup_worker.wake).handlers())
+    panel_ops.update(RealtimeHandlers(parts.hub, store, runtime, parts.engine_calls, config.ws_queue,
+                                      logs_http=panel_ops["getServiceLogs"]).handlers())
     panel_gate = PanelGate(store, config, parts.rates, sources=parts.auth_sources)  # keys, sessions, sources
-    panel_ops.update(auth_handlers(store, config, panel_gate))
+    panel_ops.update(AuthHandlers(store, config, panel_gate).handlers())
     panel_ops.update(extensions.route_handlers(routes, parts.extension_context, parts.extension_calls))
     add_contract_routes(app, panel, panel_gate, panel_ops, parts.idempotency)
     parts.contracts = {"partner": partner, "panel": panel}

@@ -57,64 +57,73 @@ def create_key(store, clock, body: dict, creator=None, default_rpm: int = access
         customer_id=body.get("customerId"), creator=creator, default_rpm=default_rpm)
 
 
-def panel_handlers(store, clock, contract, catalog: dict, *, key_rpm: int = access.DEFAULT_RPM) -> dict:
-    """``key_rpm``: a new key's ``rateLimitRpm`` when the request names none (SLIPWAY_RATE_AUTH_RPM)."""
-    run = store.run
+class AccountsHandlers:
+    """The panel API's own contract, API key, customer and template operations, one
+    method each; ``handlers()`` maps their operation ids to them. ``key_rpm``: a new
+    key's ``rateLimitRpm`` when the request names none (SLIPWAY_RATE_AUTH_RPM)."""
 
-    async def get_contract(call):
-        return Reply(200, contract.text, content_type="application/yaml")
+    def __init__(self, store, clock, contract, catalog: dict, *, key_rpm: int = access.DEFAULT_RPM):
+        self.store, self.clock, self.contract, self.catalog, self.key_rpm = store, clock, contract, catalog, key_rpm
 
-    async def get_contract_json(call):  # the same served document, for clients that read JSON
-        return Reply(200, contract.json, content_type="application/json")
+    def handlers(self) -> dict:
+        return {"getPanelContract": self.get_contract, "getPanelContractJson": self.get_contract_json,
+                "createApiKey": self.create_api_key, "listApiKeys": self.list_api_keys,
+                "revokeApiKey": self.revoke_api_key, "listPanelCustomers": self.list_customers,
+                "createPanelCustomer": self.create_customer, "getPanelCustomer": self.get_customer,
+                "updatePanelCustomer": self.update_customer, "deletePanelCustomer": self.delete_customer,
+                "listTemplates": self.list_templates}
 
-    async def create_api_key(call):
-        key, full = await run(create_key, store, clock, call.body, call.caller, key_rpm)
+    async def get_contract(self, call):
+        return Reply(200, self.contract.text, content_type="application/yaml")
+
+    async def get_contract_json(self, call):  # the same served document, for clients that read JSON
+        return Reply(200, self.contract.json, content_type="application/json")
+
+    async def create_api_key(self, call):
+        key, full = await self.store.run(create_key, self.store, self.clock, call.body, call.caller, self.key_rpm)
         return Reply(201, api_key_json(key, full))
 
-    async def list_api_keys(call):
-        keys = await run(access.list_api_keys, store.uow(write=False))
+    async def list_api_keys(self, call):
+        keys = await self.store.run(access.list_api_keys, self.store.uow(write=False))
         page, per_page = call.params["page"], call.params["per_page"]
         chunk = keys[(page - 1) * per_page:page * per_page]
         return Reply(200, _listing([api_key_json(k) for k in chunk], len(keys), call.params))
 
-    async def revoke_api_key(call):
-        await run(access.revoke_api_key, store.uow(), clock, call.params["id"], revoker=call.caller)
+    async def revoke_api_key(self, call):
+        await self.store.run(access.revoke_api_key, self.store.uow(), self.clock, call.params["id"],
+                             revoker=call.caller)
         return Reply(204)
 
-    async def list_customers(call):
+    async def list_customers(self, call):
         p = call.params
-        found, total = await run(panel_customers.list_customers, store.uow(write=False), page=p["page"],
-                                 per_page=p["per_page"], sort=p.get("sort", "created_at"), order=p["order"],
-                                 search=p.get("search"))
+        found, total = await self.store.run(panel_customers.list_customers, self.store.uow(write=False),
+                                            page=p["page"], per_page=p["per_page"],
+                                            sort=p.get("sort", "created_at"), order=p["order"],
+                                            search=p.get("search"))
         return Reply(200, _listing([customer_json(c) for c in found], total, p))
 
-    async def create_customer(call):
-        created = await run(panel_customers.create_customer, store.uow(), clock, name=call.body["name"],
-                            email=call.body.get("email", ""), limits=call.body.get("limits"))
+    async def create_customer(self, call):
+        created = await self.store.run(panel_customers.create_customer, self.store.uow(), self.clock,
+                                       name=call.body["name"], email=call.body.get("email", ""),
+                                       limits=call.body.get("limits"))
         return Reply(201, customer_json(created))
 
-    async def get_customer(call):
-        return Reply(200, customer_json(await run(panel_customers.get_customer, store.uow(write=False),
-                                                  call.params["id"])))
+    async def get_customer(self, call):
+        found = await self.store.run(panel_customers.get_customer, self.store.uow(write=False), call.params["id"])
+        return Reply(200, customer_json(found))
 
-    async def update_customer(call):
-        return Reply(200, customer_json(await run(panel_customers.update_customer, store.uow(), call.params["id"],
-                                                  call.body)))
+    async def update_customer(self, call):
+        found = await self.store.run(panel_customers.update_customer, self.store.uow(), call.params["id"], call.body)
+        return Reply(200, customer_json(found))
 
-    async def delete_customer(call):
-        await run(panel_customers.delete_customer, store.uow(), call.params["id"])
+    async def delete_customer(self, call):
+        await self.store.run(panel_customers.delete_customer, self.store.uow(), call.params["id"])
         return Reply(204)
 
-    async def list_templates(call):
+    async def list_templates(self, call):
         p = call.params
-        chosen = [t for t in sorted(catalog.values(), key=lambda t: t["id"])
+        chosen = [t for t in sorted(self.catalog.values(), key=lambda t: t["id"])
                   if p.get("category") in (None, t.get("category"))]
         page, per_page = p["page"], p["per_page"]
         return Reply(200, _listing([template_json(t) for t in chosen[(page - 1) * per_page:page * per_page]],
                                    len(chosen), p))
-
-    return {"getPanelContract": get_contract, "getPanelContractJson": get_contract_json, "createApiKey": create_api_key, "listApiKeys": list_api_keys,
-            "revokeApiKey": revoke_api_key, "listPanelCustomers": list_customers,
-            "createPanelCustomer": create_customer, "getPanelCustomer": get_customer,
-            "updatePanelCustomer": update_customer, "deletePanelCustomer": delete_customer,
-            "listTemplates": list_templates}

@@ -60,46 +60,55 @@ def _same(a: str, b: str) -> bool:
     return hmac.compare_digest(a.encode("utf-8"), b.encode("utf-8"))
 
 
-def auth_handlers(store, config, gate, oidc: OidcClient | None = None) -> dict:
-    """The ``/api/auth/*`` operations; ``oidc`` defaults to one made from ``config``."""
-    clock, run = config.clock, store.run
-    oidc = oidc if oidc is not None else make_oidc_client(config)
-    secure = secure_url(config.public_url)
-    session_name = session_cookie_name(config.public_url)
-    session_path = "/" if secure else "/api"  # a __Host- cookie must have Path=/
+class AuthHandlers:
+    """The ``/api/auth/*`` operations, one method each; ``oidc`` defaults to one made from
+    ``config``; ``gate`` is the panel's gate (sessions, the same-site rule)."""
 
-    def configured():
-        if oidc is None:
+    def __init__(self, store, config, gate, oidc: OidcClient | None = None):
+        self.store, self.config, self.gate, self.clock = store, config, gate, config.clock
+        self.oidc = oidc if oidc is not None else make_oidc_client(config)
+        self.secure = secure_url(config.public_url)
+        self.session_name = session_cookie_name(config.public_url)
+        self.session_path = "/" if self.secure else "/api"  # a __Host- cookie must have Path=/
+
+    def handlers(self) -> dict:
+        return {"beginLogin": self.begin_login, "finishLogin": self.finish_login, "logout": self.logout,
+                "getSession": self.get_session, "signInWithKey": self.key_login}
+
+    def _configured(self):
+        if self.oidc is None:
             raise ApiError(404, NOT_CONFIGURED)
 
-    def cookie(name, value, *, path, max_age=None, clear=False):
+    def _cookie(self, name, value, *, path, max_age=None, clear=False):
         return {"name": name, "value": "" if clear else value, "path": path, "max_age": max_age,
-                "expires": _EPOCH if clear else None, "secure": secure, "http_only": True, "same_site": "Lax"}
+                "expires": _EPOCH if clear else None, "secure": self.secure, "http_only": True, "same_site": "Lax"}
 
-    def session_cookies(secret=None, *, max_age=None) -> list:
+    def _session_cookies(self, secret=None, *, max_age=None) -> list:
         """Set-Cookie of the session cookie (cleared without ``secret``), and with the
         ``__Host-`` name also the clearing of an older ``slipway_session`` (Path=/api)."""
-        made = [cookie(session_name, secret, path=session_path, max_age=max_age, clear=secret is None)]
-        if session_name != SESSION_COOKIE:
-            made.append(cookie(SESSION_COOKIE, "", path="/api", clear=True))
+        made = [self._cookie(self.session_name, secret, path=self.session_path, max_age=max_age,
+                             clear=secret is None)]
+        if self.session_name != SESSION_COOKIE:
+            made.append(self._cookie(SESSION_COOKIE, "", path="/api", clear=True))
         return made
 
-    async def begin_login(call):
-        configured()
+    async def begin_login(self, call):
+        self._configured()
         raw = call.params.get("next")
         next_path = DEFAULT_NEXT if raw is None else panel_sessions.safe_next(raw)
         if next_path is None:
             raise ApiError(400, "invalid parameters",
                            fields={"next": "must be a path on this panel: /..., not //host, printable ASCII"})
-        await _provider(oidc.metadata())  # an unreachable provider stores nothing
-        state, nonce, verifier = await run(panel_sessions.begin_login, store.uow(), clock, next_path=next_path)
-        url = await _provider(oidc.authorization_url(state=state, nonce=nonce, code_verifier=verifier))
+        await _provider(self.oidc.metadata())  # an unreachable provider stores nothing
+        state, nonce, verifier = await self.store.run(panel_sessions.begin_login, self.store.uow(), self.clock,
+                                                      next_path=next_path)
+        url = await _provider(self.oidc.authorization_url(state=state, nonce=nonce, code_verifier=verifier))
         return Reply(302, headers={"Location": url, "Cache-Control": "no-store"},
-                     cookies=[cookie(LOGIN_COOKIE, state, path=CALLBACK_PATH,
-                                     max_age=int(panel_sessions.LOGIN_TTL.total_seconds()))])
+                     cookies=[self._cookie(LOGIN_COOKIE, state, path=CALLBACK_PATH,
+                                           max_age=int(panel_sessions.LOGIN_TTL.total_seconds()))])
 
-    async def finish_login(call):
-        configured()
+    async def finish_login(self, call):
+        self._configured()
         p, req = call.params, call.req
         state = p.get("state") or ""
         bound = req.get_cookie_values(LOGIN_COOKIE) or []
@@ -107,7 +116,7 @@ def auth_handlers(store, config, gate, oidc: OidcClient | None = None) -> dict:
             raise ApiError(400, "the login state is missing or is not this browser's: start again at "
                                 "/api/auth/login")
         try:
-            pending = await run(panel_sessions.finish_login, store.uow(), clock, state)
+            pending = await self.store.run(panel_sessions.finish_login, self.store.uow(), self.clock, state)
         except Invalid as exc:
             raise ApiError(400, exc.message) from exc
         if p.get("error"):
@@ -115,48 +124,45 @@ def auth_handlers(store, config, gate, oidc: OidcClient | None = None) -> dict:
             raise ApiError(401, f"the identity provider refused the login: {p['error']}{described}")
         if not p.get("code"):
             raise ApiError(400, "invalid parameters", fields={"code": "is required"})
-        token = await _provider(oidc.exchange(code=p["code"], code_verifier=pending.code_verifier))
-        claims = await _provider(oidc.id_token_claims(token, nonce=pending.nonce,
-                                                      now=int(clock.now().timestamp())))
+        token = await _provider(self.oidc.exchange(code=p["code"], code_verifier=pending.code_verifier))
+        claims = await _provider(self.oidc.id_token_claims(token, nonce=pending.nonce,
+                                                           now=int(self.clock.now().timestamp())))
         email = claims.get("email")
         if not isinstance(email, str) or not email or claims.get("email_verified") not in (True, "true"):
             raise ApiError(403, "the identity provider did not vouch for a verified email address "
                                 "(claims email and email_verified)")
-        _, _, secret = await run(panel_sessions.open_session, store.uow(), clock, email=email,
-                                 ttl_seconds=config.session_ttl)
+        _, _, secret = await self.store.run(panel_sessions.open_session, self.store.uow(), self.clock,
+                                            email=email, ttl_seconds=self.config.session_ttl)
         return Reply(302, headers={"Location": pending.next_path, "Cache-Control": "no-store"},
-                     cookies=[*session_cookies(secret, max_age=config.session_ttl),
-                              cookie(LOGIN_COOKIE, "", path=CALLBACK_PATH, clear=True)])
+                     cookies=[*self._session_cookies(secret, max_age=self.config.session_ttl),
+                              self._cookie(LOGIN_COOKIE, "", path=CALLBACK_PATH, clear=True)])
 
-    async def key_login(call):
-        gate.same_site(call.req)  # no login CSRF: a cross-site page cannot sign a browser in
-        old = gate.session_cookie(call.req)  # two session cookies: 401
-        session, _, secret = await run(panel_sessions.open_key_session, store.uow(), clock,
-                                       raw_key=call.body["key"], ttl_seconds=config.session_ttl)
+    async def key_login(self, call):
+        self.gate.same_site(call.req)  # no login CSRF: a cross-site page cannot sign a browser in
+        old = self.gate.session_cookie(call.req)  # two session cookies: 401
+        session, _, secret = await self.store.run(panel_sessions.open_key_session, self.store.uow(), self.clock,
+                                                  raw_key=call.body["key"], ttl_seconds=self.config.session_ttl)
         if old:  # the browser's previous session, if any, ends: one browser, one session
-            await run(panel_sessions.revoke_session, store.uow(), clock, old)
-        max_age = max(1, math.ceil((session.expires_at - clock.now()).total_seconds()))
+            await self.store.run(panel_sessions.revoke_session, self.store.uow(), self.clock, old)
+        max_age = max(1, math.ceil((session.expires_at - self.clock.now()).total_seconds()))
         return Reply(204, headers={"Cache-Control": "no-store"},
-                     cookies=session_cookies(secret, max_age=max_age))
+                     cookies=self._session_cookies(secret, max_age=max_age))
 
-    async def logout(call):
-        secret = gate.session_cookie(call.req)  # two session cookies: 401, nothing ends
+    async def logout(self, call):
+        secret = self.gate.session_cookie(call.req)  # two session cookies: 401, nothing ends
         if secret:
-            principal = await gate.session_of(call.req)
+            principal = await self.gate.session_of(call.req)
             if principal is not None:
-                gate.check_origin(call.req, principal)
-                await run(panel_sessions.revoke_session, store.uow(), clock, secret)
-        return Reply(204, cookies=session_cookies())
+                self.gate.check_origin(call.req, principal)
+                await self.store.run(panel_sessions.revoke_session, self.store.uow(), self.clock, secret)
+        return Reply(204, cookies=self._session_cookies())
 
-    async def get_session(call):
+    async def get_session(self, call):
         principal = call.caller if isinstance(call.caller, panel_sessions.SessionPrincipal) \
-            else await gate.session_of(call.req)
+            else await self.gate.session_of(call.req)
         if principal is None:
             raise ApiError(401, NO_SESSION)
         return Reply(200, session_json(principal))
-
-    return {"beginLogin": begin_login, "finishLogin": finish_login, "logout": logout, "getSession": get_session,
-            "signInWithKey": key_login}
 
 
 async def _provider(awaitable):

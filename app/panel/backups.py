@@ -19,37 +19,43 @@ def backup_json(b) -> dict:
             "restore": restore}
 
 
-def backups_handlers(store, clock, archives, parse, wake=lambda: None) -> dict:
-    """``parse(compose, variables)`` is the compose parser that names a service's volumes;
-    ``wake()`` tells the backup worker a job is queued."""
-    run = store.run
+class BackupsHandlers:
+    """The backups operations of the panel API, one method each; ``handlers()`` maps their
+    operation ids to them. ``parse(compose, variables)`` is the compose parser that names
+    a service's volumes; ``wake()`` tells the backup worker a job is queued."""
 
-    async def list_backups(call):
+    def __init__(self, store, clock, archives, parse, wake=lambda: None):
+        self.store, self.clock, self.archives, self.parse, self.wake = store, clock, archives, parse, wake
+
+    def handlers(self) -> dict:
+        return {"listBackups": self.list_backups, "createBackup": self.create_backup, "getBackup": self.get_backup,
+                "deleteBackup": self.delete_backup, "restoreBackup": self.restore_backup}
+
+    async def list_backups(self, call):
         p = call.params
-        found, total = await run(backups.list_backups, store.uow(write=False), call.caller, p["id"], page=p["page"],
-                                 per_page=p["per_page"], status=p.get("status"))
+        found, total = await self.store.run(backups.list_backups, self.store.uow(write=False), call.caller, p["id"],
+                                            page=p["page"], per_page=p["per_page"], status=p.get("status"))
         return Reply(200, {"data": [backup_json(b) for b in found], "total": total, "page": p["page"],
                            "per_page": p["per_page"]})
 
-    async def create_backup(call):
-        backup = await run(backups.create_backup, store.uow(), clock, call.caller, call.params["id"], parse)
-        wake()
+    async def create_backup(self, call):
+        backup = await self.store.run(backups.create_backup, self.store.uow(), self.clock, call.caller,
+                                      call.params["id"], self.parse)
+        self.wake()
         return Reply(202, backup_json(backup))
 
-    async def get_backup(call):
-        return Reply(200, backup_json(await run(backups.get_backup, store.uow(write=False), call.caller,
-                                                call.params["id"], call.params["backup_id"])))
+    async def get_backup(self, call):
+        found = await self.store.run(backups.get_backup, self.store.uow(write=False), call.caller, call.params["id"],
+                                     call.params["backup_id"])
+        return Reply(200, backup_json(found))
 
-    async def delete_backup(call):
-        await run(backups.delete_backup, store.uow(), archives, call.caller, call.params["id"],
-                  call.params["backup_id"])
+    async def delete_backup(self, call):
+        await self.store.run(backups.delete_backup, self.store.uow(), self.archives, call.caller, call.params["id"],
+                             call.params["backup_id"])
         return Reply(204)
 
-    async def restore_backup(call):
-        backup = await run(backups.restore_backup, store.uow(), clock, call.caller, call.params["id"],
-                           call.params["backup_id"])
-        wake()
+    async def restore_backup(self, call):
+        backup = await self.store.run(backups.restore_backup, self.store.uow(), self.clock, call.caller,
+                                      call.params["id"], call.params["backup_id"])
+        self.wake()
         return Reply(202, backup_json(backup))
-
-    return {"listBackups": list_backups, "createBackup": create_backup, "getBackup": get_backup,
-            "deleteBackup": delete_backup, "restoreBackup": restore_backup}

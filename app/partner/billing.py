@@ -52,26 +52,36 @@ def statement_csv(s) -> str:
     return out.getvalue()
 
 
-def billing_handlers(store, clock) -> dict:
-    run = store.run
+class BillingHandlers:
+    """The usage and statement operations of the partner API, one method each."""
 
-    async def get_usage(call):
-        period, draft = await run(statements.current_usage, store.uow(write=False), clock, call.caller.partner.id)
+    def __init__(self, store, clock):
+        self.store, self.clock = store, clock
+
+    def handlers(self) -> dict:
+        return {"getUsage": self.get_usage, "listStatements": self.list_statements, "getStatement": self.get_statement,
+                "exportStatement": self.export_statement}
+
+    async def get_usage(self, call):
+        period, draft = await self.store.run(statements.current_usage, self.store.uow(write=False), self.clock,
+                                             call.caller.partner.id)
         return Reply(200, {"periodStart": period.start.isoformat(), "periodEnd": period.end.isoformat(),
                            "computedAt": rfc3339(draft.computed_at) if draft else None,
                            "totals": totals_json(draft.totals) if draft else [],
                            "lines": [line_json(line) for line in draft.lines] if draft else []})
 
-    async def list_statements(call):
-        found = await run(statements.list_statements, store.uow(write=False), call.caller)
+    async def list_statements(self, call):
+        found = await self.store.run(statements.list_statements, self.store.uow(write=False), call.caller)
         return Reply(200, [statement_json(s, full=False) for s in found])
 
-    async def get_statement(call):
-        found = await run(statements.get_statement, store.uow(write=False), call.caller, call.params["statementId"])
+    async def get_statement(self, call):
+        found = await self.store.run(statements.get_statement, self.store.uow(write=False), call.caller,
+                                     call.params["statementId"])
         return Reply(200, statement_json(found))
 
-    async def export_statement(call):
-        s = await run(statements.get_statement, store.uow(write=False), call.caller, call.params["statementId"])
+    async def export_statement(self, call):
+        s = await self.store.run(statements.get_statement, self.store.uow(write=False), call.caller,
+                                 call.params["statementId"])
         fmt = call.params["format"]
         filename = f"statement-{s.partner_id}-{s.period.label}-r{s.revision}.{fmt}"
         if fmt == "csv":
@@ -80,6 +90,3 @@ def billing_handlers(store, clock) -> dict:
             body, media = json.dumps(statement_json(s), separators=(",", ":")), "application/json"
         return Reply(200, body, content_type=media,
                      headers={"Content-Disposition": f"attachment; filename={filename}"})
-
-    return {"getUsage": get_usage, "listStatements": list_statements, "getStatement": get_statement,
-            "exportStatement": export_statement}

@@ -33,31 +33,33 @@ def partner_json(partner) -> dict:
             "createdAt": rfc3339(partner.created_at)}
 
 
-def identity_handlers(store, clock, contract) -> dict:
-    async def get_contract(call):
-        return Reply(200, contract.text, content_type="application/yaml")
+class IdentityHandlers:
+    """The contract, ``/v1/me`` and token operations of the partner API, one method each;
+    ``contract``: the served partner contract."""
 
-    async def get_me(call):
+    def __init__(self, store, clock, contract):
+        self.store, self.clock, self.contract = store, clock, contract
+
+    def handlers(self) -> dict:
+        return {"getPartnerContract": self.get_contract, "getMe": self.get_me, "listTokens": self.list_tokens,
+                "createToken": self.create_token, "revokeToken": self.revoke_token}
+
+    async def get_contract(self, call):
+        return Reply(200, self.contract.text, content_type="application/yaml")
+
+    async def get_me(self, call):
         return Reply(200, me_json(call.caller))
 
-    async def list_tokens(call):
-        found = await store.run(tokens.list_tokens, store.uow(), call.caller)
+    async def list_tokens(self, call):
+        found = await self.store.run(tokens.list_tokens, self.store.uow(), call.caller)
         return Reply(200, [token_json(t) for t in found])
 
-    async def create_token(call):
-        token, secret = await store.run(
-            tokens.create_token, store.uow(), clock, partner_id=call.caller.partner.id,
+    async def create_token(self, call):
+        token, secret = await self.store.run(
+            tokens.create_token, self.store.uow(), self.clock, partner_id=call.caller.partner.id,
             label=call.body["label"], scope=call.body["scope"], created_by=call.caller.token.id)
         return Reply(201, token_json(token, secret))
 
-    async def revoke_token(call):
-        await store.run(tokens.revoke_token, store.uow(), clock, call.caller, call.params["tokenId"])
+    async def revoke_token(self, call):
+        await self.store.run(tokens.revoke_token, self.store.uow(), self.clock, call.caller, call.params["tokenId"])
         return Reply(204)
-
-    return {
-        "getPartnerContract": get_contract,
-        "getMe": get_me,
-        "listTokens": list_tokens,
-        "createToken": create_token,
-        "revokeToken": revoke_token,
-    }

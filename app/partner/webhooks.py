@@ -24,38 +24,44 @@ def delivery_json(d) -> dict:
             "deliveredAt": rfc3339(d.delivered_at)}
 
 
-def webhook_handlers(store, clock, *, allow_private: bool, lookups) -> dict:
-    """``lookups``: an ``app.engine_calls.EngineCalls`` pool for the URL check's DNS
-    lookups, off the database threads; one partner holds a share of it at most."""
-    run = store.run
+class WebhookHandlers:
+    """The webhook operations of the partner API, one method each. ``lookups``: an
+    ``app.engine_calls.EngineCalls`` pool for the URL check's DNS lookups, off the
+    database threads; one partner holds a share of it at most."""
 
-    async def create_webhook(call):
+    def __init__(self, store, clock, *, allow_private: bool, lookups):
+        self.store, self.clock, self.allow_private, self.lookups = store, clock, allow_private, lookups
+
+    def handlers(self) -> dict:
+        return {"createWebhook": self.create_webhook, "listWebhooks": self.list_webhooks,
+                "getWebhook": self.get_webhook, "deleteWebhook": self.delete_webhook,
+                "listWebhookDeliveries": self.list_deliveries}
+
+    async def create_webhook(self, call):
         problem = url_problem(call.body["url"])  # before the DNS lookup: such a URL could never be sent to
         if problem is not None:
             raise Invalid("invalid webhook url", fields={"url": problem})
-        target = await lookups.run_for(call.caller.partner.id, webhooks.check_url, call.body["url"],
-                                       allow_private=allow_private)
-        endpoint = await run(webhooks.create_endpoint, store.uow(), clock, call.caller, target=target,
-                             events=call.body.get("events"))
+        target = await self.lookups.run_for(call.caller.partner.id, webhooks.check_url, call.body["url"],
+                                            allow_private=self.allow_private)
+        endpoint = await self.store.run(webhooks.create_endpoint, self.store.uow(), self.clock, call.caller,
+                                        target=target, events=call.body.get("events"))
         return Reply(201, endpoint_json(endpoint, with_secret=True))
 
-    async def list_webhooks(call):
-        found = await run(webhooks.list_endpoints, store.uow(write=False), call.caller)
+    async def list_webhooks(self, call):
+        found = await self.store.run(webhooks.list_endpoints, self.store.uow(write=False), call.caller)
         return Reply(200, [endpoint_json(e) for e in found])
 
-    async def get_webhook(call):
-        found = await run(webhooks.get_endpoint, store.uow(write=False), call.caller, call.params["webhookId"])
+    async def get_webhook(self, call):
+        found = await self.store.run(webhooks.get_endpoint, self.store.uow(write=False), call.caller,
+                                     call.params["webhookId"])
         return Reply(200, endpoint_json(found))
 
-    async def delete_webhook(call):
-        await run(webhooks.delete_endpoint, store.uow(), call.caller, call.params["webhookId"])
+    async def delete_webhook(self, call):
+        await self.store.run(webhooks.delete_endpoint, self.store.uow(), call.caller, call.params["webhookId"])
         return Reply(204)
 
-    async def list_deliveries(call):
+    async def list_deliveries(self, call):
         page = _page(call.params)
-        found = await run(webhooks.list_deliveries, store.uow(write=False), call.caller, call.params["webhookId"],
-                          page)
+        found = await self.store.run(webhooks.list_deliveries, self.store.uow(write=False), call.caller,
+                                     call.params["webhookId"], page)
         return Reply(200, _paged(found, page, delivery_json))
-
-    return {"createWebhook": create_webhook, "listWebhooks": list_webhooks, "getWebhook": get_webhook,
-            "deleteWebhook": delete_webhook, "listWebhookDeliveries": list_deliveries}

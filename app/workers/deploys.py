@@ -30,7 +30,7 @@ log = logging.getLogger("slipway.deployer")
 
 def record_deploy(store, job_id: str, seconds: float) -> None:
     """Count a finished job by its outcome (the state it ended in) and its duration."""
-    from app.http.observability import metrics
+    from app.http.observability.prometheus import metrics
 
     try:
         with store.uow(write=False) as uow:
@@ -59,17 +59,17 @@ class DeployWorker(JobWorker):
     name = "deploy"
     CANCEL_POLL_S = 2.0
 
-    def __init__(self, store, clock, runtime, engine, *, base_domain=None, health_interval: float = 15.0,
+    def __init__(self, store, clock, runtime, calls, *, base_domain=None, health_interval: float = 15.0,
                  progress=lambda *a: None, methods: dict | None = None, work_dir: str = "./work", lease=None,
                  concurrency: int = 4, per_customer: int | None = 2,
-                 settle_seconds: float = deploy_job.SETTLE_SECONDS, health_engine=None,
+                 settle_seconds: float = deploy_job.SETTLE_SECONDS, health_calls=None,
                  routes_changed=lambda: None, health_timeout: float = 120.0,
                  drain_seconds: float = deploy_job.DRAIN_SECONDS, registry_allow_private: bool = False,
                  quota=None, host_ports: tuple = DEFAULT_HOST_PORTS):
         self.registry_allow_private = registry_allow_private  # SLIPWAY_REGISTRY_ALLOW_PRIVATE
         self.quota = quota or DEFAULT_QUOTA  # customer limits, checked when a job's source reveals its compose
-        self.store, self.clock, self.runtime, self.engine = store, clock, runtime, engine
-        self.health_engine = health_engine or engine  # health checks and reconciling: not the jobs' threads
+        self.store, self.clock, self.runtime, self.calls = store, clock, runtime, calls
+        self.health_calls = health_calls or calls  # health checks and reconciling: not the jobs' threads
         self.methods, self.work_dir = methods or {}, work_dir
         self.base_domain, self.health_interval, self.progress = base_domain, health_interval, progress
         self.lease = lease  # app.workers.loop.WorkerLease; None: jobs are claimed without an owner
@@ -97,7 +97,7 @@ class DeployWorker(JobWorker):
 
     async def starting(self) -> None:
         try:
-            changed = await self.health_engine.run(deploys.reconcile, self.store.uow(), self.clock, self.runtime)
+            changed = await self.health_calls.run(deploys.reconcile, self.store.uow(), self.clock, self.runtime)
             if changed:
                 log.warning("engine and database disagreed on %d service(s): %s", len(changed), ", ".join(changed))
         except Exception:  # an unreachable engine at start-up must not stop the worker
@@ -170,7 +170,7 @@ class DeployWorker(JobWorker):
         while True:
             await asyncio.sleep(self.health_interval)
             try:
-                await self.health_engine.run(deploys.check_health, self.store.uow(), self.clock, self.runtime)
+                await self.health_calls.run(deploys.check_health, self.store.uow(), self.clock, self.runtime)
             except asyncio.CancelledError:
                 raise
             except Exception:

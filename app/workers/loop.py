@@ -128,15 +128,6 @@ class JobWorker(Background):
     concurrency = 1
     store = clock = calls = lease = None  # calls: the EngineCalls pool jobs run on
 
-    @property
-    def engine(self):
-        """``calls`` under the deploy worker's former name (``app.workers.deploys`` sets it)."""
-        return self.calls
-
-    @engine.setter
-    def engine(self, calls) -> None:
-        self.calls = calls
-
     def tasks(self) -> dict:
         return {f"{self.name}-jobs": self._jobs}
 

@@ -164,7 +164,7 @@ def test_hook_register_auth_sources_admit_a_customer_and_one_that_raises_refuses
             refused = http.get("/api/services", headers=headers)
             assert refused.status_code == 401, (headers, refused.text)
         assert "refused" in http.get("/api/services", headers={"X-Hello-Token": "explode"}).json()["error"]["message"]
-        # a key still wins over the source; a bad key is not rescued by a good source header
+        # a valid key wins over the source's headers: the key's admin sees every service
         assert http.get("/api/services", headers={**as_mine, **_bearer(admin)}).json()["data"]
 
 

@@ -20,7 +20,7 @@ def test_the_poll_cancels_requested_and_deleted_services_jobs(store, clock, tmp_
     admin = principal_of(store.uow(), clock)
     acme = customers.create_customer(store.uow(), clock, name="Acme")
     (asked, asked_job), (gone, gone_job) = (_queued(store, clock, admin, acme, n) for n in ("asked", "gone"))
-    worker = DeployWorker(store, clock, runtime=None, engine=None, work_dir=str(tmp_path))
+    worker = DeployWorker(store, clock, runtime=None, calls=None, work_dir=str(tmp_path))
     for job in (deploys.claim_next(store.uow(), clock), deploys.claim_next(store.uow(), clock)):
         worker._active[job.id] = (job.service_id, CancelEvent())
     assert worker.cancel_deleted() == []

@@ -2,7 +2,3 @@
 ``Observer``), secret-free JSON or text logs (``logs``: the formatters and ``log_config``)
 and Prometheus metrics (``prometheus``: ``metrics()``, ``render_metrics``,
 ``worker_exiting``). What is secret in a line is ``core.redaction.redact``'s to say."""
-from __future__ import annotations
-
-# the deploy worker's import (``from app.http.observability import metrics``)
-from app.http.observability.prometheus import metrics  # noqa: F401

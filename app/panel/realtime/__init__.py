@@ -36,8 +36,8 @@ One module per concern: ``sockets`` (a socket's outbox and send/receive loop),
 """
 from __future__ import annotations
 
-from app.panel.realtime.handlers import realtime_handlers
+from app.panel.realtime.handlers import RealtimeHandlers
 from app.panel.realtime.hub import Hub
 from app.panel.realtime.progress import DeployProgress
 
-__all__ = ["DeployProgress", "Hub", "realtime_handlers"]
+__all__ = ["DeployProgress", "Hub", "RealtimeHandlers"]

@@ -16,14 +16,23 @@ from core.errors import NotFound
 from core.panel import services as core_services
 
 
-def realtime_handlers(hub: Hub, store, runtime, calls, limit: int = 1000, logs_http=None) -> dict:
+class RealtimeHandlers:
     """``openRealtimeChannel`` and the follow half of ``getServiceLogs`` (``logs_http`` is
-    the plain logs handler, which a ``follow=true`` request without upgrade may not reach)."""
+    the plain logs handler, which a ``follow=true`` request without upgrade may not reach);
+    ``calls`` runs the log followers' engine calls; ``limit`` bounds each socket's queue."""
 
-    async def channel(call, ws):
-        conn = Connection(call.caller, hub.limit)
-        hub.hold(call.caller, conn.outbox)  # 429 past SLIPWAY_WS_PER_KEY
-        hub.add(conn)  # before accepting: an event right after the handshake is not missed
+    def __init__(self, hub: Hub, store, runtime, calls, limit: int = 1000, logs_http=None):
+        self.hub, self.store, self.runtime, self.calls = hub, store, runtime, calls
+        self.limit, self.logs_http = limit, logs_http
+
+    def handlers(self) -> dict:
+        return {"openRealtimeChannel": Upgradable(websocket=self.channel),
+                "getServiceLogs": Upgradable(websocket=self.follow, http=self.logs_request)}
+
+    async def channel(self, call, ws):
+        conn = Connection(call.caller, self.hub.limit)
+        self.hub.hold(call.caller, conn.outbox)  # 429 past SLIPWAY_WS_PER_KEY
+        self.hub.add(conn)  # before accepting: an event right after the handshake is not missed
 
         async def on_message(text: str) -> None:
             try:
@@ -46,9 +55,9 @@ def realtime_handlers(hub: Hub, store, runtime, calls, limit: int = 1000, logs_h
                     "message": f"services must be a list of at most {MAX_SUBSCRIBE} service ids"},
                     "timestamp": now_stamp()}))
                 return
-            visible = None if ids is None else await store.run(visible_services, store.uow(write=False),
-                                                               call.caller, list(dict.fromkeys(ids)))
-            hub.narrow(conn, visible)
+            visible = None if ids is None else await self.store.run(
+                visible_services, self.store.uow(write=False), call.caller, list(dict.fromkeys(ids)))
+            self.hub.narrow(conn, visible)
             conn.outbox.offer(dumps({"type": "subscribed", "data": {
                 "services": None if visible is None else [s.id for s in visible],
                 "logs": None if conn.services is None and conn.may_logs else sorted(conn.log_services)},
@@ -58,17 +67,17 @@ def realtime_handlers(hub: Hub, store, runtime, calls, limit: int = 1000, logs_h
             await ws.accept()
             await serve(ws, conn.outbox, on_message)
         finally:
-            hub.remove(conn)
-            hub.release(call.caller, conn.outbox)
+            self.hub.remove(conn)
+            self.hub.release(call.caller, conn.outbox)
 
-    async def follow(call, ws):
+    async def follow(self, call, ws):
         try:
-            service = await store.run(core_services.get_service, store.uow(write=False), call.caller,
+            service = await self.store.run(core_services.get_service, self.store.uow(write=False), call.caller,
                                       call.params["id"])
         except NotFound as exc:
             raise ApiError(404, exc.message) from exc
         since = time_param(call, "since")
-        outbox = Outbox(limit)
+        outbox = Outbox(self.limit)
 
         def on_line(line):
             outbox.offer(dumps({"timestamp": rfc3339(line.timestamp), "stream": line.stream,
@@ -79,25 +88,22 @@ def realtime_handlers(hub: Hub, store, runtime, calls, limit: int = 1000, logs_h
                     and event.data.get("status") == "deleted"):
                 outbox.close(1000, "the service was deleted")
 
-        hub.hold(call.caller, outbox)  # 429 past SLIPWAY_WS_PER_KEY
+        self.hub.hold(call.caller, outbox)  # 429 past SLIPWAY_WS_PER_KEY
         try:
-            follower = ServiceFollower(runtime, calls, service.id, on_line, since=since)
+            follower = ServiceFollower(self.runtime, self.calls, service.id, on_line, since=since)
             await ws.accept()
             follower.start()
-            subscription = hub.bus.subscribe(on_event)
+            subscription = self.hub.bus.subscribe(on_event)
             try:
                 await serve(ws, outbox)
             finally:
-                hub.bus.unsubscribe(subscription)
+                self.hub.bus.unsubscribe(subscription)
                 follower.stop()
         finally:
-            hub.release(call.caller, outbox)
+            self.hub.release(call.caller, outbox)
 
-    async def logs_request(call):
+    async def logs_request(self, call):
         if call.params.get("follow"):
             raise ApiError(400, "follow=true streams over a WebSocket: send the request as an upgrade "
                                 "(Connection: Upgrade, Upgrade: websocket)")
-        return await logs_http(call)
-
-    return {"openRealtimeChannel": Upgradable(websocket=channel),
-            "getServiceLogs": Upgradable(websocket=follow, http=logs_request)}
+        return await self.logs_http(call)

@@ -207,7 +207,7 @@ def test_a_work_directory_that_cannot_be_made_fails_the_job(setup, store, clock,
     job = deploys.claim_next(store.uow(), clock)
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
-    worker = DeployWorker(store, clock, runtime=None, engine=None, work_dir=str(blocker / "work"))
+    worker = DeployWorker(store, clock, runtime=None, calls=None, work_dir=str(blocker / "work"))
     worker.work(job)
     assert client.get(f"/api/services/{created['id']}", token=admin, expect=200).json["status"] == "failed"
     events = client.get(f"/api/services/{created['id']}/events", token=admin, expect=200).json["data"]
