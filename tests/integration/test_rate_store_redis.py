@@ -149,7 +149,7 @@ def test_an_unreachable_redis_degrades_to_buckets_of_this_process(caplog):
 
 
 @pytest.mark.parametrize("value, words", [
-    ("memcached://127.0.0.1:11211", "scheme 'memcached'"),
+    ("memcached://127.0.0.1:11211", "no loaded plugin provides 'memcached' (loaded: memory, redis, rediss)"),
     ("redis://", "names a host"),
     ("redis://127.0.0.1:6379/zero", "database number"),
     ("redis://127.0.0.1:port/0", "database number"),
