@@ -204,7 +204,7 @@ def mcp_tools(routes) -> dict:
 class AuthSources:
     """The plugins' auth sources, asked in order after keys and sessions failed."""
 
-    def __init__(self, sources, context: ExtensionContext, store, calls, default_rpm: int, trusted_proxies=()):
+    def __init__(self, sources, context: ExtensionContext, store, calls, default_rpm: int):
         self.sources, self.context, self.store, self.calls = tuple(sources), context, store, calls
         self.default_rpm = default_rpm
 

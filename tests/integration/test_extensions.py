@@ -7,7 +7,7 @@ import pytest
 
 from app.composition import Composition
 from app.config import Config, ConfigError
-from core.errors import Unauthorized
+from core.errors import Forbidden, Unauthorized
 from core.panel import access
 from core.panel.customers import create_customer
 from ports import hookimpl
@@ -93,5 +93,5 @@ def test_an_identity_becomes_a_principal_only_of_an_existing_role_and_customer(s
                      {"rate_limit_rpm": 0}, {"rate_limit_rpm": True}, {"rate_limit_rpm": "60"}):
         with pytest.raises(Unauthorized):
             principal(**identity)
-    with pytest.raises(access.Forbidden if hasattr(access, "Forbidden") else Exception, match="src"):
+    with pytest.raises(Forbidden, match="src"):
         made.require("customers:write")
