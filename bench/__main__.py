@@ -85,9 +85,10 @@ def main(argv=None) -> int:
     parser.add_argument("--connections", type=int, default=32, help="concurrent keep-alive connections (32)")
     parser.add_argument("--duration", type=float, default=5.0, help="seconds measured per target (5)")
     parser.add_argument("--warmup", type=float, default=1.0, help="seconds of load before measuring (1)")
-    parser.add_argument("--rounds", type=int, default=3,
-                        help="me: alternating rounds of load on the bare app and on Slipway; "
-                             "redaction: alternating rounds of crafted and plain paths (3)")
+    parser.add_argument("--rounds", type=int, default=None,
+                        help="me: alternating rounds of load on the bare app and on Slipway (7: this "
+                             "machine's rounds spread, the median of seven holds still); lists, "
+                             "redaction: alternating rounds (3)")
     lists = parser.add_argument_group("lists scenario")
     lists.add_argument("--list-services", type=int, default=100, help="services of the one customer (100)")
     licensing = parser.add_argument_group("licensing scenario")
@@ -112,6 +113,8 @@ def main(argv=None) -> int:
     webhooks.add_argument("--senders", type=int, default=4, help="threads issuing licenses at once (4)")
     webhooks.add_argument("--warmup-requests", type=int, default=20, help="untimed licenses per thread first (20)")
     args = parser.parse_args(argv)
+    if args.rounds is None:
+        args.rounds = 7 if args.scenario == "me" else 3
     # A plain `kill` unwinds like Ctrl-C does, so the servers are stopped and the temp dir removed.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
 

@@ -4,8 +4,11 @@ configured limits, and the storage the service's volumes hold.
 Stats are the costly part (an engine round trip per container, and a second sample on
 Docker's API), so a sample is kept for ``ttl`` seconds and shared by every request in that
 window; a list page asks the engine once which containers run (``running_by_service``)
-instead of once per service. Resources are informative: an engine hiccup gives zeros,
-never a failed read."""
+instead of once per service, and that answer too is kept for ``ttl`` seconds, so list
+pages within that window are answered without an engine call (``cached_page``, on the
+event loop). Resources are informative: an engine hiccup gives zeros, never a failed
+read; a container started or stopped shows in the list within ``ttl`` seconds (a
+service's detail asks the engine every time)."""
 from __future__ import annotations
 
 import threading
@@ -16,7 +19,9 @@ class Resources:
     def __init__(self, runtime, ttl: float = 5.0):
         self.runtime, self.ttl = runtime, ttl
         self._samples: dict = {}  # container id -> (taken at, Usage)
+        self._running = None  # (taken at, {service id: [running container ids]}) or None
         self._lock = threading.Lock()
+        self._asking = threading.Lock()  # one engine call for the running containers at a time
 
     def _usage(self, container_id: str):
         now = time.monotonic()
@@ -32,13 +37,7 @@ class Resources:
         return usage
 
     def _sum(self, container_ids) -> dict:
-        cpu = mem = limit = 0.0
-        for container_id in container_ids:
-            usage = self._usage(container_id)
-            cpu += usage.cpu_percent
-            mem += usage.memory_mb
-            limit = max(limit, usage.memory_limit_mb)
-        return {"cpu_usage": round(cpu, 2), "memory_usage_mb": round(mem, 1), "memory_limit_mb": round(limit, 1)}
+        return _total([self._usage(container_id) for container_id in container_ids])
 
     def unknown(self, detail: bool = False) -> dict:
         """What is shown when the engine cannot be asked: zeros."""
@@ -47,12 +46,49 @@ class Resources:
             out.update({"cpu_limit": 0.0, "storage_mb": 0.0})
         return out
 
+    def cached_page(self, service_ids) -> dict | None:
+        """``{service id: resources}`` for a list page from what was sampled within ``ttl``
+        seconds, or ``None`` when the engine must be asked (``for_page``). Never calls the
+        engine: meant for the event loop."""
+        now = time.monotonic()
+        usages: dict = {}
+        with self._lock:
+            running = self._running
+            if running is None or now - running[0] >= self.ttl:
+                return None
+            taken, by_service, complete = running
+            for sid in service_ids:
+                if not complete and sid not in by_service:
+                    return None
+                usages[sid] = []
+                for container_id in by_service.get(sid, ()):
+                    sample = self._samples.get(container_id)
+                    if sample is None or now - sample[0] >= self.ttl:
+                        return None
+                    usages[sid].append(sample[1])
+        return {sid: _total(found) for sid, found in usages.items()}
+
+    def _running_by_service(self, service_ids) -> dict:
+        with self._asking:  # the requests that missed together share one engine call
+            with self._lock:
+                running = self._running
+            if running is not None and time.monotonic() - running[0] < self.ttl \
+                    and (running[2] or all(sid in running[1] for sid in service_ids)):
+                return running[1]
+            everything = self.runtime.running_by_service()
+            if everything is None:  # this runtime answers per service
+                found = {sid: [c.id for c in self.runtime.containers(sid) if c.running] for sid in service_ids}
+                complete = False
+            else:
+                found, complete = everything, True
+            with self._lock:
+                self._running = (time.monotonic(), found, complete)
+            return found
+
     def for_page(self, service_ids) -> dict:
-        """``{service id: resources}`` for a list page."""
+        """``{service id: resources}`` for a list page (blocking: engine calls)."""
         try:
-            running = self.runtime.running_by_service()
-            if running is None:
-                running = {sid: [c.id for c in self.runtime.containers(sid) if c.running] for sid in service_ids}
+            running = self._running_by_service(service_ids)
             return {sid: self._sum(running.get(sid, ())) for sid in service_ids}
         except Exception:
             return {sid: self._sum(()) for sid in service_ids}
@@ -71,3 +107,12 @@ class Resources:
         except Exception:
             pass
         return out
+
+
+def _total(usages) -> dict:
+    cpu = mem = limit = 0.0
+    for usage in usages:
+        cpu += usage.cpu_percent
+        mem += usage.memory_mb
+        limit = max(limit, usage.memory_limit_mb)
+    return {"cpu_usage": round(cpu, 2), "memory_usage_mb": round(mem, 1), "memory_limit_mb": round(limit, 1)}

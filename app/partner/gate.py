@@ -32,7 +32,8 @@ class PartnerGate:
         secret = bearer(req)
         try:
             # one indexed lookup on every request, no transaction needed around one
-            # statement (Store.read: right here on SQLite, a worker thread on PostgreSQL)
+            # statement (Store.read: the loop's own connection on SQLite, a worker thread
+            # on PostgreSQL; app.storage.readpath)
             caller = await self.store.read(tokens.identify, secret)
         except Unauthorized as exc:
             source = client_address(req.remote_addr, req.get_header("X-Forwarded-For"), self.trusted)

@@ -136,7 +136,7 @@ class LicensingHandlers:
 
     async def list_customers(self, call):
         page = _page(call.params)
-        found = await self.run(customers.list_customers, self.uow(call), call.caller, page,
+        found = await self.store.read_page(customers.list_customers, call.caller, page,
                                status=call.params.get("status"), external_ref=call.params.get("externalRef"))
         return Reply(200, _paged(found, page, customer_json))
 
@@ -194,7 +194,7 @@ class LicensingHandlers:
 
     async def list_activity(self, call):
         page = _page(call.params)
-        found = await self.run(ledger.customer_activity, self.uow(call), call.caller, call.params["customerId"],
+        found = await self.store.read_page(ledger.customer_activity, call.caller, call.params["customerId"],
                                _filters(call), page)
         return Reply(200, _paged(found, page, event_json))
 
@@ -238,7 +238,7 @@ class LicensingHandlers:
 
     async def list_licenses(self, call):
         page = _page(call.params)
-        found = await self.run(licenses.list_licenses, self.uow(call), call.caller, page,
+        found = await self.store.read_page(licenses.list_licenses, call.caller, page,
                                customer_id=call.params.get("customerId"), state=call.params.get("state"),
                                edition=call.params.get("edition"))
         return Reply(200, _paged(found, page, license_json))
@@ -258,7 +258,7 @@ class LicensingHandlers:
 
     async def list_transfers(self, call):
         page = _page(call.params)
-        found = await self.run(transfers.list_transfers, self.uow(call), call.caller, page,
+        found = await self.store.read_page(transfers.list_transfers, call.caller, page,
                                license_id=call.params.get("licenseId"))
         return Reply(200, _paged(found, page, transfer_json))
 

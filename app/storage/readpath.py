@@ -5,12 +5,17 @@ panel API (``/api``: an API key or a browser session, ``app.panel.gate``) starts
 read, its authentication; list pages (``GET /v1/licenses``, ``GET /api/services``, ...)
 then read one page. All of them go the same way:
 
-1. **Off the event loop.** ``Store.read(fn, *args)`` runs ``fn`` with a transaction-less,
-   read-only unit of work in one of the store's worker threads (``app.storage.threads``:
-   results handed back to the loop in batches, one wake-up for the calls that finished
-   together). Nothing that may wait (taking a connection from the pool, SQLite's busy
-   handler, a lock) runs on the loop. Use cases that read a page in a transaction run
-   through ``Store.run`` the same way.
+1. **Never waiting on the event loop.** ``Store.read(fn, *args)`` runs ``fn`` with a
+   transaction-less, read-only unit of work. On SQLite it runs right on the event loop, on
+   a connection of its own that the loop opened once and keeps (``LoopReads``): no pool
+   checkout, no lock of Python's, and SQLite's busy handler off (``busy_timeout=0``,
+   ``query_only=1``). In WAL mode a reader never waits for a writer; in the rare case
+   SQLite still answers "busy" (another connection holds the file in exclusive mode,
+   or is recovering it), the read goes, unchanged, to the worker threads. On PostgreSQL
+   every read is a network round trip that may wait, so it always runs in one of the
+   store's worker threads (``app.storage.threads``: results handed back to the loop in
+   batches, one wake-up for the calls that finished together), as ``Store.run`` runs the
+   use cases that read a page in a transaction.
 2. **SQL built once per store.** peewee builds a statement in Python, and for the token
    lookup or a list page that cost several times the indexed read itself (430 us of a
    token lookup when it was built per call). The repositories on this path take their SQL
@@ -30,6 +35,8 @@ What each piece measured when it was kept is in docs/decisions.md ("Read path").
 from __future__ import annotations
 
 import threading
+
+import peewee
 
 
 class Statements:
@@ -55,3 +62,68 @@ class Statements:
         """Every row of ``sql`` with ``params`` on this thread's connection, as tuples (run
         to its end: no statement is left open)."""
         return self.db.execute_sql(sql, params).fetchall()
+
+
+#: what ``LoopReads.read`` answers when the read must go to the worker threads instead
+ELSEWHERE = object()
+
+
+class LoopReads:
+    """SQLite only: reads run on the event loop, on a read-only connection of their own.
+
+    The connection is opened by the first read and kept by the thread that made it (the
+    server's event loop); a read from any other thread answers ``ELSEWHERE`` and goes to
+    the worker threads. It has its own models (``define_models``) and so its own SQL
+    (``Statements``), built once. ``busy_timeout=0``: SQLite never sleeps in its busy
+    handler here; "busy" answers ``ELSEWHERE`` too. ``query_only=1``: a use case that
+    tried to write here would fail, never write outside a transaction."""
+
+    PRAGMAS = {"query_only": 1, "busy_timeout": 0}
+
+    def __init__(self, path: str, define_models, unit_of_work):
+        self.db = peewee.SqliteDatabase(path, pragmas=self.PRAGMAS, thread_safe=False, check_same_thread=False)
+        self.models = define_models(self.db)
+        self._unit_of_work = unit_of_work
+        self._owner: int | None = None
+
+    @classmethod
+    def for_database(cls, db, define_models, unit_of_work):
+        """A ``LoopReads`` for a file SQLite database, else ``None`` (PostgreSQL, or an
+        in-memory database a second connection would not see)."""
+        if not isinstance(db, peewee.SqliteDatabase):
+            return None
+        path = db.database
+        if not path or path.startswith(":memory:") or "mode=memory" in path:
+            return None
+        return cls(path, define_models, unit_of_work)
+
+    def read(self, snapshot: bool, fn, args, kwargs):
+        """``fn(uow, *args, **kwargs)`` here and now, or ``ELSEWHERE``. ``snapshot``: the
+        unit of work is one read transaction (a page and its total agree)."""
+        me = threading.get_ident()
+        if self._owner is None:
+            self._owner = me
+        elif self._owner != me:
+            return ELSEWHERE
+        uow = self._unit_of_work(self.db, self.models, transaction=snapshot, write=False, release=_keep)
+        try:
+            return fn(uow, *args, **kwargs)
+        except peewee.OperationalError as exc:
+            if _busy(exc):  # nothing was written (query_only): the worker threads read it again
+                return ELSEWHERE
+            raise
+
+    def close(self) -> None:
+        """Close the connection, from the thread that owns it (else it closes with the
+        store's garbage)."""
+        if self._owner in (None, threading.get_ident()) and not self.db.is_closed():
+            self.db.close()
+
+
+def _keep() -> None:
+    """The loop's connection is kept when a unit of work ends."""
+
+
+def _busy(exc: Exception) -> bool:
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text

@@ -5,8 +5,9 @@ from __future__ import annotations
 from app.storage.database import open_database
 from app.storage.migrations import LATEST, current_version, migrate
 from app.storage.models import define_models
-from app.storage.uow import PeeweeUnitOfWork
+from app.storage.readpath import ELSEWHERE, LoopReads
 from app.storage.threads import WorkerThreads
+from app.storage.uow import PeeweeUnitOfWork
 
 
 class SchemaOutOfDate(RuntimeError):
@@ -18,6 +19,8 @@ class Store:
         self.url = url
         self.db = open_database(url, max_connections=threads + 4)
         self.models = define_models(self.db)
+        #: SQLite: reads on the event loop, on a connection of their own (app.storage.readpath)
+        self.loop_reads = LoopReads.for_database(self.db, define_models, PeeweeUnitOfWork)
         self._threads = threads
         self._workers: WorkerThreads | None = None
         #: closed: a connection given back from now on is closed, not kept in the pool
@@ -64,12 +67,25 @@ class Store:
                                   "run `slipway init`")
 
     async def read(self, fn, *args, **kwargs):
-        """``fn(uow, *args, **kwargs)`` with a transaction-less unit of work that only reads: the
-        authentication of every request (a partner token, a panel key or session) and the
-        list pages. A worker thread runs it, as ``run`` does (never the event loop: taking
-        a connection from the pool, or SQLite's busy handler, may wait). See
-        ``app.storage.readpath`` for the rest of the read path."""
-        return await self.run(fn, self.uow(transaction=False, write=False), *args, **kwargs)
+        """``fn(uow, *args, **kwargs)`` with a transaction-less unit of work that only reads:
+        the authentication of every request (a partner token, a panel key or session). On
+        SQLite it runs on the event loop on a connection that never waits (``LoopReads``),
+        else (PostgreSQL, another thread, SQLite busy) in a worker thread as ``run`` does.
+        See ``app.storage.readpath`` for the whole read path."""
+        return await self._read(False, fn, args, kwargs)
+
+    async def read_page(self, fn, *args, **kwargs):
+        """As ``read``, in one read transaction: a list page (at most a page of rows, its
+        total in the same snapshot). Exports and reports that read without bound run
+        through ``run``."""
+        return await self._read(True, fn, args, kwargs)
+
+    async def _read(self, snapshot: bool, fn, args, kwargs):
+        if self.loop_reads is not None:
+            found = self.loop_reads.read(snapshot, fn, args, kwargs)
+            if found is not ELSEWHERE:
+                return found
+        return await self.run(fn, self.uow(transaction=snapshot, write=False), *args, **kwargs)
 
     async def run(self, fn, *args, **kwargs):
         """Run blocking database work in a worker thread and await its result."""
@@ -86,6 +102,8 @@ class Store:
             self._workers.shutdown()
             self._workers = None
         self.closed = True
+        if self.loop_reads is not None:
+            self.loop_reads.close()
         if not self.db.is_closed():
             self.db.manual_close()
         self.db.close_idle()

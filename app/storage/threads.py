@@ -6,8 +6,8 @@ batches.
 takes one call at a time while any are queued and hands the finished results back with
 one wake-up when the queue runs dry (or every 2 ms), so the event loop never blocks on
 a query and the cost of crossing threads is shared by the requests that arrive together.
-(One exception, ``Store.read``: on SQLite an API token's indexed lookup costs less than
-the crossing, so it runs on the loop; never a write.)
+(On SQLite, the reads of ``Store.read`` run on the loop's own connection instead:
+``app.storage.readpath``.)
 """
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""``Store.read``, the read path of every authenticated request (app.storage.readpath): on a
-worker thread, never the event loop; nothing remembered between reads, so a revocation is
-seen at once; SQL built once per store, not shared between stores."""
+"""``Store.read``, the read path of every authenticated request (app.storage.readpath): never
+waiting on the event loop (SQLite: on the loop, on a connection that never waits, else a
+worker thread; PostgreSQL: a worker thread); nothing remembered between reads, so a
+revocation is seen at once; SQL built once per store, not shared between stores."""
 import asyncio
 import sqlite3
 import threading
@@ -56,9 +57,9 @@ def test_a_commit_from_another_thread_is_seen_at_once(store, clock, secret):
         read(store, value)
 
 
-def test_a_read_runs_on_a_worker_thread_and_the_loop_runs_on(store, clock, secret):
-    """The read waits (here: for a pool connection another thread holds) on a worker
-    thread; the event loop goes on meanwhile."""
+def test_a_read_never_waits_on_the_loop_and_the_loop_runs_on(store, clock, secret):
+    """PostgreSQL: the read runs (and would wait) on a worker thread while the event loop
+    goes on. SQLite: it runs on the loop itself, on the loop's own connection."""
     token, value = secret
     loop_thread, seen = [], []
 
@@ -85,7 +86,60 @@ def test_a_read_runs_on_a_worker_thread_and_the_loop_runs_on(store, clock, secre
         return await store.read(identify, value)
 
     assert asyncio.run(main()).token.id == token.id
-    assert seen and seen[0] != loop_thread[0]
+    if POSTGRES:
+        assert seen and seen[0] != loop_thread[0]
+    else:
+        assert seen and seen[0] == loop_thread[0]
+
+
+@pytest.mark.skipif(POSTGRES, reason="the loop's own connection is SQLite's")
+def test_a_busy_sqlite_database_sends_the_read_to_a_worker_thread_and_the_loop_runs_on(store, clock, secret):
+    """Another connection holds the file exclusively: the loop's read does not wait for it
+    (busy_timeout 0) but goes to a worker thread, which waits; the loop goes on, and the
+    read answers once the file is free."""
+    token, value = secret
+    seen = []
+
+    def identify(uow, secret):
+        seen.append(threading.get_ident())
+        return tokens.identify(uow, secret)
+
+    async def main():
+        loop_thread = threading.get_ident()
+        store.db.close_idle()  # an exclusive lock in WAL mode needs every other connection closed
+        holder = sqlite3.connect(store.db.database, isolation_level=None, check_same_thread=False)
+        holder.execute("PRAGMA locking_mode=EXCLUSIVE")
+        holder.execute("BEGIN EXCLUSIVE")
+        holder.execute("UPDATE api_token SET label = 'held' WHERE id = ?", (token.id,))
+        seen.clear()
+        pending = asyncio.ensure_future(store.read(identify, value))
+        ticked = asyncio.Event()
+        asyncio.get_running_loop().call_soon(ticked.set)
+        await ticked.wait()  # the loop is free while the read waits for the file
+        assert not pending.done()
+        holder.execute("COMMIT")
+        holder.close()
+        found = await pending
+        return loop_thread, found
+
+    loop_thread, found = asyncio.run(main())
+    assert found.token.id == token.id and found.token.label == "held"
+    assert seen[0] == loop_thread  # tried on the loop first, answered busy at once
+    assert seen[-1] != loop_thread  # then read on a worker thread
+
+
+@pytest.mark.skipif(POSTGRES, reason="the loop's own connection is SQLite's")
+def test_the_loop_connection_writes_nothing(store, clock, secret):
+    """A use case that tried to write through Store.read fails; nothing is written."""
+    token, value = secret
+
+    def write(uow):
+        with uow:
+            uow.tokens.revoke(token.id, clock.now())
+
+    with pytest.raises(Exception, match="readonly"):
+        asyncio.run(store.read(write))
+    assert read(store, value).token.id == token.id
 
 
 def test_nothing_is_remembered_between_reads(store, clock, secret):

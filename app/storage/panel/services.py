@@ -12,6 +12,8 @@ from core.panel.services import DeployJob, Service, ServiceEvent
 
 _SERVICE_FIELDS = [f.name for f in fields(Service)]
 _NOT_COLUMNS = ("custom_domains",)  # kept in custom_domain (app/storage/panel/routes.py)
+_COLUMN_FIELDS = [name for name in _SERVICE_FIELDS if name not in _NOT_COLUMNS]
+_DATETIME_FIELDS = ("created_at", "updated_at", "deployed_at", "health_checked_at")
 _CLAIM_LOCK = 0x736C7730  # pg_advisory_xact_lock key of deploy-job claims ("slw0")
 SORTABLE = ("name", "status", "created_at", "updated_at")
 
@@ -31,8 +33,9 @@ class PeeweeServices:
         if not ids:
             return services
         found = {}
-        for hostname, service_id in D.select(D.hostname, D.service_id).where(D.service_id.in_(ids)) \
-                .order_by(D.hostname).tuples():
+        sql = self.m.statements.sql(f"service-domains:{len(ids)}", lambda: (
+            D.select(D.hostname, D.service_id).where(D.service_id.in_(["?"] * len(ids))).order_by(D.hostname)))
+        for hostname, service_id in self.m.statements.rows(sql, ids):
             found.setdefault(service_id, []).append(hostname)
         return [replace(s, custom_domains=tuple(found.get(s.id, ()))) for s in services]
 
@@ -79,19 +82,44 @@ class PeeweeServices:
         return [self._entity(r) for r in S.select().where(S.status == status)]
 
     def page(self, *, page, per_page, status, customer_id, sort, order, search):
+        # a list page (app.storage.readpath): its SQL built once per store and shape (the
+        # filters given, the order), rows read as tuples
         S = self.m.Service
-        query = S.select()
-        if status:
-            query = query.where(S.status == status)
-        if customer_id:
-            query = query.where(S.customer == customer_id)
-        if search:
-            query = query.where(S.name.contains(search))
-        column = getattr(S, sort if sort in SORTABLE else "created_at")
+        given = [(name, value) for name, value in (("status", status), ("customer", customer_id),
+                                                   ("search", f"%{search}%" if search else None)) if value]
+        column = sort if sort in SORTABLE else "created_at"
         desc = order == "desc"
-        total = query.count()
-        rows = query.order_by(column.desc() if desc else column.asc(), S.id.desc() if desc else S.id.asc())
-        return self._with_domains([self._entity(r) for r in rows.paginate(page, per_page)]), total
+        shape = f"services:{','.join(name for name, _ in given)}:{column}:{'desc' if desc else 'asc'}"
+
+        def where(query):
+            for name, _ in given:
+                query = query.where(S.name.contains("?") if name == "search" else getattr(S, name) == "?")
+            return query
+
+        def build_page():
+            by = getattr(S, column)
+            return (where(S.select(*self._columns())).order_by(by.desc() if desc else by.asc(),
+                                                                S.id.desc() if desc else S.id.asc())
+                    .limit(per_page).offset(0))
+
+        statements = self.m.statements
+        values = tuple(value for _, value in given)
+        total = statements.rows(statements.sql(shape + ":count", lambda: where(S.select(peewee.fn.COUNT(S.id)))),
+                                values)[0][0]
+        rows = statements.rows(statements.sql(shape, build_page), (*values, per_page, (page - 1) * per_page))
+        return self._with_domains([self._from_tuple(row) for row in rows]), total
+
+    def _columns(self):
+        S = self.m.Service
+        return [getattr(S, "customer" if name == "customer_id" else name) for name in _COLUMN_FIELDS]
+
+    def _from_tuple(self, row) -> Service:
+        values = dict(zip(_COLUMN_FIELDS, row))
+        S = self.m.Service
+        for name in _DATETIME_FIELDS:
+            values[name] = getattr(S, name).python_value(values[name])
+        values["variables"] = json.loads(values["variables"] or "{}")
+        return Service(**values)
 
     def customer_names(self, customer_ids) -> dict:
         C = self.m.PanelCustomer
