@@ -16,20 +16,18 @@ from __future__ import annotations
 
 import ipaddress
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from core.panel.compose import host_port_range
 from ports.settings import number, seconds
 
 PUBLISH_ADDRESS = "SLIPWAY_PUBLISH_ADDRESS"
-HOST_PORTS = "SLIPWAY_HOST_PORTS"
 PIDS_LIMIT = "SLIPWAY_PIDS_LIMIT"
 DEFAULT_MEMORY_MB = "SLIPWAY_DEFAULT_MEMORY_MB"
 DEFAULT_CPUS = "SLIPWAY_DEFAULT_CPUS"
 PULL_TIMEOUT = "SLIPWAY_PULL_TIMEOUT"
 
-_RANGE = re.compile(r"^\s*(\d{1,5})\s*-\s*(\d{1,5})\s*$")
 
 
 @dataclass(frozen=True)
@@ -48,25 +46,12 @@ class RuntimeSettings:
         defaults = cls()
         return cls(
             publish_address=_address(env, PUBLISH_ADDRESS, defaults.publish_address),
-            host_ports=port_range(env.get(HOST_PORTS), HOST_PORTS, defaults.host_ports),
+            host_ports=host_port_range(env),  # core's one reading of it (app.config: Config.host_ports)
             pids_limit=_whole(env, PIDS_LIMIT, defaults.pids_limit),
             default_memory_mb=_whole(env, DEFAULT_MEMORY_MB, defaults.default_memory_mb, minimum=6),
             default_cpus=_cpus(env, DEFAULT_CPUS, defaults.default_cpus),
             pull_timeout=seconds(env, PULL_TIMEOUT, defaults.pull_timeout),
         )
-
-
-def port_range(raw: str | None, name: str = HOST_PORTS, default: tuple = (20000, 29999)) -> tuple:
-    """``"LOW-HIGH"`` (inclusive, 1 <= LOW <= HIGH <= 65535) as ``(low, high)``."""
-    text = (raw or "").strip()
-    if not text:
-        return default
-    match = _RANGE.match(text)
-    if match:
-        low, high = int(match.group(1)), int(match.group(2))
-        if 1 <= low <= high <= 65535:
-            return (low, high)
-    raise ValueError(f"{name} must be a port range LOW-HIGH with 1 <= LOW <= HIGH <= 65535, got {raw!r}")
 
 
 def _address(env: Mapping, name: str, default: str) -> str:

@@ -6,7 +6,7 @@ import pytest
 
 from plugins.runtime_common.hostports import HostPorts, is_port_conflict
 from plugins.runtime_common.parsing import listed_host_ports, network_isolated, port_bindings
-from plugins.runtime_common.settings import RuntimeSettings, port_range
+from plugins.runtime_common.settings import RuntimeSettings
 from ports.runtime import PortSpec
 
 
@@ -59,9 +59,14 @@ def test_the_factories_refuse_bad_settings(factory, monkeypatch):
     assert made.create({"SLIPWAY_PIDS_LIMIT": "77"}).settings.pids_limit == 77
 
 
-def test_port_range():
-    assert port_range("1-1") == (1, 1)
-    assert port_range("") == (20000, 29999)
+def test_the_host_port_range_is_read_as_core_reads_it():
+    """One reading of SLIPWAY_HOST_PORTS: the runtimes pick from what deploys check against."""
+    from core.panel.compose import host_port_range
+
+    for raw in ("1-1", "", " 30000 - 30010 "):
+        settings = {"SLIPWAY_HOST_PORTS": raw}
+        assert RuntimeSettings.read(settings).host_ports == host_port_range(settings)
+    assert RuntimeSettings.read({"SLIPWAY_HOST_PORTS": "1-1"}).host_ports == (1, 1)
 
 
 def test_bindings_name_the_address_and_every_host_port():
