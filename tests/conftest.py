@@ -142,10 +142,11 @@ def pytest_collection_modifyitems(config, items):
     """Mark storage-sensitive tests: every test on the database fixture that needs no
     container engine, plus those marked ``storage`` by hand (engine or server tests whose
     point is the database). CI runs the whole suite on SQLite and ``-m storage`` on
-    PostgreSQL, so engine, browser and proxy tests run once."""
+    PostgreSQL, so engine, browser and proxy tests run once (a browser test's point is the
+    page: it is not storage-sensitive unless marked so by hand)."""
     for item in items:
         if item.get_closest_marker("storage") is None and item.get_closest_marker("runtime") is None \
-                and "database_url" in item.fixturenames:
+                and item.get_closest_marker("browser") is None and "database_url" in item.fixturenames:
             item.add_marker(pytest.mark.storage)
 
 
