@@ -22,7 +22,7 @@
     var retry = function () { location.reload(); };
     document.getElementById("load-why").textContent = String(error && error.message || error);
     document.getElementById("load-next").textContent =
-      "It tries again in " + seconds + " s" + (n > 1 ? " (attempt " + (n + 1) + ")." : ".");
+      "Trying again in " + seconds + " s" + (n > 1 ? " (attempt " + (n + 1) + ")." : ".");
     document.getElementById("load-retry").addEventListener("click", retry);
     addEventListener("online", retry);
     setTimeout(retry, seconds * 1000);
