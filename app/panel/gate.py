@@ -65,6 +65,9 @@ SESSION_COOKIES = (SESSION_COOKIE, HOST_SESSION_COOKIE)
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 NO_CREDENTIALS = ("missing credentials: send an API key as Authorization: Bearer slw_<key_id>_<secret>"
                   " or log in at /api/auth/login for a session cookie")
+#: the same without OIDC login, where /api/auth/login is 404: the session comes from a key
+NO_CREDENTIALS_KEY_ONLY = ("missing credentials: send an API key as Authorization: Bearer slw_<key_id>_<secret>"
+                           " or sign in with it (the web page's /sign-in, POST /api/auth/key) for a session cookie")
 TWO_SESSIONS = ("two session cookies: this request carries more than one slipway_session or "
                 "__Host-slipway_session cookie (a page of another site under the same domain can set one), so "
                 "none is used; clear this site's cookies in the browser and sign in again")
@@ -160,7 +163,7 @@ class PanelGate:
         try:
             if key is not None or cookie is None:
                 if key is None and not req.get_header("Authorization"):
-                    raise Unauthorized(NO_CREDENTIALS)
+                    raise Unauthorized(NO_CREDENTIALS if self.sessions else NO_CREDENTIALS_KEY_ONLY)
                 return await self.store.read(access.authenticate_key, self.clock, key)
             principal = await self.store.read(sessions.authenticate_session, self.clock, cookie, users=self.sessions)
             req.context.session_secret = cookie  # what the request presented (app.http.idempotency)

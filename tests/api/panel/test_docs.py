@@ -63,3 +63,10 @@ def test_api_clients_signed_out_keep_the_json_401(client, store, clock):
     # the assets and the contract are not pages: their 401 stays
     client.get("/api/docs/assets/swagger-ui.css", headers={"Accept": BROWSER}, expect=401)
     client.get("/api/openapi.yaml", headers={"Accept": BROWSER}, expect=401)
+
+
+def test_the_401_without_oidc_names_no_login_route_that_is_404(client):
+    refused = client.get("/api/docs", headers={"Accept": "application/json"}, expect=401)
+    message = refused.json["error"]["message"]
+    assert "/api/auth/login" not in message and "POST /api/auth/key" in message
+    client.get("/api/auth/login", expect=404)
