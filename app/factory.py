@@ -133,6 +133,7 @@ def create_app(config: Config | None = None, *, store: Store | None = None,
     handlers = IdentityHandlers(store, config.clock, partner).handlers()
     handlers.update(LicensingHandlers(store, config.clock, license_service).handlers())
     handlers.update(BillingHandlers(store, config.clock).handlers())
+    handlers.update(docs_handlers("partner"))
     handlers.update(WebhookHandlers(store, config.clock, allow_private=config.webhook_allow_private,
                                     lookups=parts.webhook_lookups).handlers())
     add_contract_routes(app, partner, PartnerGate(store, config, parts.rates), handlers, parts.idempotency)

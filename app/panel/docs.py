@@ -1,10 +1,13 @@
-"""``GET /api/docs``: the interactive browser documentation of the panel contract.
+"""``GET /api/docs`` and ``GET /v1/docs``: the interactive browser documentation of the
+panel and the partner contracts.
 
 Swagger UI 5 (it renders OpenAPI 3.1) comes from the ``swagger-ui-py`` package, whose
 wheel carries the built Swagger UI assets; Slipway serves only the assets the page needs,
-from that package, behind the same authentication as every ``/api`` endpoint (a browser
-sends its session cookie, scripts their key). The page loads the contract from
-``/api/openapi.yaml``. Nothing is fetched from a CDN, so the docs work offline.
+from that package. The panel's page and assets sit behind the same authentication as
+every ``/api`` endpoint (a browser sends its session cookie, scripts their key; a browser
+signed out is sent to the sign-in, ``app.panel.gate``) and load ``/api/openapi.yaml``; the
+partner's need no token, like ``/v1/openapi.yaml``, which they load. Nothing is fetched
+from a CDN, so the docs work offline.
 """
 from __future__ import annotations
 
@@ -21,29 +24,35 @@ ASSETS = {  # served name -> content type
     "favicon-32x32.png": "image/png",
 }
 
-PAGE = """<!DOCTYPE html>
+PAGE_TEMPLATE = """<!DOCTYPE html>
 <html lang="en">
 <head>
   <meta charset="utf-8">
-  <title>Slipway panel API</title>
-  <link rel="stylesheet" href="/api/docs/assets/swagger-ui.css">
-  <link rel="stylesheet" href="/api/docs/assets/index.css">
-  <link rel="icon" type="image/png" href="/api/docs/assets/favicon-32x32.png">
+  <title>{title}</title>
+  <link rel="stylesheet" href="{base}/docs/assets/swagger-ui.css">
+  <link rel="stylesheet" href="{base}/docs/assets/index.css">
+  <link rel="icon" type="image/png" href="{base}/docs/assets/favicon-32x32.png">
 </head>
 <body>
   <div id="swagger-ui"></div>
-  <script src="/api/docs/assets/swagger-ui-bundle.js"></script>
-  <script src="/api/docs/assets/swagger-ui-standalone-preset.js"></script>
+  <script src="{base}/docs/assets/swagger-ui-bundle.js"></script>
+  <script src="{base}/docs/assets/swagger-ui-standalone-preset.js"></script>
   <script>
-    window.ui = SwaggerUIBundle({
-      url: "/api/openapi.yaml", dom_id: "#swagger-ui", deepLinking: true,
+    window.ui = SwaggerUIBundle({{
+      url: "{base}/openapi.yaml", dom_id: "#swagger-ui", deepLinking: true,
       presets: [SwaggerUIBundle.presets.apis, SwaggerUIStandalonePreset],
       layout: "StandaloneLayout", withCredentials: true
-    });
+    }});
   </script>
 </body>
 </html>
 """
+
+
+DOCS = {  # api -> (title, path prefix, operation ids of the page and of its assets)
+    "panel": ("Slipway panel API", "/api", ("getPanelDocs", "getPanelDocsAsset")),
+    "partner": ("Slipway partner API", "/v1", ("getPartnerDocs", "getPartnerDocsAsset")),
+}
 
 
 def _static_dir() -> Path:
@@ -57,13 +66,17 @@ def _asset(name: str) -> bytes:
     return (_static_dir() / name).read_bytes()
 
 
-def docs_handlers() -> dict:
+def docs_handlers(api: str = "panel") -> dict:
+    """The page and asset handlers of ``api``'s docs ("panel": ``/api``, "partner": ``/v1``)."""
     for name in ASSETS:  # read once, at start-up, not on the event loop of the first request
         _asset(name)
+    title, base, operations = DOCS[api]
+    page = PAGE_TEMPLATE.format(title=title, base=base)
+    # the panel's page follows the session; the partner's is the same for everyone
+    cache = "no-store" if api == "panel" else "no-cache"
 
     async def get_docs(call):
-        return Reply(200, PAGE, content_type="text/html; charset=utf-8",
-                     headers={"Cache-Control": "no-store"})
+        return Reply(200, page, content_type="text/html; charset=utf-8", headers={"Cache-Control": cache})
 
     async def get_docs_asset(call):
         name = call.params["asset"]
@@ -75,4 +88,4 @@ def docs_handlers() -> dict:
         return Reply(200, _asset(name), content_type=ASSETS[name],
                      headers={"Cache-Control": "private, max-age=86400"})
 
-    return {"getPanelDocs": get_docs, "getPanelDocsAsset": get_docs_asset}
+    return dict(zip(operations, (get_docs, get_docs_asset)))

@@ -25,6 +25,12 @@ contract) also on ``SLIPWAY_RATE_DEPLOY_RPM`` (10/min) per key or session.
 Every response carries ``X-RateLimit-Limit``, ``-Remaining`` and ``-Reset`` (Unix seconds
 when that bucket is full again) of the tightest bucket the request touched.
 
+Signing in from the docs (docs/web-frontend.md "API docs"): a browser that opens ``GET
+/api/docs`` without a live session (it asks for ``text/html`` before JSON and sends no
+``Authorization``) is sent with 303 to the web page's sign-in, ``/sign-in?next=/api/docs``,
+which comes back to the docs once signed in; an API client (``Accept: application/json``,
+``*/*``, or a key) gets the documented JSON 401 as on every operation.
+
 Sessions: a login session (OIDC) counts only when login is configured; a key session
 (``POST /api/auth/key``) always, and acts as its key (role, customer, denied
 permissions, the key's rate bucket and limit).
@@ -39,7 +45,9 @@ panel never grants). Requests authenticated by a key are not affected.
 from __future__ import annotations
 
 import math
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
+
+import falcon
 
 from app.http.clientaddr import client_address
 from app.http.errors import RATE_LIMIT_MESSAGE, ApiError
@@ -57,9 +65,15 @@ SESSION_COOKIES = (SESSION_COOKIE, HOST_SESSION_COOKIE)
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 NO_CREDENTIALS = ("missing credentials: send an API key as Authorization: Bearer slw_<key_id>_<secret>"
                   " or log in at /api/auth/login for a session cookie")
+#: the same without OIDC login, where /api/auth/login is 404: the session comes from a key
+NO_CREDENTIALS_KEY_ONLY = ("missing credentials: send an API key as Authorization: Bearer slw_<key_id>_<secret>"
+                           " or sign in with it (the web page's /sign-in, POST /api/auth/key) for a session cookie")
 TWO_SESSIONS = ("two session cookies: this request carries more than one slipway_session or "
                 "__Host-slipway_session cookie (a page of another site under the same domain can set one), so "
                 "none is used; clear this site's cookies in the browser and sign in again")
+#: operations a browser opens as a page: signed out, it is sent to the sign-in (module docstring)
+SIGN_IN_PAGES = {"getPanelDocs": "/api/docs"}
+SIGN_IN = "/sign-in"
 CROSS_SITE = ("cross-site request refused: a state-changing request authenticated by the session cookie must "
               "carry an Origin header equal to the panel's public URL, or X-Requested-With")
 
@@ -149,7 +163,7 @@ class PanelGate:
         try:
             if key is not None or cookie is None:
                 if key is None and not req.get_header("Authorization"):
-                    raise Unauthorized(NO_CREDENTIALS)
+                    raise Unauthorized(NO_CREDENTIALS if self.sessions else NO_CREDENTIALS_KEY_ONLY)
                 return await self.store.read(access.authenticate_key, self.clock, key)
             principal = await self.store.read(sessions.authenticate_session, self.clock, cookie, users=self.sessions)
             req.context.session_secret = cookie  # what the request presented (app.http.idempotency)
@@ -210,8 +224,9 @@ class PanelGate:
             return None
         try:
             principal = await self.authenticate(req, cookies=cookies)
-        except ApiError:
+        except ApiError as refused:
             self._headers(req, [await self.by_address.take(self._source(req), now)])
+            self.send_to_sign_in(req, op, refused)
             raise
         bucket, rpm = principal.bucket_id, principal.rate_limit_rpm  # a key's id and rpm, or the session's
         if isinstance(principal, sessions.SessionPrincipal) and principal.key is None:  # login sessions: the operator's tier
@@ -222,6 +237,20 @@ class PanelGate:
         self.check_origin(req, principal)
         self.permit(principal, op)
         return principal
+
+    @staticmethod
+    def send_to_sign_in(req, op, refused: ApiError) -> None:
+        """For a browser refused a page of ``SIGN_IN_PAGES`` (no session, an expired one), a
+        303 to the web page's sign-in that comes back to it; anything else keeps its 401.
+        Two session cookies keep theirs too: signing in again would not end them."""
+        page = SIGN_IN_PAGES.get(op.operation_id)
+        if (page is None or refused.status != 401 or refused.message == TWO_SESSIONS
+                or req.get_header("Authorization") or req.method != "GET"
+                or req.client_prefers(("application/json", "text/html")) != "text/html"):
+            return
+        headers = {"Location": f"{SIGN_IN}?next={quote(page, safe='')}", "Cache-Control": "no-store",
+                   **getattr(req.context, "rate_headers", {})}
+        raise falcon.HTTPStatus(falcon.HTTP_303, headers=headers)
 
     async def _tier(self, principal, op, now) -> list:
         """The decisions of the operation's own rate tier beyond the caller's bucket."""

@@ -1,16 +1,56 @@
-// The shell: session, navigation, routes. Loaded by index.html as the only entry module.
+// The shell: session, navigation, routes. Imported by boot.js, which says so when it fails
+// to load. Each page's code is imported when the page opens (PAGES), so a first load
+// fetches the shell and the page it shows, nothing else.
 import { render } from "./vendor/preact.mjs";
 import { useEffect, useRef, useState } from "./vendor/hooks.mjs";
 import { api, connectRealtime, disconnectRealtime, setSocketEndedHandler, setUnauthorizedHandler } from "./api.js";
 import { interceptLinks, navigate, useRoute } from "./router.js";
 import { ErrorToast, can, clearError, html, showError, Loading } from "./ui.js";
-import { SignIn } from "./pages/signin.js";
-import { ServicesPage } from "./pages/services.js";
-import { ServicePage } from "./pages/service.js";
-import { CreatePage } from "./pages/create.js";
-import { CustomersPage } from "./pages/customers.js";
-import { KeysPage } from "./pages/keys.js";
-import { TemplatesPage } from "./pages/templates.js";
+
+/** Each page's module, imported on first use; the browser imports a module once. */
+const PAGES = {
+  signin: () => import("./pages/signin.js"),
+  services: () => import("./pages/services.js"),
+  service: () => import("./pages/service.js"),
+  create: () => import("./pages/create.js"),
+  customers: () => import("./pages/customers.js"),
+  keys: () => import("./pages/keys.js"),
+  templates: () => import("./pages/templates.js"),
+};
+const loaded = new Map(); // page name -> its module, once imported (shown without a "Loading" frame)
+
+function loadPage(name) {
+  return PAGES[name]().then((module) => { loaded.set(name, module); return module; });
+}
+
+/** The page ``name``, drawn by ``draw(module)`` once its code is here; when the code does
+ * not load (the network changed), a message and a button that loads the page again. */
+function Lazy({ name, draw }) {
+  const [module, setModule] = useState(() => loaded.get(name));
+  const [failed, setFailed] = useState(null);
+  useEffect(() => {
+    if (module) return undefined;
+    let live = true;
+    loadPage(name).then((m) => { if (live) setModule(m); }, (e) => { if (live) setFailed(e); });
+    return () => { live = false; };
+  }, [name]);
+  if (failed) {
+    return html`<section class="load-failed" data-testid="page-load-failed" role="alert">
+      <h1>This page's code did not load</h1>
+      <p>The network may have changed, or the server may be restarting.</p>
+      <p><button type="button" class="primary" data-testid="page-load-retry" onClick=${() => location.reload()}>Retry</button></p>
+      <p class="muted small">${String(failed.message || failed)}</p>
+    </section>`;
+  }
+  return module ? draw(module) : html`<${Loading} />`;
+}
+
+function page(name, draw) {
+  return html`<${Lazy} key=${name} name=${name} draw=${draw} />`;
+}
+
+/** Pages the server serves itself, which a sign-in may return to (a full load, not a route). */
+const SERVER_PAGES = ["/api/docs"];
 
 const oidcMeta = document.querySelector('meta[name="slipway-oidc"]');
 const OIDC = !!oidcMeta && oidcMeta.getAttribute("content") === "on";
@@ -30,23 +70,40 @@ function allowed(session, item) {
 function pageFor(route, session) {
   const { path } = route;
   const m = path.match(/^\/services\/([^/]+)$/);
-  if (m) return can(session, "services:read") ? html`<${ServicePage} id=${decodeURIComponent(m[1])} session=${session} />` : null;
+  if (m) {
+    return can(session, "services:read")
+      ? page("service", ({ ServicePage }) => html`<${ServicePage} id=${decodeURIComponent(m[1])} session=${session} />`) : null;
+  }
   const item = NAV.find((n) => n.path === path);
   if (!item) return undefined;
   if (!allowed(session, item)) return null;
   switch (path) {
-    case "/services": return html`<${ServicesPage} session=${session} query=${route.query} />`;
-    case "/create": return html`<${CreatePage} session=${session} query=${route.query} />`;
-    case "/templates": return html`<${TemplatesPage} session=${session} />`;
-    case "/customers": return html`<${CustomersPage} session=${session} />`;
-    case "/keys": return html`<${KeysPage} session=${session} />`;
+    case "/services": return page("services", ({ ServicesPage }) => html`<${ServicesPage} session=${session} query=${route.query} />`);
+    case "/create": return page("create", ({ CreatePage }) => html`<${CreatePage} session=${session} query=${route.query} />`);
+    case "/templates": return page("templates", ({ TemplatesPage }) => html`<${TemplatesPage} session=${session} />`);
+    case "/customers": return page("customers", ({ CustomersPage }) => html`<${CustomersPage} session=${session} />`);
+    case "/keys": return page("keys", ({ KeysPage }) => html`<${KeysPage} session=${session} />`);
   }
   return undefined;
+}
+
+/** The page a path shows once signed in (the start page, services, for "/" and the sign-in). */
+function pageNameOf(path) {
+  if (/^\/services\/[^/]+\/?$/.test(path)) return "service";
+  const name = path.replace(/^\/+|\/+$/g, "");
+  return PAGES[name] && name !== "signin" ? name : "services";
 }
 
 function homeFor(session) {
   const first = NAV.find((n) => allowed(session, n));
   return first ? first.path : "/services";
+}
+
+/** After signing in: to ``next`` (a route, or a page of the server such as the docs). */
+function go(next, session) {
+  const to = next === "/" ? homeFor(session) : next;
+  if (SERVER_PAGES.includes(to)) location.assign(to);
+  else navigate(to, { replace: true });
 }
 
 function Shell({ session, onSignOut }) {
@@ -56,7 +113,7 @@ function Shell({ session, onSignOut }) {
 
   useEffect(() => {
     if (route.path === "/" || route.path === "/sign-in") {
-      navigate(route.query.get("next") && route.path === "/sign-in" ? safeNext(route.query.get("next")) : homeFor(session), { replace: true });
+      go(route.path === "/sign-in" ? safeNext(route.query.get("next")) : "/", session);
     }
   }, [route.path]);
 
@@ -67,12 +124,9 @@ function Shell({ session, onSignOut }) {
       if (main.current) main.current.focus({ preventScroll: true });
       window.scrollTo(0, 0);
     }
-    // on a narrow screen the menu scrolls sideways: keep the current page's entry in view
-    const current = document.querySelector('.mainnav a[aria-current="page"]');
-    if (current && current.scrollIntoView) current.scrollIntoView({ block: "nearest", inline: "nearest" });
   }, [route.path]);
 
-  const page = route.path === "/" || route.path === "/sign-in" ? html`<${Loading} />` : pageFor(route, session);
+  const shown = route.path === "/" || route.path === "/sign-in" ? html`<${Loading} />` : pageFor(route, session);
   const who = session.key ? `key ${session.key.name}` : session.email || "signed in";
   return html`
     <a class="skip" href="#main">Skip to content</a>
@@ -82,6 +136,7 @@ function Shell({ session, onSignOut }) {
         ${NAV.filter((n) => allowed(session, n)).map((n) => html`
           <a href=${n.path} data-testid=${n.testid}
              aria-current=${route.path === n.path || (n.path === "/services" && route.path.startsWith("/services/")) ? "page" : undefined}>${n.label}</a>`)}
+        <a href="/api/docs" class="nav-docs" data-testid="nav-docs" title="The panel API's interactive documentation">API docs</a>
       </nav>
       <div class="who">
         <span class="who-name" title=${who}>${who}</span>
@@ -90,9 +145,9 @@ function Shell({ session, onSignOut }) {
       </div>
     </header>
     <main id="main" tabindex="-1" ref=${main}>
-      ${page === undefined ? html`<section><h1>Not found</h1><p>There is no page at this address. <a href=${homeFor(session)}>Go to the start page</a>.</p></section>`
-        : page === null ? html`<section><h1>Not allowed</h1><p>Your key or role does not allow this page.</p></section>`
-        : page}
+      ${shown === undefined ? html`<section><h1>Not found</h1><p>There is no page at this address. <a href=${homeFor(session)}>Go to the start page</a>.</p></section>`
+        : shown === null ? html`<section><h1>Not allowed</h1><p>Your key or role does not allow this page.</p></section>`
+        : shown}
     </main>
     <${ErrorToast} />`;
 }
@@ -106,8 +161,9 @@ export function setHint(on) {
   try { if (on) localStorage.setItem(HINT, "1"); else localStorage.removeItem(HINT); } catch (e) { /* private mode */ }
 }
 
-/** Only a path on this panel may be a sign-in's destination. */
+/** Only a path on this panel may be a sign-in's destination: a route, or a server page. */
 function safeNext(next) {
+  if (SERVER_PAGES.includes(next)) return next;
   return next && /^\/(?![/\\])[\x20-\x7e]*$/.test(next) && !next.startsWith("/api/") ? next : "/";
 }
 
@@ -161,13 +217,18 @@ function App() {
 
   if (session === undefined) return html`<${Loading} />`;
   if (session === null) {
-    return html`<${SignIn} oidc=${OIDC} next=${safeNext(route.query.get("next"))}
-      onSignedIn=${async (next) => { setHint(true); const s = await loadSession(); if (s) navigate(next === "/" ? homeFor(s) : next, { replace: true }); }} />
+    return html`${page("signin", ({ SignIn }) => html`<${SignIn} oidc=${OIDC} next=${safeNext(route.query.get("next"))}
+      onSignedIn=${async (next) => { setHint(true); const s = await loadSession(); if (s) go(next, s); }} />`)}
       <${ErrorToast} />`;
   }
   return html`<${Shell} session=${session} onSignOut=${signOut} />`;
 }
 
+// Start fetching the code of the page this load shows while the session is asked for.
+loadPage(hasHint() ? pageNameOf(location.pathname) : "signin").catch(() => { /* Lazy shows it */ });
+
 const root = document.getElementById("app");
+root.replaceChildren(); // index.html's message for a failed load (boot.js)
+try { sessionStorage.removeItem("slipway.load-attempts"); } catch (e) { /* private mode */ }
 interceptLinks(root);
 render(html`<${App} />`, root);
