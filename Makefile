@@ -14,7 +14,7 @@ SLIPWAY_DATA_DIR ?= $(CURDIR)
 # more processes than cores pays. TEST_WORKERS=0 runs in this process alone.
 TEST_WORKERS ?= 4
 
-.PHONY: run test bench bench-frontend install constraints clean
+.PHONY: run test bench bench-frontend install install-test constraints clean
 
 $(STAMP): setup.cfg pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -29,6 +29,9 @@ $(TEST_STAMP): $(STAMP)
 
 ## the server's packages only (what `make run` needs)
 install: $(STAMP)
+
+## and the test extra (what `make test` and the benchmarks need)
+install-test: $(TEST_STAMP)
 
 ## set up, create the schema, print the web frontend's URL, a demo admin API key and a partner token, serve on $(HOST):$(PORT)
 ## (the container engine: SLIPWAY_RUNTIME_URL, else the Podman or Docker socket found; see docs/configuration.md)

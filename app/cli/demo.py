@@ -17,7 +17,8 @@ import sys
 from pathlib import Path
 
 from app.cli.commands import engine_of
-from app.config import Config
+from app.cli.main import require_database
+from app.config import Config, ConfigError
 from app.partner.identity import token_json
 from app.composition import Composition
 from app.storage.store import Store
@@ -56,6 +57,11 @@ def _remembered(config) -> dict:
 
 def main() -> int:
     config = Config.from_env()
+    try:
+        require_database(config)  # `slipway init` (make run's first step) creates it, never this
+    except ConfigError as exc:
+        print(f"demo: {exc}", file=sys.stderr)
+        return 1
     store = Store(config.database_url, threads=1)
     try:
         store.require_current_schema()
