@@ -219,7 +219,19 @@ def run(argv, environ=None) -> tuple[int, dict | None]:
 
 def main(argv=None) -> int:
     try:
+        return _main(argv)
+    except BrokenPipeError:
+        return closed_pipe()
+
+
+def _main(argv) -> int:
+    try:
         status, document = run(sys.argv[1:] if argv is None else argv)
+    except SystemExit:  # --help: its text is written now, while a closed pipe can still be told apart
+        sys.stdout.flush()
+        raise
+    except BrokenPipeError:
+        raise
     except VersionShown:
         status, document = 0, {"version": version()}
     except UsageError as exc:
@@ -232,10 +244,7 @@ def main(argv=None) -> int:
     except Exception as exc:  # the operator still gets JSON, never a bare traceback
         status, document = 1, {"error": {"code": "internal-error", "message": f"{type(exc).__name__}: {exc}"}}
     if document is not None:
-        try:
-            print(json.dumps(document, indent=2), flush=True)
-        except BrokenPipeError:
-            return closed_pipe()
+        print(json.dumps(document, indent=2), flush=True)
     return status
 
 
