@@ -2,40 +2,54 @@
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.installed-$(shell cat setup.cfg pyproject.toml constraints.txt | cksum | cut -d' ' -f1)
+SUM    := $(shell cat setup.cfg pyproject.toml constraints.txt | cksum | cut -d' ' -f1)
+# one venv: the server's packages (`make run`), and the test extra on top (`make test`)
+STAMP  := $(VENV)/.installed-$(SUM)
+TEST_STAMP := $(VENV)/.installed-test-$(SUM)
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
+# `make run`'s data directory: its SQLite database (slipway.db) is kept here, in the checkout
+SLIPWAY_DATA_DIR ?= $(CURDIR)
 # test processes (pytest-xdist); most tests wait on containers, servers and timers, so
 # more processes than cores pays. TEST_WORKERS=0 runs in this process alone.
 TEST_WORKERS ?= 4
 
-.PHONY: run test bench bench-frontend install constraints clean
+.PHONY: run test bench bench-frontend install install-test constraints clean
 
 $(STAMP): setup.cfg pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -c constraints.txt -e '.[test]'
+	$(PY) -m pip install --quiet -c constraints.txt -e .
 	rm -f $(VENV)/.installed-*
 	touch $@
 
+$(TEST_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[test]'
+	touch $@
+
+## the server's packages only (what `make run` needs)
 install: $(STAMP)
 
+## and the test extra (what `make test` and the benchmarks need)
+install-test: $(TEST_STAMP)
+
 ## set up, create the schema, print the web frontend's URL, a demo admin API key and a partner token, serve on $(HOST):$(PORT)
+## (the container engine: SLIPWAY_RUNTIME_URL, else the Podman or Docker socket found; see docs/configuration.md)
 run: $(STAMP)
-	$(VENV)/bin/slipway init
-	HOST=$(HOST) PORT=$(PORT) $(PY) -m app.cli.demo
-	$(VENV)/bin/slipway serve --host $(HOST) --port $(PORT)
+	SLIPWAY_DATA_DIR='$(SLIPWAY_DATA_DIR)' $(VENV)/bin/slipway init
+	SLIPWAY_DATA_DIR='$(SLIPWAY_DATA_DIR)' HOST=$(HOST) PORT=$(PORT) $(PY) -m app.cli.demo
+	SLIPWAY_DATA_DIR='$(SLIPWAY_DATA_DIR)' $(VENV)/bin/slipway serve --host $(HOST) --port $(PORT)
 
 ## run every test; fails when any test fails or when none ran (pytest exit status 5)
-test: $(STAMP)
+test: $(TEST_STAMP)
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 ## GET /v1/me next to a bare Falcon endpoint, same uvicorn, same load
-bench: $(STAMP)
+bench: $(TEST_STAMP)
 	$(PY) -m bench me
 
 ## the services list in headless Chromium with 1,000 services: time to the first row, bytes of the first load
-bench-frontend: $(STAMP)
+bench-frontend: $(TEST_STAMP)
 	$(PY) -m bench frontend
 
 ## rewrite constraints.txt: the newest releases setup.cfg's ranges allow, every transitive

@@ -68,6 +68,7 @@ class Composition:
         c = self.config
         values = dict(c.settings or os.environ)
         values.update({"SLIPWAY_DATABASE_URL": c.database_url, "SLIPWAY_RUNTIME_URL": c.runtime_url or "",
+                       "SLIPWAY_RUNTIME": c.runtime,
                        "SLIPWAY_RATE_STORE": c.rate_store, "SLIPWAY_EVENT_BUS": c.event_bus,
                        "SLIPWAY_ROUTES_FILE": c.routes_file or "", "SLIPWAY_CADDY_ADMIN": c.caddy_admin,
                        "SLIPWAY_CADDY_TLS": c.caddy_tls, "SLIPWAY_CADDY_LISTEN": c.caddy_listen})

@@ -4,9 +4,11 @@ from __future__ import annotations
 import ipaddress
 import math
 import os
+import sys
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from app.engine_discovery import find_engine
 from core.panel.compose import host_port_range
 from ports.clock import Clock, SystemClock
 from ports.settings import number
@@ -127,6 +129,49 @@ def _check_event_bus(config) -> None:
                           f"postgresql://...), not {config.database_url.split(':', 1)[0]}")
 
 
+def default_log_format(stream=None) -> str:
+    """``text`` when the logs go to a terminal (a person reads them), ``json`` otherwise (a
+    collector does); ``SLIPWAY_LOG_FORMAT`` overrides."""
+    stream = sys.stderr if stream is None else stream
+    try:
+        return "text" if stream.isatty() else "json"
+    except (AttributeError, ValueError):  # no stream, or a closed one
+        return "json"
+
+
+#: the database file when SLIPWAY_DATABASE_URL is unset, in the data directory
+DATABASE_FILE = "slipway.db"
+
+
+def data_dir(environ) -> str:
+    """Where Slipway keeps its SQLite database when ``SLIPWAY_DATABASE_URL`` is unset:
+    ``SLIPWAY_DATA_DIR``, else ``$XDG_DATA_HOME/slipway`` (``~/.local/share/slipway``);
+    never the folder a command happens to run in."""
+    explicit = (environ.get("SLIPWAY_DATA_DIR") or "").strip()
+    if explicit:
+        return os.path.abspath(os.path.expanduser(explicit))
+    base = (environ.get("XDG_DATA_HOME") or "").strip() or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return os.path.join(os.path.abspath(base), "slipway")
+
+
+def database_url(environ) -> str:
+    """The one database rule: ``SLIPWAY_DATABASE_URL`` when set, else the file
+    ``slipway.db`` in ``data_dir``."""
+    return (environ.get("SLIPWAY_DATABASE_URL") or "").strip() or \
+        "sqlite:///" + os.path.join(data_dir(environ), DATABASE_FILE)
+
+
+def sqlite_file(url: str) -> str | None:
+    """The file of a SQLite URL (None: another database, or one in memory)."""
+    prefix = "sqlite:///"
+    if not url.startswith(prefix):
+        return None
+    path = url[len(prefix):].partition("?")[0]
+    if not path or path.startswith(":memory:") or path.startswith("file:"):
+        return None
+    return os.path.abspath(path)
+
+
 #: the settings that name a file or folder (Config attribute: variable)
 PATH_SETTINGS = {"work_dir": "SLIPWAY_WORK_DIR", "backup_dir": "SLIPWAY_BACKUP_DIR",
                  "routes_file": "SLIPWAY_ROUTES_FILE", "web_dir": "SLIPWAY_WEB_DIR"}
@@ -170,6 +215,9 @@ class Config:
     trusted_proxies: tuple = ()
     runtime: str = "podman"
     runtime_url: str | None = None
+    #: where ``runtime_url`` came from (app.engine_discovery): "SLIPWAY_RUNTIME_URL", "DOCKER_HOST",
+    #: "rootless Podman (...)", "none found", ...
+    runtime_source: str = "SLIPWAY_RUNTIME_URL"
     db_threads: int = 4
     license_service: str = "embedded"
     #: seconds between billing recomputes in the server; 0 turns the job off
@@ -240,7 +288,7 @@ class Config:
     rate_anon_rpm: int = 60
     rate_auth_rpm: int = 120
     rate_deploy_rpm: int = 10
-    #: operations: log format (json or text), the bearer token of /metrics (None: no
+    #: operations: log format (json or text; from_env: text when stderr is a terminal), the bearer token of /metrics (None: no
     #: /metrics), seconds each /readyz check may take
     log_format: str = "json"
     metrics_token: str | None = None
@@ -281,14 +329,16 @@ class Config:
     @classmethod
     def from_env(cls, environ=None, **overrides) -> "Config":
         env = os.environ if environ is None else environ
+        engine = find_engine(env)
         values = dict(
-            database_url=env.get("SLIPWAY_DATABASE_URL") or "sqlite:///slipway.db",
+            database_url=database_url(env),
             rate_rps=_positive_number(env, "PC_RATE_RPS", 10.0),
             rate_burst=_positive_number(env, "PC_RATE_BURST", 30.0),
             authfail_rps=_positive_number(env, "PC_AUTHFAIL_RPS", 1.0),
             trusted_proxies=parse_networks(env.get("SLIPWAY_TRUSTED_PROXIES", "")),
-            runtime=env.get("SLIPWAY_RUNTIME") or "podman",
-            runtime_url=env.get("SLIPWAY_RUNTIME_URL") or None,
+            runtime=engine.runtime,
+            runtime_url=engine.url,
+            runtime_source=engine.source,
             db_threads=_positive_int(env, "SLIPWAY_DB_THREADS", 4),
             license_service=env.get("SLIPWAY_LICENSE_SERVICE") or "embedded",
             billing_interval=_interval(env, "SLIPWAY_BILLING_INTERVAL", 86400.0),
@@ -328,7 +378,7 @@ class Config:
             rate_anon_rpm=_positive_int(env, "SLIPWAY_RATE_ANON_RPM", 60),
             rate_auth_rpm=_positive_int(env, "SLIPWAY_RATE_AUTH_RPM", 120),
             rate_deploy_rpm=_positive_int(env, "SLIPWAY_RATE_DEPLOY_RPM", 10),
-            log_format=(env.get("SLIPWAY_LOG_FORMAT") or "json").strip().lower(),
+            log_format=(env.get("SLIPWAY_LOG_FORMAT") or default_log_format()).strip().lower(),
             metrics_token=env.get("SLIPWAY_METRICS_TOKEN") or None,
             ready_timeout=_positive_number(env, "SLIPWAY_READY_TIMEOUT", 2.0),
             webhook_retry_base=_positive_number(env, "SLIPWAY_WEBHOOK_RETRY_BASE", 30.0),

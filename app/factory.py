@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import logging
 
 import falcon
 import falcon.asgi
@@ -37,6 +38,9 @@ from app.partner.webhooks import WebhookHandlers
 from app.storage.store import Store
 from app.workers.proxy_routes import reserved_hosts
 from core.panel import backups
+
+log = logging.getLogger("slipway.engine")
+
 
 class SlipwayApp(falcon.asgi.App):
     """A Falcon ASGI app that also carries its composition (``app.parts``:
@@ -82,6 +86,20 @@ class SlipwayApp(falcon.asgi.App):
         return await super().__call__(scope, receive, send)
 
 
+def log_engine(config: Config) -> None:
+    """Say at start which container engine deploys run on (``app.engine_discovery``), or
+    that there is none and how to start one, before anyone deploys."""
+    from app.engine_discovery import START_HINT
+    from core.redaction import redact_url
+
+    if config.runtime_url:
+        log.info("container engine: %s at %s (from %s)", config.runtime, redact_url(config.runtime_url),
+                 config.runtime_source, extra={"fields": {"engine": config.runtime_source}})
+    else:
+        log.warning("no container engine (%s): %s", config.runtime_source, START_HINT,
+                    extra={"fields": {"engine": "off"}})
+
+
 class Lifespan:
     """ASGI lifespan: start the composition's background jobs (``app.composition.JOBS``
     order); on shutdown stop them in the same order, then release the database
@@ -96,6 +114,7 @@ class Lifespan:
         return self.parts.jobs()
 
     async def process_startup(self, scope, event):
+        log_engine(self.parts.config)
         for job in self.jobs:
             started = job.start()
             if inspect.isawaitable(started):  # e.g. the PostgreSQL bus waits for its listener

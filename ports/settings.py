@@ -29,8 +29,9 @@ def seconds(settings: Mapping[str, str], name: str, default: float) -> float:
 
 class Settings(Mapping):
     """What every registry factory's ``create(settings)`` gets: the ``SLIPWAY_*`` variables
-    (a read-only mapping, with the values Slipway resolved: e.g. ``SLIPWAY_DATABASE_URL``
-    and ``SLIPWAY_RUNTIME_URL`` as the server uses them) and ``database``, the panel's
+    (a read-only mapping, with the values Slipway resolved: e.g. ``SLIPWAY_DATABASE_URL``,
+    ``SLIPWAY_RUNTIME_URL`` and ``SLIPWAY_RUNTIME`` as the server uses them, the engine
+    found when the operator named none) and ``database``, the panel's
     relational database (a ``peewee.Database``) for factories that keep tables in it (the
     embedded license service); None where there is none (a plain check of the settings)."""
 

@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 
 from app.partner.identity import partner_json, token_json
 from app.composition import Composition
+from app.config import sqlite_file
 from app.pluginmanager import analyzers, describe_plugins, license_services, registry
 from app.http.collector import collector_paused
 from app.storage.store import Store
@@ -23,6 +25,9 @@ def _store(config) -> Store:
 
 
 def init(config, args) -> dict:
+    path = sqlite_file(config.database_url)
+    if path is not None:  # the data directory of the default database may not exist yet
+        os.makedirs(os.path.dirname(path), exist_ok=True)
     store = Store(config.database_url, threads=1)
     pm = Composition(config).plugins
     try:
@@ -55,6 +60,12 @@ def partner_create(config, args) -> dict:
         store.close()
 
 
+def partner_list(config, args) -> list:
+    """Every partner, oldest first: the ids ``token create`` and ``contract create`` need."""
+    with _opened(config) as store:
+        return [partner_json(p) for p in partners.list_partners(store.uow(write=False))]
+
+
 def contract_create(config, args) -> dict:
     known = set(Composition(config).billing_models)
     store = _store(config)
@@ -80,6 +91,17 @@ def token_create(config, args) -> dict:
         store.close()
 
 
+def engine_of(config) -> dict:
+    """The container engine deploys run on (``app.engine_discovery``), as ``slipway serve``
+    and ``make run`` print it; its URL's credentials redacted."""
+    from app.engine_discovery import Engine
+
+    described = Engine(config.runtime, config.runtime_url, config.runtime_source).describe()
+    if described["url"]:
+        described["url"] = redact_url(described["url"])
+    return described
+
+
 def serve(config, host: str, port: int, workers: int = 1):
     """uvicorn with Slipway's logging (app.http.observability) and, with several workers, a
     fresh prometheus-client multiprocess directory for this server start, removed on exit."""
@@ -102,8 +124,9 @@ def serve(config, host: str, port: int, workers: int = 1):
         os.environ.pop("PROMETHEUS_MULTIPROC_DIR", None)  # one process: its own registry
     try:
         app = create_app(config)  # refuses a bad configuration before any worker starts
+        engine = engine_of(config)
         print(json.dumps({"serving": f"http://{host}:{port}", "database": redact_url(config.database_url),
-                          "workers": workers}), flush=True)
+                          "workers": workers, "engine": engine}), flush=True)
         # uvicorn would otherwise rewrite the client address from X-Forwarded-For sent from
         # 127.0.0.1 (its default): the address is the app's to decide, from SLIPWAY_TRUSTED_PROXIES.
         # Its access log is off: ours (app.http.observability) has the request id and operation.

@@ -2,8 +2,10 @@
 
 Makes sure a demo partner and a demo panel customer exist, mints a fresh partner write
 token and a fresh admin API key (secrets are shown only once, so each run makes new ones
-and revokes the previous run's demo key), checks that a template is ready to deploy, and
-prints the web frontend's URL (from ``HOST`` and ``PORT``, as ``make run`` serves).
+and revokes the previous run's demo key and demo token), says which container engine
+deploys run on (or that there is none and how to start one) and whether a template is
+ready to deploy, and prints the web frontend's URL (from ``HOST`` and ``PORT``, as
+``make run`` serves).
 What it made is remembered in ``.slipway-demo.json`` (per database), so running it again
 reuses the partner and the customer.
 """
@@ -14,7 +16,9 @@ import os
 import sys
 from pathlib import Path
 
-from app.config import Config
+from app.cli.commands import engine_of
+from app.cli.main import require_database
+from app.config import Config, ConfigError
 from app.partner.identity import token_json
 from app.composition import Composition
 from app.storage.store import Store
@@ -36,6 +40,13 @@ def frontend_url(host: str | None, port: str | None) -> str:
     return f"http://{host}:{(port or '8000').strip()}/"
 
 
+def engine_line(engine: dict) -> str:
+    """The engine as ``make run`` says it: runtime plugin, URL and where it was found."""
+    if engine["url"] is None:
+        return f"none ({engine['source']})"
+    return f"{engine['runtime']} at {engine['url']} (from {engine['source']})"
+
+
 def _remembered(config) -> dict:
     try:
         state = json.loads(STATE.read_text()) if STATE.exists() else {}
@@ -46,6 +57,11 @@ def _remembered(config) -> dict:
 
 def main() -> int:
     config = Config.from_env()
+    try:
+        require_database(config)  # `slipway init` (make run's first step) creates it, never this
+    except ConfigError as exc:
+        print(f"demo: {exc}", file=sys.stderr)
+        return 1
     store = Store(config.database_url, threads=1)
     try:
         store.require_current_schema()
@@ -57,6 +73,11 @@ def main() -> int:
             partner = None
         if partner is None:
             partner = partners.create_partner(store.uow(), config.clock, name="Demo partner")
+        if state.get("tokenId"):  # the previous run's token: its secret was shown once, and is gone
+            try:
+                tokens.revoke_any_token(store.uow(), config.clock, state["tokenId"])
+            except NotFound:
+                pass
         token, secret = tokens.create_token(store.uow(), config.clock, partner_id=partner.id, label="make run",
                                             scope="write", created_by=None)
         customer = None
@@ -73,23 +94,32 @@ def main() -> int:
         key, full_key = access.create_api_key(store.uow(), config.clock, name="make run (demo admin)",
                                               role="admin", rate_limit_rpm=1000)
         STATE.write_text(json.dumps({"database": config.database_url, "partnerId": partner.id,
-                                     "customerId": customer.id, "keyId": key.id}))
+                                     "customerId": customer.id, "keyId": key.id, "tokenId": token.id}))
     finally:
         store.close()
     catalog = Composition(config).templates
     template = catalog.get(DEMO_TEMPLATE) or next(iter(catalog.values()), None)
     url = frontend_url(os.environ.get("HOST"), os.environ.get("PORT"))
+    engine = engine_of(config)
     print(json.dumps({
         "frontend": url,
+        "engine": engine,
         "apiKey": {"id": key.id, "name": key.name, "role": key.role, "key": full_key},
         "customer": {"id": customer.id, "name": customer.name},
         "template": None if template is None else {"id": template["id"], "name": template.get("name")},
         "partner": {"id": partner.id, "name": partner.name},
         "token": token_json(token, secret),
     }, indent=2))
-    ready = f"template {template['id']} for customer {customer.name}" if template else "no template is loaded"
+    if engine["url"] is None:
+        deploys = f"Deploys will fail: {engine['hint']}"
+    elif template:
+        deploys = (f"Ready to deploy: template {template['id']} for customer {customer.name} (Create in the "
+                   f"frontend, or POST /api/services)")
+    else:
+        deploys = "No template is loaded"
     print(f"\nWeb frontend: open {url} and sign in with the API key {full_key}\n"
-          f"Ready to deploy: {ready} (Create in the frontend, or POST /api/services)\n"
+          f"Container engine: {engine_line(engine)}\n"
+          f"{deploys}\n"
           f"Panel API: curl -H 'Authorization: Bearer {full_key}' {url}api/services\n"
           f"Partner API: curl -H 'Authorization: Bearer {secret}' {url}v1/me\n", file=sys.stderr)
     return 0

@@ -36,6 +36,13 @@ def get_partner(uow, partner_id: str) -> Partner:
     return partner
 
 
+def list_partners(uow) -> list[Partner]:
+    """Every partner, oldest first (ties by id): what an operator picks ids from."""
+    with uow:
+        found = [uow.partners.get(partner_id) for partner_id in uow.partners.all_ids()]
+    return sorted((p for p in found if p is not None), key=lambda p: (p.created_at, p.id))
+
+
 def is_uuid(value) -> bool:
     try:
         uuid.UUID(str(value))

@@ -1,6 +1,7 @@
 """``make run``'s demo step (``python -m app.cli.demo``), run twice in a fresh directory:
-the frontend's URL from HOST and PORT, a working admin API key (the previous run's is
-revoked), one demo customer and partner reused, and a template ready to deploy."""
+the frontend's URL from HOST and PORT, a working admin API key and partner token (the
+previous run's are revoked), one demo customer and partner reused, and a template ready
+to deploy."""
 from __future__ import annotations
 
 import json
@@ -32,6 +33,9 @@ def test_the_demo_prints_a_url_and_a_key_and_can_run_twice(tmp_path):
     assert second["frontend"] == "http://127.0.0.1:9000/"
     assert second["customer"] == first["customer"] and second["partner"] == first["partner"]
     assert second["template"]["id"] == "static-site" and second["apiKey"]["role"] == "admin"
+    _, tokens = slipway(url, "token", "list", "--partner", first["partner"]["id"])
+    assert [(t["id"], t["revokedAt"] is None) for t in tokens["tokens"]] == [
+        (second["token"]["id"], True), (first["token"]["id"], False)]  # newest first
     with Server(url) as server:
         def get(path, key):
             return httpx.get(server.base + path, headers={"Authorization": f"Bearer {key}"}, timeout=20)
@@ -40,6 +44,8 @@ def test_the_demo_prints_a_url_and_a_key_and_can_run_twice(tmp_path):
         assert [c["id"] for c in customers] == [first["customer"]["id"]]
         assert "static-site" in [t["id"] for t in get("/api/templates", second["apiKey"]["key"]).json()["data"]]
         assert get("/api/services", first["apiKey"]["key"]).status_code == 401  # the earlier run's key is revoked
+        assert get("/v1/me", first["token"]["token"]).status_code == 401  # and its partner token too
+        assert get("/v1/me", second["token"]["token"]).status_code == 200
         signed_in = httpx.post(server.base + "/api/auth/key", json={"key": second["apiKey"]["key"]},
                                headers={"X-Requested-With": "slipway"}, timeout=20)
         assert signed_in.status_code == 204

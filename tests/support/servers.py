@@ -23,13 +23,14 @@ _UNSET = ("SLIPWAY_TRUSTED_PROXIES", "SLIPWAY_OIDC_ISSUER", "SLIPWAY_OIDC_CLIENT
 class Server:
     def __init__(self, database_url: str, port: int | None = None, serve_args=(), asgi: bool = False, **env):
         """``asgi``: ``uvicorn app.asgi:app`` (docs/operator/proxies.md: the other way to serve) instead of
-        ``slipway serve``."""
+        ``slipway serve``; a variable of ``env`` given as None is unset."""
         self.port = port or free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.ws_base = f"ws://127.0.0.1:{self.port}"
         full = {k: v for k, v in os.environ.items() if k not in _UNSET}
         full.update(SLIPWAY_DATABASE_URL=database_url, SLIPWAY_DEPLOY_WORKER="0", SLIPWAY_BILLING_INTERVAL="0")
         full.update(env)
+        full = {k: v for k, v in full.items() if v is not None}  # None: the variable is unset
         self.output = tempfile.TemporaryFile(mode="w+")
         command = (["uvicorn", "app.asgi:app"] if asgi else ["app.cli.main", "serve"]) + ["--port", str(self.port)]
         self.proc = subprocess.Popen([sys.executable, "-m", *command, *serve_args], env=full,

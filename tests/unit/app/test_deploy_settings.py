@@ -1,6 +1,8 @@
 """The deploy settings: defaults, and start-up refused naming a bad one."""
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from app.config import Config, ConfigError
@@ -37,7 +39,12 @@ def test_every_path_setting_is_absolute_against_the_start_folder(tmp_path, monke
     monkeypatch.chdir(tmp_path)
     config = Config.from_env({})
     assert (config.work_dir, config.backup_dir) == (str(tmp_path / "work"), str(tmp_path / "backups"))
-    assert config.database_url == f"sqlite:///{tmp_path / 'slipway.db'}"
+    # the database is never the start folder's: SLIPWAY_DATA_DIR (relative: to the start
+    # folder), else $XDG_DATA_HOME/slipway, else ~/.local/share/slipway
+    assert config.database_url == f"sqlite:///{os.path.expanduser('~/.local/share/slipway/slipway.db')}"
+    assert Config.from_env({"XDG_DATA_HOME": "/srv/data"}).database_url == "sqlite:////srv/data/slipway/slipway.db"
+    assert Config.from_env({"SLIPWAY_DATA_DIR": "state", "XDG_DATA_HOME": "/srv/data"}).database_url == \
+        f"sqlite:///{tmp_path / 'state' / 'slipway.db'}"
     (tmp_path / "web").mkdir()
     (tmp_path / "web" / "index.html").write_text("<html></html>\n")
     env = {"SLIPWAY_WORK_DIR": "jobs/../w", "SLIPWAY_BACKUP_DIR": "b", "SLIPWAY_ROUTES_FILE": "traefik/routes.yml",
