@@ -207,7 +207,8 @@ export function ServicePage({ id, session }) {
     ${deploying ? html`<div class="card deploy-progress" aria-live="polite">
       <h2>Deploying</h2>
       <${Progress} value=${progress ? progress.progress : 0} label=${progress && progress.step !== "queued" ? `${progress.progress} % · ${progress.message || progress.step}` : "Waiting for the deploy to start…"} />
-    </div>` : progress && progress.step === "failed" ? html`<p class="notice bad" role="status" data-testid="deploy-failed">Deploy failed: ${progress.message}</p>` : null}
+    </div>` : progress && progress.step === "failed" ? html`<p class=${"notice" + (progress.message === "cancelled" ? "" : " bad")} role="status" data-testid="deploy-failed">
+      ${progress.message === "cancelled" ? "Deploy cancelled: what it started was removed." : `Deploy failed: ${progress.message}`}</p>` : null}
 
     <nav class="tabs" aria-label="Sections of the service">
       ${tabs.map(([key, label]) => html`<a href=${key === "overview" ? base : `${base}?tab=${key}`} data-testid=${"tab-" + key}
