@@ -114,6 +114,8 @@ def test_releases_rollback_settings_and_cancel_from_the_page(engine_site, open_p
     expect(logs.locator('[data-testid="log-line"][data-component="web"]')).to_have_count(0)
     assert "web-tick-" not in logs.inner_text()
     expect(logs.get_by_test_id("log-line").first).to_contain_text("worker")
+    # once the deploy recorded release 1, the pump labels the new lines with it
+    expect(logs.get_by_test_id("log-origin").filter(has_text="worker · r1").first).to_be_visible(timeout=60_000)
     shot(page, screenshots, "service-overview", readme=True)
     page.get_by_test_id("logs-component").select_option("")
 
@@ -121,6 +123,7 @@ def test_releases_rollback_settings_and_cancel_from_the_page(engine_site, open_p
     for number in (2, 3):
         page.get_by_test_id("action-redeploy").click()
         _release(page, number)
+    expect(logs.get_by_test_id("log-origin").filter(has_text="web · r3").first).to_be_visible(timeout=60_000)
 
     # releases, newest first; the running one has no rollback
     _tab(page, "releases")
