@@ -63,6 +63,7 @@ def engine_site(runtime_url, database_url, engine_ulimits, tmp_path):
 
 def shot(page, screenshots, name: str, readme: bool = False) -> None:
     """The whole page (a tab is often longer than the window), as test_frontend's ``shot``."""
+    page.evaluate("window.scrollTo(0, 0)")  # else the sticky top bar shows where the window was
     page.screenshot(path=str(screenshots / f"{name}.png"), full_page=True)
     if readme and os.environ.get("SLIPWAY_README_SCREENSHOTS") == "1":
         README_SHOTS.mkdir(parents=True, exist_ok=True)
