@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from datetime import datetime, timezone
 
 from core.panel.releases import log_origins
@@ -14,6 +15,7 @@ from core.panel.releases import log_origins
 log = logging.getLogger("slipway.realtime")
 
 RESCAN_S = 2.0
+UNSETTLED_S = 900.0  # how long a container without a release is asked about again (a deploy's health wait)
 
 
 NO_ORIGIN = {"component": "", "release": None}
@@ -27,12 +29,15 @@ class ServiceFollower:
     ``origin`` is ``{component, release}`` of the container that wrote the line, from
     ``describe(container_ids) -> {container id: origin}`` (run on the engine-call threads,
     ``core.panel.releases.log_origins``): asked again when a container appears, and while
-    one has no release yet (a deploy in progress records its release when it succeeds)."""
+    one seen in the last ``UNSETTLED_S`` has no release yet (a deploy in progress records
+    its release when it succeeds; a container older than that without one, say made before
+    releases were recorded, is not asked about every rescan forever)."""
 
     def __init__(self, runtime, calls, service_id: str, on_line, since: datetime | None = None, describe=None):
         self.runtime, self.calls, self.service_id, self.on_line = runtime, calls, service_id, on_line
         self.since, self.describe = since, describe
         self._origins: dict = {}  # container id -> {component, release}
+        self._seen: dict = {}  # container id -> when it was first described (monotonic)
         self._streams: dict = {}  # container id -> LogStream (None while opening)
         self._threads: dict = {}  # container id -> Thread
         self._lock = threading.Lock()
@@ -74,10 +79,13 @@ class ServiceFollower:
     async def _describe(self, running: list) -> None:
         if self.describe is None or not running:
             return
-        if all(self._origins.get(c, NO_ORIGIN)["release"] is not None for c in running):
+        now = time.monotonic()
+        if all(c in self._origins and (self._origins[c]["release"] is not None or now - self._seen[c] > UNSETTLED_S)
+               for c in running):
             return
         try:
             self._origins = await self.calls.run(self.describe, running)
+            self._seen = {c: self._seen.get(c, now) for c in running}
         except Exception:  # noqa: BLE001 (lines go unlabelled until the next look)
             log.warning("reading the origins of %s's containers failed", self.service_id, exc_info=True)
 
@@ -144,5 +152,6 @@ def origins_of(store, runtime, service_id: str):
     def describe(container_ids) -> dict:
         wanted = set(container_ids)
         states = [state for state in runtime.containers(service_id) if state.id in wanted]
-        return log_origins(store.uow(write=False), service_id, states)
+        found = log_origins(store.uow(write=False), service_id, states)
+        return {c: found.get(c, NO_ORIGIN) for c in container_ids}  # gone meanwhile: unlabelled
     return describe
