@@ -266,9 +266,11 @@ def test_actions_and_links_follow_the_state(site, open_page, screenshots):
     # no volumes: no "Back up now"
     _tab(page, "backups")
     expect(page.get_by_test_id("no-volumes")).to_be_visible()
+    expect(page.get_by_text("No backups yet.")).to_be_visible()
     expect(page.get_by_test_id("backup-create")).to_have_count(0)
     # no releases yet: nothing to roll back to
     _tab(page, "releases")
+    expect(page.get_by_text("No release yet")).to_be_visible()  # the list arrived
     expect(page.get_by_test_id("release-row")).to_have_count(0)
     expect(page.get_by_test_id("rollback")).to_have_count(0)
 
@@ -300,5 +302,6 @@ def test_a_viewer_has_no_settings_rollback_or_cancel(site, open_page):
     for action in ("start", "redeploy", "delete"):
         expect(page.get_by_test_id(f"action-{action}")).to_have_count(0)
     _tab(page, "deploys")
+    expect(page.get_by_text("No deploys yet.")).to_be_visible()
     expect(page.get_by_test_id("cancel-deploy")).to_have_count(0)
     assert not watched.problems(), watched.problems()
