@@ -16,7 +16,7 @@ def service_item(s, resources: dict) -> dict:
             "updated_at": rfc3339(s.updated_at), "resources": resources}
 
 
-def service_detail(s, resources: dict, customer_name: str) -> dict:
+def service_detail(s, resources: dict, customer_name: str, volumes=()) -> dict:
     out = service_item(s, resources)
     out.update({"customer_name": customer_name, "compose": s.compose, "variables": s.variables or {},
                 "custom_domains": list(s.custom_domains), "deployed_at": rfc3339(s.deployed_at),
@@ -24,8 +24,15 @@ def service_detail(s, resources: dict, customer_name: str) -> dict:
                            "consecutive_failures": s.health_failures},
                 # the source of git and ai deploys; credentials in a URL are never shown
                 "git_url": redact_url(s.git_url), "git_branch": s.git_branch, "ai_url": redact_url(s.ai_url),
-                "commit": s.commit, "release": s.release})
+                "commit": s.commit, "release": s.release, "volumes": list(volumes)})
     return out
+
+
+def log_json(line, origin: dict) -> dict:
+    """A log line with its origin: the compose component and the release whose containers
+    wrote it (null for the new containers of a deploy still in progress)."""
+    return {"timestamp": rfc3339(line.timestamp), "stream": line.stream, "message": line.message,
+            "component": origin.get("component", ""), "release": origin.get("release")}
 
 
 def release_json(r) -> dict:
@@ -124,7 +131,16 @@ class ServicesHandlers:
             used = await self.calls.run_for(tenant(call.caller), self.resources.for_detail, service.id)
         except EngineError:  # a hung engine: the detail still answers, from the database
             used = self.resources.unknown(detail=True)
-        return service_detail(service, used, customer_name)
+        return service_detail(service, used, customer_name, self._volumes(service))
+
+    def _volumes(self, service) -> list:
+        """The compose volume names a backup would archive (none: nothing to back up)."""
+        if self.parse is None or not service.compose:
+            return []
+        try:
+            return list(self.parse(service.compose, service.variables or {}).volumes)
+        except Exception:  # noqa: BLE001 (a compose the parser refuses has nothing to back up)
+            return []
 
     async def update_service(self, call):
         store = self.store
@@ -189,15 +205,16 @@ class ServicesHandlers:
 
         def read():
             service = services.get_service(self.store.uow(write=False), call.caller, call.params["id"])
+            states = runtime.containers(service.id)
+            origins = releases.log_origins(self.store.uow(write=False), service.id, states)
             lines = []
-            for state in runtime.containers(service.id):
-                lines.extend(runtime.logs(state.id, tail=tail, since=since))
-            lines.sort(key=lambda line: line.timestamp)
+            for state in states:
+                lines.extend((line, origins[state.id]) for line in runtime.logs(state.id, tail=tail, since=since))
+            lines.sort(key=lambda pair: pair[0].timestamp)
             return lines[-tail:]
 
         lines = await self.calls.run_for(tenant(call.caller), read)
-        return Reply(200, {"logs": [{"timestamp": rfc3339(line.timestamp), "stream": line.stream,
-                                     "message": line.message} for line in lines]})
+        return Reply(200, {"logs": [log_json(line, origin) for line, origin in lines]})
 
     async def list_releases(self, call):
         p = call.params

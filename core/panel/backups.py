@@ -30,9 +30,11 @@ from core.panel import leases
 from core.panel.deploys import resource_names
 from core.errors import Conflict, NotFound
 from core.panel.events import Event
-from core.panel.services import new_id, visible
+from core.panel.services import new_id, record, visible
 
 BUSY = ("pending", "running")
+# Backups and restores are on the service's timeline too (event types ``backup`` and
+# ``restore``): ``started`` when asked for, then ``success`` or ``failed`` with the reason.
 INTERRUPTED = "interrupted by a restart of Slipway"
 
 
@@ -98,6 +100,7 @@ def create_backup(uow, clock, principal, service_id: str, parse) -> Backup:
                         volumes=volumes)
         uow.backups.add(backup)
         uow.emit(progress_event(service, backup))
+        record(uow, clock, service.id, "backup", "started", f"backup {backup.id} of {', '.join(volumes)} asked for")
         uow.commit()
     return backup
 
@@ -116,6 +119,7 @@ def restore_backup(uow, clock, principal, service_id: str, backup_id: str) -> Ba
                          restore_completed_at=None, restore_error=None, restore_containers=None, updated_at=now)
         uow.backups.update(backup)
         uow.emit(progress_event(service, backup, "restore"))
+        record(uow, clock, service.id, "restore", "started", f"restore from backup {backup.id} asked for")
         uow.commit()
     return backup
 
@@ -190,6 +194,7 @@ def recover_interrupted(uow, clock, archives) -> list[str]:
             backup = replace(backup, status="failed", error=INTERRUPTED, updated_at=now)
             uow.backups.update(backup)
             uow.emit(progress_event(uow.services.get(backup.service_id), backup))
+            record(uow, clock, backup.service_id, "backup", "failed", f"backup {backup.id} failed: {INTERRUPTED}")
             failed.append(backup)
         requeued = uow.backups.orphaned(live, restore=True)
         for backup in requeued:
@@ -210,14 +215,20 @@ def run(uow, clock, runtime, archives, claimed) -> None:
         run_backup(uow, clock, runtime, archives, backup)
 
 
-def _save(uow, service, backup: Backup, operation: str) -> bool:
+def _save(uow, service, backup: Backup, operation: str, clock=None) -> bool:
     """Store the job's new state and announce it; False when the backup is gone (its
-    service was deleted meanwhile)."""
+    service was deleted meanwhile). With ``clock``, the job ended: its ``success`` or
+    ``failed`` event goes on the service's timeline in the same transaction."""
     with uow:
         if uow.backups.get(backup.id) is None:
             return False
         uow.backups.update(backup)
         uow.emit(progress_event(service, backup, operation))
+        if clock is not None:
+            error = backup.restore_error if operation == "restore" else backup.error
+            what = f"restore from backup {backup.id}" if operation == "restore" else f"backup {backup.id}"
+            record(uow, clock, backup.service_id, operation, "failed" if error else "success",
+                   f"{what} failed: {error}" if error else f"{what} completed")
         uow.commit()
     return True
 
@@ -245,12 +256,12 @@ def run_backup(uow, clock, runtime, archives, backup: Backup) -> Backup:
         archives.remove(backup.service_id, backup.id)
         now = clock.now()
         backup = replace(backup, status="failed", error=_reason(exc), updated_at=now)
-        _save(uow, service, backup, "backup")
+        _save(uow, service, backup, "backup", clock)
         return backup
     now = clock.now()
     backup = replace(backup, status="completed", progress=100, size_bytes=size, sha256=digest, completed_at=now,
                      updated_at=now, error=None)
-    if not _save(uow, service, backup, "backup"):
+    if not _save(uow, service, backup, "backup", clock):
         archives.remove(backup.service_id, backup.id)
     return backup
 
@@ -329,12 +340,12 @@ def _restore(uow, clock, runtime, archives, backup: Backup, service, lease: str)
         now = clock.now()
         backup = replace(backup, restore_status="failed", restore_error=_reason(exc), restore_completed_at=now,
                          updated_at=now)
-        _save(uow, service, backup, "restore")
+        _save(uow, service, backup, "restore", clock)
         return backup
     now = clock.now()
     backup = replace(backup, restore_status="completed", restore_progress=100, restore_error=None,
                      restore_completed_at=now, updated_at=now)
-    _save(uow, service, backup, "restore")
+    _save(uow, service, backup, "restore", clock)
     return backup
 
 

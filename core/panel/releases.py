@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from core.errors import Conflict, NotFound
-from core.panel.containers import keep_tag
+from core.panel.containers import COMPONENT_LABEL, JOB_LABEL, keep_tag
 from core.panel.events import service_status
 from core.panel.services import NOT_CHECKED, caller_name, new_id, record, visible  # noqa: F401 (caller_name: part of releases)
 
@@ -111,6 +111,18 @@ def get_job(uow, principal, service_id: str, job_id: str):
     if job is None or job.service_id != service_id:
         raise NotFound(f"deploy job {job_id} not found")
     return job
+
+
+def log_origins(uow, service_id: str, states) -> dict:
+    """Where each container's log lines come from: container id -> ``{component, release}``,
+    ``release`` the number of the release its deploy job recorded, or None while that job
+    has recorded none (the new containers of a deploy in progress). Labels tell the
+    component and the job (``slipway.component``, ``slipway.job``); one read maps jobs to
+    releases."""
+    with uow.reading():
+        numbers = {r.deploy_job_id: r.number for r in uow.releases.for_service(service_id)}
+    return {s.id: {"component": s.labels.get(COMPONENT_LABEL) or "", "release": numbers.get(s.labels.get(JOB_LABEL))}
+            for s in states}
 
 
 # --- rollback ---------------------------------------------------------------------------

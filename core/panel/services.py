@@ -73,7 +73,7 @@ class DeployJob:
 class ServiceEvent:
     id: int | None
     service_id: str
-    type: str  # deploy, redeploy, start, stop, restart, health
+    type: str  # deploy, redeploy, rollback, start, stop, restart, health, backup, restore
     status: str  # started, success, failed, healthy, unhealthy
     message: str
     timestamp: datetime

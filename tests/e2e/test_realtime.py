@@ -233,7 +233,8 @@ def test_follow_streams_new_lines_and_closing_stops_the_engine_stream(panel):
         lines = [json.loads(ws.recv(timeout=30)) for _ in range(5)]
         assert _follow_threads(), "no engine stream is being read"
     for line in lines:
-        assert set(line) == {"timestamp", "stream", "message"} and line["stream"] == "stdout"
+        assert set(line) == {"timestamp", "stream", "message", "component", "release"} and line["stream"] == "stdout"
+        assert (line["component"], line["release"]) == ("app", 1)  # the line's origin
         assert line["message"].startswith("tick-") and line["message"] not in before
         assert datetime.fromisoformat(line["timestamp"]) >= opened
     numbers = [int(line["message"].split("-")[1]) for line in lines]
@@ -261,7 +262,8 @@ def test_channel_log_pump_runs_while_someone_wants_the_logs(panel):
     with panel.ws("/api/ws", panel.admin_key) as ws, panel.ws("/api/ws", no_logs) as blind:
         # unnarrowed, a key with services:logs gets the lines of every running service
         got = _messages(ws, lambda m: m["type"] == "service.logs" and m["data"]["service_id"] == service_id)
-        assert set(got[-1]["data"]) == {"service_id", "timestamp", "stream", "message"}
+        assert set(got[-1]["data"]) == {"service_id", "timestamp", "stream", "message", "component", "release"}
+        assert (got[-1]["data"]["component"], got[-1]["data"]["release"]) == ("app", 1)
         assert got[-1]["data"]["message"].startswith("tick-")
         blind.send(json.dumps({"type": "subscribe"}))
         assert _messages(blind, lambda m: m["type"] == "subscribed")[-1]["data"] == {"services": None, "logs": []}

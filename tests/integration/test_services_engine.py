@@ -116,8 +116,13 @@ def test_compose_service_with_two_containers(panel):
     assert resources["storage_mb"] >= 0.28 and resources["memory_usage_mb"] > 0  # the 300 kB pad
     listed = client.get("/api/services", params={"search": detail["name"]}).json()["data"]
     assert listed[0]["resources"]["memory_usage_mb"] > 0
-    messages = [line["message"] for line in client.get(f"/api/services/{service_id}/logs").json()["logs"]]
+    lines = client.get(f"/api/services/{service_id}/logs").json()["logs"]
+    messages = [line["message"] for line in lines]
     assert "backend up" in messages and "web up" in messages
+    # each line names its component and the release whose containers wrote it
+    origins = {line["message"]: (line["component"], line["release"]) for line in lines}
+    assert (origins["backend up"], origins["web up"]) == (("backend", 1), ("web", 1))
+    assert detail["volumes"] == ["data"]
     deadline = time.monotonic() + 30
     while client.get(f"/api/services/{service_id}").json()["health"]["status"] != "healthy":
         assert time.monotonic() < deadline

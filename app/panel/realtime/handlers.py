@@ -7,9 +7,9 @@ import json
 
 from app.http.errors import ApiError
 from app.http.pipeline import Upgradable, time_param
-from app.http.timefmt import rfc3339
 from app.panel.realtime.hub import Hub
-from app.panel.realtime.logs import ServiceFollower
+from app.panel.realtime.logs import ServiceFollower, origins_of
+from app.panel.services import log_json
 from app.panel.realtime.sockets import Outbox, dumps, now_stamp, serve
 from app.panel.realtime.subscriptions import MAX_SUBSCRIBE, SUBSCRIBES_PER_S, Connection, visible_services
 from core.errors import NotFound
@@ -79,9 +79,8 @@ class RealtimeHandlers:
         since = time_param(call, "since")
         outbox = Outbox(self.limit)
 
-        def on_line(line):
-            outbox.offer(dumps({"timestamp": rfc3339(line.timestamp), "stream": line.stream,
-                                "message": line.message}))
+        def on_line(line, origin):
+            outbox.offer(dumps(log_json(line, origin)))
 
         def on_event(event):  # a deleted service has no more lines: say so and close
             if (event.type == "service.status" and event.service_id == service.id
@@ -90,7 +89,8 @@ class RealtimeHandlers:
 
         self.hub.hold(call.caller, outbox)  # 429 past SLIPWAY_WS_PER_KEY
         try:
-            follower = ServiceFollower(self.runtime, self.calls, service.id, on_line, since=since)
+            follower = ServiceFollower(self.runtime, self.calls, service.id, on_line, since=since,
+                                       describe=origins_of(self.store, self.runtime, service.id))
             await ws.accept()
             follower.start()
             subscription = self.hub.bus.subscribe(on_event)

@@ -9,8 +9,8 @@ import asyncio
 import logging
 
 from app.http.errors import ApiError
-from app.http.timefmt import rfc3339
-from app.panel.realtime.logs import RESCAN_S, ServiceFollower
+from app.panel.realtime.logs import RESCAN_S, ServiceFollower, origins_of
+from app.panel.services import log_json
 from app.panel.realtime.sockets import GOING_AWAY, POLICY, Outbox, dumps
 from app.panel.realtime.subscriptions import Connection
 from core.panel import sessions as panel_sessions
@@ -138,12 +138,12 @@ class Hub:
     def _want_logs(self, conn: Connection, service) -> None:
         entry = self.pumps.get(service.id)
         if entry is None:
-            def on_line(line, service_id=service.id, customer_id=service.customer_id):
-                self.deliver(Event("service.logs", {"service_id": service_id, "timestamp": rfc3339(line.timestamp),
-                                                    "stream": line.stream, "message": line.message},
+            def on_line(line, origin, service_id=service.id, customer_id=service.customer_id):
+                self.deliver(Event("service.logs", {"service_id": service_id, **log_json(line, origin)},
                                    service_id, customer_id))
 
-            follower = ServiceFollower(self.runtime, self.calls, service.id, on_line)
+            follower = ServiceFollower(self.runtime, self.calls, service.id, on_line,
+                                       describe=origins_of(self.store, self.runtime, service.id))
             follower.start()
             entry = self.pumps[service.id] = (follower, set())
         entry[1].add(conn)

@@ -7,21 +7,37 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from datetime import datetime, timezone
+
+from core.panel.releases import log_origins
 
 log = logging.getLogger("slipway.realtime")
 
 RESCAN_S = 2.0
+UNSETTLED_S = 900.0  # how long a container without a release is asked about again (a deploy's health wait)
+
+
+NO_ORIGIN = {"component": "", "release": None}
 
 
 class ServiceFollower:
-    """Lines of every container of one service, handed to ``on_line(LogLine)`` on the
-    event loop; ``since`` (or, without it, only new lines) for the containers there at
-    the start, everything of containers that appear later."""
+    """Lines of every container of one service, handed to ``on_line(LogLine, origin)`` on
+    the event loop; ``since`` (or, without it, only new lines) for the containers there at
+    the start, everything of containers that appear later.
 
-    def __init__(self, runtime, calls, service_id: str, on_line, since: datetime | None = None):
+    ``origin`` is ``{component, release}`` of the container that wrote the line, from
+    ``describe(container_ids) -> {container id: origin}`` (run on the engine-call threads,
+    ``core.panel.releases.log_origins``): asked again when a container appears, and while
+    one seen in the last ``UNSETTLED_S`` has no release yet (a deploy in progress records
+    its release when it succeeds; a container older than that without one, say made before
+    releases were recorded, is not asked about every rescan forever)."""
+
+    def __init__(self, runtime, calls, service_id: str, on_line, since: datetime | None = None, describe=None):
         self.runtime, self.calls, self.service_id, self.on_line = runtime, calls, service_id, on_line
-        self.since = since
+        self.since, self.describe = since, describe
+        self._origins: dict = {}  # container id -> {component, release}
+        self._seen: dict = {}  # container id -> when it was first described (monotonic)
         self._streams: dict = {}  # container id -> LogStream (None while opening)
         self._threads: dict = {}  # container id -> Thread
         self._lock = threading.Lock()
@@ -43,6 +59,7 @@ class ServiceFollower:
             except Exception:  # noqa: BLE001 (the engine hiccupped: look again later)
                 log.warning("listing containers of %s failed", self.service_id, exc_info=True)
                 running = []
+            await self._describe(running)
             for container_id in running:
                 with self._lock:
                     alive = self._threads.get(container_id)
@@ -58,6 +75,22 @@ class ServiceFollower:
                 thread.start()
             first = False
             await asyncio.sleep(RESCAN_S)
+
+    async def _describe(self, running: list) -> None:
+        if self.describe is None or not running:
+            return
+        now = time.monotonic()
+        if all(c in self._origins and (self._origins[c]["release"] is not None or now - self._seen[c] > UNSETTLED_S)
+               for c in running):
+            return
+        try:
+            self._origins = await self.calls.run(self.describe, running)
+            self._seen = {c: self._seen.get(c, now) for c in running}
+        except Exception:  # noqa: BLE001 (lines go unlabelled until the next look)
+            log.warning("reading the origins of %s's containers failed", self.service_id, exc_info=True)
+
+    def _deliver(self, container_id: str, line) -> None:
+        self.on_line(line, self._origins.get(container_id, NO_ORIGIN))
 
     def _running(self) -> list:
         """Ids of the service's running containers: one list call without inspecting each
@@ -91,7 +124,7 @@ class ServiceFollower:
                 stamp, count = self._last.get(container_id, (None, 0))
                 self._last[container_id] = (line.timestamp, count + 1 if stamp == line.timestamp else 1)
                 try:
-                    self._loop.call_soon_threadsafe(self.on_line, line)
+                    self._loop.call_soon_threadsafe(self._deliver, container_id, line)
                 except RuntimeError:  # the loop is closed
                     return
         finally:
@@ -108,3 +141,17 @@ class ServiceFollower:
             self._task.cancel()
         for stream in streams:
             stream.close()
+
+
+def origins_of(store, runtime, service_id: str):
+    """A follower's ``describe`` for one service: its containers' labels, one database read
+    (None without a store: lines go unlabelled)."""
+    if store is None:
+        return None
+
+    def describe(container_ids) -> dict:
+        wanted = set(container_ids)
+        states = [state for state in runtime.containers(service_id) if state.id in wanted]
+        found = log_origins(store.uow(write=False), service_id, states)
+        return {c: found.get(c, NO_ORIGIN) for c in container_ids}  # gone meanwhile: unlabelled
+    return describe

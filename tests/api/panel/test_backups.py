@@ -363,3 +363,28 @@ def test_a_live_workers_backup_is_not_taken_from_it(setup, store):
     assert backups.recover_interrupted(store.uow(), s.clock, s.archives) == []
     s.clock.advance(leases.STALE_S + 1)
     assert backups.recover_interrupted(store.uow(), s.clock, s.archives) == [backup_id]
+
+
+def test_backups_and_restores_are_on_the_timeline_and_the_detail_names_the_volumes(setup):
+    """The service's events say when a backup or restore was asked for and how it ended
+    (with the reason); the detail's ``volumes`` says whether there is anything to back up."""
+    s = setup
+    service_id = s.service("site")
+    bare = s.service("bare", compose=WITHOUT_VOLUME)
+    assert s.client.get(f"/api/services/{service_id}", token=s.admin, expect=200).json["volumes"] == ["data"]
+    assert s.client.get(f"/api/services/{bare}", token=s.admin, expect=200).json["volumes"] == []
+
+    def timeline():
+        events = s.client.get(f"/api/services/{service_id}/events", token=s.admin, expect=200).json["data"]
+        return [(e["type"], e["status"], e["message"]) for e in events if e["type"] in ("backup", "restore")]
+
+    backup_id = s.failed_backup(service_id)
+    (failed, started) = timeline()
+    assert started[:2] == ("backup", "started") and backup_id in started[2] and "data" in started[2]
+    assert failed[:2] == ("backup", "failed") and f"backup {backup_id} failed: exporting volume slw-" in failed[2]
+    s.complete(backup_id)
+    s.client.post(f"{s.backups(service_id)}/{backup_id}/restore", token=s.admin, expect=202)
+    assert timeline()[0][:2] == ("restore", "started")
+    s.run_next()
+    ended = timeline()[0]
+    assert ended[:2] == ("restore", "failed") and "missing" in ended[2] and backup_id in ended[2]

@@ -195,7 +195,8 @@ nav-keys nav-templates service-status service-name action-start action-stop acti
 action-redeploy action-delete confirm-delete logs log-line logs-pause logs-search error-message
 search filter-status filter-customer sort page-next page-prev events event backup-create backup-row
 key-create key-secret key-row key-revoke customer-row template-card nav-docs page-load-failed
-page-load-retry""".split()
+page-load-retry release-row rollback deploy-row cancel-deploy custom-domains save-settings failure-reason
+log-origin logs-component""".split()
 HOOK_PREFIXES = ["field-error-", "method-", "field-"]
 
 

@@ -1,10 +1,11 @@
 // Backups of a service: list, create, restore, delete, with progress from the real-time
-// channel's backup.progress messages applied to the rows in place.
+// channel's backup.progress messages applied to the rows in place. "Back up now" only for
+// a service with volumes (the detail's `volumes`): without any there is nothing to archive.
 import { useEffect, useRef, useState } from "../vendor/hooks.mjs";
 import { api, on } from "../api.js";
 import { Empty, Loading, can, clearError, fmtBytes, fmtDate, html, showError } from "../ui.js";
 
-export function Backups({ id, session, status }) {
+export function Backups({ id, session, status, volumes = [] }) {
   const [backups, setBackups] = useState(null);
   const [busy, setBusy] = useState(null);
   const [confirm, setConfirm] = useState(null); // {kind: "restore"|"delete", id}
@@ -74,9 +75,11 @@ export function Backups({ id, session, status }) {
   return html`<section class="card" aria-labelledby="backups-title">
     <div class="card-head">
       <h2 id="backups-title">Backups</h2>
-      ${write ? html`<button type="button" data-testid="backup-create" disabled=${!!busy || working || status === "deploying"}
+      ${write && volumes.length ? html`<button type="button" data-testid="backup-create" disabled=${!!busy || working || status === "deploying"}
         onClick=${() => run("create")}>${busy === "create" ? "Starting…" : "Back up now"}</button>` : null}
     </div>
+    ${volumes.length ? html`<p class="muted small">Volumes backed up: ${volumes.join(", ")}.</p>`
+      : html`<p class="muted small" data-testid="no-volumes">This service has no volumes: there is nothing to back up.</p>`}
     ${backups === null ? html`<${Loading} />` : backups.length === 0 ? html`<${Empty}>No backups yet.</${Empty}>` : html`
       <ul class="rows backups">
         ${backups.map((b) => html`<li class="row" data-testid="backup-row" key=${b.id}>

@@ -1,6 +1,9 @@
 // Live logs: the last lines (GET .../logs?tail=200), then each new line as the
-// real-time channel's service.logs message for this service. Follow (keep scrolled to the
-// end), pause (hold new lines), search (filter shown lines), stdout/stderr colouring.
+// real-time channel's service.logs message for this service. Each line says where it came
+// from: its component and the release whose containers wrote it ("new" for the containers
+// of a deploy in progress, so the old and new release of a redeploy can be told apart).
+// Follow (keep scrolled to the end), pause (hold new lines), search, a filter by
+// component, stdout/stderr colouring.
 import { useEffect, useLayoutEffect, useRef, useState } from "../vendor/hooks.mjs";
 import { api, on } from "../api.js";
 import { fmtTime, html } from "../ui.js";
@@ -9,8 +12,10 @@ const MAX_LINES = 2000;
 let nextId = 1;
 
 function line(l) {
-  return { id: nextId++, timestamp: l.timestamp, stream: l.stream === "stderr" ? "stderr" : "stdout", message: String(l.message ?? "") };
+  return { id: nextId++, timestamp: l.timestamp, stream: l.stream === "stderr" ? "stderr" : "stdout", message: String(l.message ?? ""),
+           component: String(l.component ?? ""), release: typeof l.release === "number" ? l.release : null };
 }
+const keyOf = (l) => `${l.timestamp}|${l.stream}|${l.component}|${l.message}`;
 
 export function Logs({ id }) {
   const [lines, setLines] = useState([]);
@@ -18,6 +23,7 @@ export function Logs({ id }) {
   const [held, setHeld] = useState(0);
   const [follow, setFollow] = useState(true);
   const [filter, setFilter] = useState("");
+  const [component, setComponent] = useState("");
   const [note, setNote] = useState("");
   const box = useRef(null);
   const pending = useRef([]);  // lines waiting for the next frame (or for resume)
@@ -40,15 +46,16 @@ export function Logs({ id }) {
     let seen = null; // the tail's lines: a follow that starts later may send them again
     const off = on("service.logs", (d) => {
       if (d.service_id !== id) return;
-      if (seen && seen.has(`${d.timestamp}|${d.stream === "stderr" ? "stderr" : "stdout"}|${String(d.message ?? "")}`)) return;
-      pending.current.push(line(d));
+      const l = line(d);
+      if (seen && seen.has(keyOf(l))) return;
+      pending.current.push(l);
       schedule();
     });
     api(`/api/services/${encodeURIComponent(id)}/logs`, { query: { tail: 200 } }).then((r) => {
       if (!live) return;
       const tail = (r.logs || []).map(line);
-      seen = new Set(tail.map((l) => `${l.timestamp}|${l.stream}|${l.message}`));
-      pending.current = pending.current.filter((l) => !seen.has(`${l.timestamp}|${l.stream}|${l.message}`));
+      seen = new Set(tail.map(keyOf));
+      pending.current = pending.current.filter((l) => !seen.has(keyOf(l)));
       history.current = tail;
       setLines(tail);
       schedule();
@@ -72,12 +79,19 @@ export function Logs({ id }) {
   }
 
   const needle = filter.trim().toLowerCase();
-  const shown = needle ? lines.filter((l) => l.message.toLowerCase().includes(needle)) : lines;
+  const components = [...new Set(lines.map((l) => l.component).filter(Boolean))].sort();
+  const shown = lines.filter((l) => (!component || l.component === component)
+    && (!needle || l.message.toLowerCase().includes(needle)));
 
   return html`<section class="card logs-card" aria-labelledby="logs-title">
     <div class="card-head">
       <h2 id="logs-title">Logs</h2>
       <div class="log-tools">
+        <label class="inline" for="f-logs-component">Component</label>
+        <select id="f-logs-component" data-testid="logs-component" value=${component} onChange=${(e) => setComponent(e.currentTarget.value)}>
+          <option value="">All</option>
+          ${(component && !components.includes(component) ? [component, ...components] : components).map((c) => html`<option value=${c}>${c}</option>`)}
+        </select>
         <label class="inline" for="f-logs-search">Search</label>
         <input id="f-logs-search" type="search" data-testid="logs-search" placeholder="Filter lines…" value=${filter}
           onInput=${(e) => setFilter(e.currentTarget.value)} />
@@ -87,8 +101,9 @@ export function Logs({ id }) {
       </div>
     </div>
     <div class="logs" data-testid="logs" ref=${box} role="log" aria-live="off" tabindex="0" aria-label="Log lines">
-      ${shown.length === 0 ? html`<p class="muted">${note || (needle ? "No line matches." : "No log lines yet.")}</p>` : null}
-      ${shown.map((l) => html`<div key=${l.id} class=${"log-line " + l.stream} data-testid="log-line"><time>${fmtTime(l.timestamp)}</time> <span>${l.message}</span></div>`)}
+      ${shown.length === 0 ? html`<p class="muted">${note || (needle || component ? "No line matches." : "No log lines yet.")}</p>` : null}
+      ${shown.map((l) => html`<div key=${l.id} class=${"log-line " + l.stream} data-testid="log-line" data-component=${l.component}><time>${fmtTime(l.timestamp)}</time> <span class="log-origin" data-testid="log-origin"
+        title=${l.release === null ? "the containers of the deploy in progress" : `release ${l.release}`}>${l.component || "?"}${l.release === null ? " · new" : ` · r${l.release}`}</span> <span class="log-msg">${l.message}</span></div>`)}
     </div>
   </section>`;
 }

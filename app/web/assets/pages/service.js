@@ -1,26 +1,52 @@
-// A service's page: status, url, health, resources, actions, live deploy progress, the
-// event timeline, live logs and backups. Live data comes from /api/ws, narrowed to this
-// service; the page fetches again only when the status changes (url, health, timeline).
+// A service's page: its name, status and the actions its state allows, the reason of a
+// failure at the top, then tabs kept in the address (?tab=...): Overview (health,
+// resources, details, live deploy progress, live logs, the event timeline), Releases
+// (roll back), Deploys (history, cancel), Settings (variables, compose, branch, custom
+// domains) and Backups. Live data comes from /api/ws, narrowed to this service; the page
+// fetches again only when the status changes or a deploy ends.
 import { useEffect, useRef, useState } from "../vendor/hooks.mjs";
 import { api, on, selectServices } from "../api.js";
-import { navigate } from "../router.js";
-import { Empty, Loading, Progress, StatusBadge, can, fmtDate, fmtNumber, html, safeUrl, showError, clearError } from "../ui.js";
+import { navigate, useRoute } from "../router.js";
+import { Empty, Field, Loading, Pager, Progress, StatusBadge, can, clearError, fmtDate, fmtNumber, html, safeUrl, showError } from "../ui.js";
 import { Logs } from "./logs.js";
 import { Backups } from "./backups.js";
 
 const enc = encodeURIComponent;
 
+/** The tabs a session may open, in order: [key, label]. */
+function tabsFor(session) {
+  return [["overview", "Overview"], ["releases", "Releases"], ["deploys", "Deploys"],
+    ...(can(session, "services:deploy") ? [["settings", "Settings"]] : []),
+    ...(can(session, "backups:read") ? [["backups", "Backups"]] : [])];
+}
+
+/** What each state allows (the API's rules: nothing but delete while deploying, stop of a
+ * stopped service is a no-op, a failed one has nothing to stop or restart). */
+export function allowedActions(status) {
+  return {
+    start: status === "stopped",
+    stop: status === "running",
+    restart: status === "running",
+    redeploy: status === "running" || status === "stopped" || status === "failed",
+  };
+}
+
 export function ServicePage({ id, session }) {
+  const route = useRoute();
+  const tabs = tabsFor(session);
+  const tab = tabs.some(([k]) => k === route.query.get("tab")) ? route.query.get("tab") : "overview";
   const [service, setService] = useState(null);
   const [missing, setMissing] = useState(false);
   const [failure, setFailure] = useState(null);
   const [deleted, setDeleted] = useState(false);
   const [progress, setProgress] = useState(null);
-  const [eventsVersion, setEventsVersion] = useState(0);
+  const [version, setVersion] = useState(0); // bumped when the timeline, releases or deploys may have changed
   const [busy, setBusy] = useState(null);
   const [confirming, setConfirming] = useState(false);
+  const [reason, setReason] = useState(null); // why a failed service failed
   const statusRef = useRef(null);
   const cancelRef = useRef(null);
+  const bump = () => setVersion((n) => n + 1);
 
   useEffect(() => { if (confirming && cancelRef.current) cancelRef.current.focus(); }, [confirming]);
 
@@ -50,31 +76,68 @@ export function ServicePage({ id, session }) {
         setService((s) => (s ? { ...s, status: d.status } : s));
         if (changed) {
           if (d.status !== "deploying") load();
-          setEventsVersion((n) => n + 1);
+          bump();
         }
       }),
       on("deploy.progress", (d) => {
         if (d.service_id !== id) return;
         setProgress(d);
-        if (d.step === "done" || d.step === "failed") setEventsVersion((n) => n + 1);
+        if (d.step === "done" || d.step === "failed") bump();
       }),
-      on("connection", (c) => { if (c.reconnected) { load(); setEventsVersion((n) => n + 1); } }),
+      on("backup.progress", (d) => {
+        if (d.service_id === id && (d.status === "completed" || d.status === "failed")) bump();
+      }),
+      on("connection", (c) => { if (c.reconnected) { load(); bump(); } }),
     ];
     return () => { offs.forEach((off) => off()); selectServices([]); };
   }, [id]);
 
-  async function act(action) {
+  // the reason of a failure: the newest failed event of the timeline, shown at the top
+  const status = service && service.status;
+  useEffect(() => {
+    if (status !== "failed") { setReason(null); return; }
+    let live = true;
+    api(`/api/services/${enc(id)}/events`, { query: { per_page: 20 } }).then((r) => {
+      const ev = r.data.find((e) => e.status === "failed");
+      if (live) setReason(ev ? ev.message : "The last operation failed; see the events.");
+    }).catch(() => { if (live) setReason("The last operation failed; see the events."); });
+    return () => { live = false; };
+  }, [id, status, version]);
+
+  async function act(action, body) {
     setBusy(action);
     try {
-      const r = await api(`/api/services/${enc(id)}/${action}`, { method: "POST" });
+      const r = await api(`/api/services/${enc(id)}/${action}`, { method: "POST", body });
       clearError();
       if (r && r.status) {
         statusRef.current = r.status;
         setService((s) => ({ ...s, status: r.status }));
-        if (r.status === "deploying") setProgress(null);
+        if (r.status === "deploying") setProgress(r.deploy_job_id ? { deploy_job_id: r.deploy_job_id, progress: 0, step: "queued" } : null);
       }
-      setEventsVersion((n) => n + 1);
-      if (action !== "redeploy") load();
+      bump();
+      if (action !== "redeploy" && action !== "rollback") load();
+      return r;
+    } catch (e) {
+      showError(e);
+      return null;
+    } finally {
+      setBusy(null);
+    }
+  }
+
+  async function cancelDeploy() {
+    setBusy("cancel");
+    try {
+      let jobId = progress && progress.deploy_job_id;
+      if (!jobId) {
+        const r = await api(`/api/services/${enc(id)}/deploys`, { query: { per_page: 5 } });
+        const active = r.data.find((j) => j.status === "queued" || j.status === "running");
+        jobId = active && active.id;
+      }
+      if (!jobId) { showError("No deploy of this service is queued or running."); return; }
+      await api(`/api/services/${enc(id)}/deploys/${enc(jobId)}/cancel`, { method: "POST" });
+      clearError();
+      bump();
     } catch (e) {
       showError(e);
     } finally {
@@ -101,24 +164,34 @@ export function ServicePage({ id, session }) {
   if (!service) return html`<${Loading} />`;
   const s = service;
   const deploying = s.status === "deploying";
+  const allowed = allowedActions(s.status);
   const url = safeUrl(s.url);
+  const base = `/services/${enc(id)}`;
 
   return html`<section class="service">
     <p class="crumbs"><a href="/services">Services</a> / <span>${s.name}</span></p>
     <div class="page-head">
       <h1 data-testid="service-name">${s.name}</h1>
       <${StatusBadge} status=${s.status} />
+      ${s.release ? html`<span class="badge" data-testid="running-release">release ${s.release}</span>` : null}
     </div>
     ${deleted ? html`<p class="notice" role="status">This service has been deleted. <a href="/services">Back to the services</a>.</p>` : null}
-    ${url ? html`<p class="service-url"><a href=${url} target="_blank" rel="noopener noreferrer">${s.url}</a></p>` : null}
+    ${s.status === "failed" ? html`<div class="notice bad failure" role="alert" data-testid="failure-reason">
+      <strong>This service failed.</strong> ${reason || "Reading why…"}
+      ${can(session, "services:deploy") ? html`<span class="muted"> Fix its settings and redeploy, or roll back to an earlier release.</span>` : null}
+    </div>` : null}
+    ${s.url ? html`<p class="service-url" data-testid="service-url">${url && s.status === "running"
+      ? html`<a href=${url} target="_blank" rel="noopener noreferrer">${s.url}</a>`
+      : html`<span class="muted" title="Not served while the service is not running">${s.url} (not running)</span>`}</p>` : null}
 
     ${!deleted ? html`<div class="actions" role="group" aria-label="Actions">
       ${can(session, "services:operate") ? html`
-        <button type="button" data-testid="action-start" disabled=${!!busy || deploying || s.status === "running"} onClick=${() => act("start")}>${busy === "start" ? "Starting…" : "Start"}</button>
-        <button type="button" data-testid="action-stop" disabled=${!!busy || deploying || s.status === "stopped"} onClick=${() => act("stop")}>${busy === "stop" ? "Stopping…" : "Stop"}</button>
-        <button type="button" data-testid="action-restart" disabled=${!!busy || deploying} onClick=${() => act("restart")}>${busy === "restart" ? "Restarting…" : "Restart"}</button>` : null}
+        ${allowed.start ? html`<button type="button" data-testid="action-start" disabled=${!!busy} onClick=${() => act("start")}>${busy === "start" ? "Starting…" : "Start"}</button>` : null}
+        ${allowed.stop ? html`<button type="button" data-testid="action-stop" disabled=${!!busy} onClick=${() => act("stop")}>${busy === "stop" ? "Stopping…" : "Stop"}</button>` : null}
+        ${allowed.restart ? html`<button type="button" data-testid="action-restart" disabled=${!!busy} onClick=${() => act("restart")}>${busy === "restart" ? "Restarting…" : "Restart"}</button>` : null}` : null}
       ${can(session, "services:deploy") ? html`
-        <button type="button" data-testid="action-redeploy" disabled=${!!busy || deploying} onClick=${() => act("redeploy")}>${busy === "redeploy" ? "Redeploying…" : "Redeploy"}</button>` : null}
+        ${allowed.redeploy ? html`<button type="button" data-testid="action-redeploy" disabled=${!!busy} onClick=${() => act("redeploy")}>${busy === "redeploy" ? "Redeploying…" : "Redeploy"}</button>` : null}
+        ${deploying ? html`<button type="button" data-testid="action-cancel-deploy" disabled=${!!busy} onClick=${cancelDeploy}>${busy === "cancel" ? "Cancelling…" : "Cancel deploy"}</button>` : null}` : null}
       ${can(session, "services:delete") ? html`
         <button type="button" class="danger" data-testid="action-delete" disabled=${!!busy} aria-expanded=${confirming}
           onClick=${() => setConfirming(true)}>Delete…</button>` : null}
@@ -133,10 +206,27 @@ export function ServicePage({ id, session }) {
 
     ${deploying ? html`<div class="card deploy-progress" aria-live="polite">
       <h2>Deploying</h2>
-      <${Progress} value=${progress ? progress.progress : 0} label=${progress ? `${progress.progress} % · ${progress.message || progress.step}` : "Waiting for the deploy to start…"} />
-    </div>` : progress && progress.step === "failed" ? html`<p class="notice bad" role="status">Deploy failed: ${progress.message}</p>` : null}
+      <${Progress} value=${progress ? progress.progress : 0} label=${progress && progress.step !== "queued" ? `${progress.progress} % · ${progress.message || progress.step}` : "Waiting for the deploy to start…"} />
+    </div>` : progress && progress.step === "failed" ? html`<p class=${"notice" + (progress.message === "cancelled" ? "" : " bad")} role="status" data-testid="deploy-failed">
+      ${progress.message === "cancelled" ? "Deploy cancelled: what it started was removed." : `Deploy failed: ${progress.message}`}</p>` : null}
 
-    <div class="cards">
+    <nav class="tabs" aria-label="Sections of the service">
+      ${tabs.map(([key, label]) => html`<a href=${key === "overview" ? base : `${base}?tab=${key}`} data-testid=${"tab-" + key}
+        aria-current=${tab === key ? "page" : undefined}>${label}</a>`)}
+    </nav>
+
+    ${tab === "overview" ? html`<${Overview} s=${s} id=${id} session=${session} version=${version} />`
+      : tab === "releases" ? html`<${Releases} service=${s} session=${session} version=${version} busy=${busy}
+          onRollback=${(releaseId) => act("rollback", { release_id: releaseId })} />`
+      : tab === "deploys" ? html`<${Deploys} service=${s} session=${session} version=${version} onChange=${bump} />`
+      : tab === "settings" ? html`<${Settings} service=${s} onSaved=${(next) => setService(next)}
+          onRedeploy=${allowed.redeploy ? () => act("redeploy") : null} />`
+      : html`<${Backups} id=${id} session=${session} status=${s.status} volumes=${s.volumes || []} />`}
+  </section>`;
+}
+
+function Overview({ s, id, session, version }) {
+  return html`<div class="cards">
       <div class="card">
         <h2>Health</h2>
         <dl class="facts">
@@ -161,21 +251,15 @@ export function ServicePage({ id, session }) {
           ${s.git_url ? html`<dt>Repository</dt><dd class="mono">${s.git_url}${s.git_branch ? ` @ ${s.git_branch}` : ""}</dd>` : null}
           ${s.ai_url ? html`<dt>Repository</dt><dd class="mono">${s.ai_url}</dd>` : null}
           ${s.commit ? html`<dt>Commit</dt><dd class="mono">${s.commit.slice(0, 12)}</dd>` : null}
+          <dt>Release</dt><dd>${s.release ? `${s.release}` : "—"}</dd>
+          ${s.custom_domains && s.custom_domains.length ? html`<dt>Domains</dt><dd data-testid="domains">${s.custom_domains.join(", ")}</dd>` : null}
           <dt>Created</dt><dd>${fmtDate(s.created_at)}</dd>
           <dt>Deployed</dt><dd>${fmtDate(s.deployed_at)}</dd>
         </dl>
       </div>
     </div>
-
-    ${s.compose ? html`<details class="card">
-      <summary>Compose definition</summary>
-      <pre class="code">${s.compose}</pre>
-    </details>` : null}
-
     ${can(session, "services:logs") ? html`<${Logs} id=${id} />` : null}
-    <${Events} id=${id} version=${eventsVersion} />
-    ${can(session, "backups:read") ? html`<${Backups} id=${id} session=${session} status=${s.status} />` : null}
-  </section>`;
+    <${Events} id=${id} version=${version} />`;
 }
 
 function Events({ id, version }) {
@@ -208,4 +292,262 @@ function Events({ id, version }) {
       </ol>
       ${more ? html`<button type="button" class="ghost" onClick=${() => fetchPage(page + 1, false)}>Older events</button>` : null}`}
   </section>`;
+}
+
+// --- releases and deploys ---------------------------------------------------------------
+
+// A service's releases (newest first: number, images, commit, when; the details of one;
+// roll back to any but the running one) and its deploy history (each job's kind, status,
+// release, error and times; cancel a queued or running one). Both read again when the
+// service page says a deploy ended or the status changed (`version`).
+
+const PER_PAGE = 20;
+
+function usePage(path, version) {
+  const [page, setPage] = useState(1);
+  const [list, setList] = useState(null);
+  useEffect(() => {
+    let live = true;
+    api(path, { query: { page, per_page: PER_PAGE } })
+      .then((r) => { if (live) setList(r); })
+      .catch((e) => { if (live) { showError(e); setList({ data: [], total: 0 }); } });
+    return () => { live = false; };
+  }, [path, page, version]);
+  return [list, page, setPage];
+}
+
+function shortImage(i) {
+  return `${i.component}: ${i.image}`;
+}
+
+export function Releases({ service, session, version, busy, onRollback }) {
+  const [list, page, setPage] = usePage(`/api/services/${enc(service.id)}/releases`, version);
+  const [open, setOpen] = useState(null); // the release whose details show
+  const [confirm, setConfirm] = useState(null);
+  const deploy = can(session, "services:deploy");
+  const deploying = service.status === "deploying";
+
+  return html`<section class="card" aria-labelledby="releases-title">
+    <div class="card-head"><h2 id="releases-title">Releases</h2>
+      <span class="muted small">Each deploy, redeploy or rollback that succeeded; roll back runs a release's images, compose and variables again.</span></div>
+    ${list === null ? html`<${Loading} />` : list.data.length === 0 ? html`<${Empty}>No release yet: the first deploy that succeeds records release 1.</${Empty}>` : html`
+      <ul class="rows releases">
+        ${list.data.map((r) => {
+          const running = r.number === service.release;
+          return html`<li class="row" data-testid="release-row" data-number=${r.number} key=${r.id}>
+            <div class="row-main">
+              <span class="row-title">Release ${r.number}</span>
+              ${running ? html`<span class="badge status-running" data-testid="release-running">running</span>` : null}
+              <span class="muted small">${fmtDate(r.created_at)}</span>
+            </div>
+            <div class="row-meta">
+              <span title="Images">${r.images.map(shortImage).join(" · ") || "no image"}</span>
+              ${r.commit ? html`<span class="mono" title="Commit">${r.commit.slice(0, 12)}</span>` : null}
+            </div>
+            <div class="actions">
+              <button type="button" class="small ghost" aria-expanded=${open === r.id} data-testid="release-details"
+                onClick=${() => setOpen(open === r.id ? null : r.id)}>${open === r.id ? "Hide details" : "Details"}</button>
+              ${deploy && !running ? (confirm === r.id ? html`<span class="confirm-inline">
+                  <span>Run release ${r.number} again?</span>
+                  <button type="button" class="primary small" data-testid="confirm-rollback" disabled=${!!busy || deploying}
+                    onClick=${() => { setConfirm(null); onRollback(r.id); }}>Roll back</button>
+                  <button type="button" class="small" onClick=${() => setConfirm(null)}>Cancel</button></span>`
+                : html`<button type="button" class="small" data-testid="rollback" disabled=${!!busy || deploying}
+                    onClick=${() => setConfirm(r.id)}>Roll back to ${r.number}…</button>`) : null}
+            </div>
+            ${open === r.id ? html`<${ReleaseDetail} serviceId=${service.id} id=${r.id} />` : null}
+          </li>`;
+        })}
+      </ul>
+      ${list.total > PER_PAGE ? html`<${Pager} page=${page} perPage=${PER_PAGE} total=${list.total} onPage=${setPage} />` : null}`}
+  </section>`;
+}
+
+/** One release as GET .../releases/{id} answers it: images with their ids, commit, who, compose, variables. */
+function ReleaseDetail({ serviceId, id }) {
+  const [r, setR] = useState(null);
+  useEffect(() => {
+    let live = true;
+    api(`/api/services/${enc(serviceId)}/releases/${enc(id)}`).then((x) => { if (live) setR(x); }).catch(showError);
+    return () => { live = false; };
+  }, [serviceId, id]);
+  if (!r) return html`<${Loading} />`;
+  const names = Object.keys(r.variables || {});
+  return html`<div class="release-detail" data-testid="release-detail">
+    <dl class="facts">
+      ${r.images.map((i) => html`<dt>${i.component}</dt><dd class="mono">${i.image}${i.image_id ? html`<br /><small class="muted">${i.image_id}</small>` : null}</dd>`)}
+      <dt>Commit</dt><dd class="mono">${r.commit || "—"}</dd>
+      <dt>Created</dt><dd>${fmtDate(r.created_at)} by ${r.created_by}</dd>
+      <dt>Deploy job</dt><dd class="mono">${r.deploy_job_id}</dd>
+      <dt>Variables</dt><dd>${names.length ? names.join(", ") : "none"}</dd>
+    </dl>
+    ${r.compose ? html`<details><summary>Compose</summary><pre class="code">${r.compose}</pre></details>` : null}
+  </div>`;
+}
+
+export function Deploys({ service, session, version, onChange }) {
+  const [list, page, setPage] = usePage(`/api/services/${enc(service.id)}/deploys`, version);
+  const [releases] = usePage(`/api/services/${enc(service.id)}/releases`, version);
+  const [busy, setBusy] = useState(null);
+  const numbers = Object.fromEntries(((releases && releases.data) || []).map((r) => [r.id, r.number]));
+  const deploy = can(session, "services:deploy");
+
+  async function cancel(job) {
+    setBusy(job.id);
+    try {
+      await api(`/api/services/${enc(service.id)}/deploys/${enc(job.id)}/cancel`, { method: "POST" });
+      onChange();
+    } catch (e) {
+      showError(e);
+    } finally {
+      setBusy(null);
+    }
+  }
+
+  return html`<section class="card" aria-labelledby="deploys-title">
+    <div class="card-head"><h2 id="deploys-title">Deploys</h2></div>
+    ${list === null ? html`<${Loading} />` : list.data.length === 0 ? html`<${Empty}>No deploys yet.</${Empty}>` : html`
+      <ul class="rows deploys">
+        ${list.data.map((j) => html`<li class="row" data-testid="deploy-row" data-status=${j.status} key=${j.id}>
+          <div class="row-main">
+            <span class="row-title">${j.kind}</span>
+            <span class=${"badge job-" + j.status} data-testid="deploy-status">${j.status}${j.cancel_requested && j.status === "running" ? " · cancelling" : ""}</span>
+            ${j.release_id ? html`<span data-testid="deploy-release">release ${numbers[j.release_id] || j.release_id}</span>` : null}
+          </div>
+          <div class="row-meta">
+            <span title="Started">${fmtDate(j.created_at)}</span>
+            <span title="Finished">${j.finished_at ? `finished ${fmtDate(j.finished_at)}` : "not finished"}</span>
+            <span class="mono" title="Job">${j.id}</span>
+          </div>
+          ${j.error ? html`<p class="field-error" data-testid="deploy-error">${j.error}</p>` : null}
+          ${deploy && (j.status === "queued" || j.status === "running") && !j.cancel_requested ? html`<div class="actions">
+            <button type="button" class="small" data-testid="cancel-deploy" disabled=${busy === j.id} onClick=${() => cancel(j)}>
+              ${busy === j.id ? "Cancelling…" : "Cancel"}</button></div>` : null}
+        </li>`)}
+      </ul>
+      ${list.total > PER_PAGE ? html`<${Pager} page=${page} perPage=${PER_PAGE} total=${list.total} onPage=${setPage} />` : null}`}
+  </section>`;
+}
+
+// --- settings ------------------------------------------------------------------------------
+
+// A service's settings, saved with one PATCH /api/services/{id} carrying only what changed:
+// variables (key and value rows; the whole map), compose (compose services), branch (git
+// services) and custom domains (one per line). Domains apply at once; variables, compose
+// and branch at the next redeploy, which the page then offers.
+
+let nextRow = 1;
+const rowsOf = (vars) => Object.entries(vars || {}).map(([k, v]) => ({ id: nextRow++, key: k, value: v }));
+const domainsOf = (text) => text.split("\n").map((d) => d.trim()).filter(Boolean);
+const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
+
+function mapOf(rows) {
+  const out = {};
+  for (const r of rows) if (r.key.trim()) out[r.key.trim()] = r.value;
+  return out;
+}
+
+/** A 422's field errors, keyed by the form's fields (`custom_domains[1]` goes to custom_domains). */
+function fieldErrors(fields) {
+  const out = {};
+  for (const [name, message] of Object.entries(fields || {})) {
+    const base = name.replace(/\[\d+\]$/, "").split(".")[0];
+    out[base] = out[base] ? `${out[base]} ${message}` : message;
+  }
+  return out;
+}
+
+export function Settings({ service, onSaved, onRedeploy }) {
+  const s = service;
+  const [vars, setVars] = useState(() => rowsOf(s.variables));
+  const [compose, setCompose] = useState(s.compose || "");
+  const [branch, setBranch] = useState(s.git_branch || "");
+  const [domains, setDomains] = useState((s.custom_domains || []).join("\n"));
+  const [errors, setErrors] = useState({});
+  const [saving, setSaving] = useState(false);
+  const [pending, setPending] = useState(null); // what waits for a redeploy, after a save
+  const [saved, setSaved] = useState("");
+  const hasVariables = s.deploy_method === "template" || s.deploy_method === "compose";
+  const hasCompose = s.deploy_method === "compose";
+  const hasBranch = s.deploy_method === "git";
+
+  // another save or a rollback changed the service: start again from what it has
+  useEffect(() => {
+    setVars(rowsOf(s.variables)); setCompose(s.compose || ""); setBranch(s.git_branch || "");
+    setDomains((s.custom_domains || []).join("\n"));
+  }, [s.id, JSON.stringify(s.variables), s.compose, s.git_branch, JSON.stringify(s.custom_domains)]);
+
+  function changes() {
+    const body = {};
+    if (hasVariables && !same(mapOf(vars), s.variables || {})) body.variables = mapOf(vars);
+    if (hasCompose && compose !== (s.compose || "")) body.compose = compose;
+    if (hasBranch && branch.trim() && branch.trim() !== (s.git_branch || "")) body.git_branch = branch.trim();
+    if (!same(domainsOf(domains), s.custom_domains || [])) body.custom_domains = domainsOf(domains);
+    return body;
+  }
+
+  async function save(e) {
+    e.preventDefault();
+    const body = changes();
+    if (!Object.keys(body).length) { setSaved("Nothing changed."); return; }
+    setSaving(true); setErrors({}); setSaved("");
+    try {
+      const next = await api(`/api/services/${encodeURIComponent(s.id)}`, { method: "PATCH", body });
+      clearError();
+      const later = ["variables", "compose", "git_branch"].filter((k) => k in body);
+      setPending(later.length ? later : pending);
+      setSaved(body.custom_domains ? "Saved. Custom domains are routed now." : "Saved.");
+      onSaved(next);
+    } catch (err) {
+      if (err.status === 422) setErrors(fieldErrors(err.fields));
+      showError(err);
+    } finally {
+      setSaving(false);
+    }
+  }
+
+  const label = { variables: "variables", compose: "compose", git_branch: "branch" };
+  const setVar = (id, change) => setVars((rows) => rows.map((r) => (r.id === id ? { ...r, ...change } : r)));
+
+  return html`<form class="card settings" onSubmit=${save} aria-labelledby="settings-title" novalidate>
+    <h2 id="settings-title">Settings</h2>
+    ${hasVariables ? html`<fieldset class=${"field" + (errors.variables ? " invalid" : "")}>
+      <legend>Variables <small class="hint">(apply at the next redeploy)</small></legend>
+      <div class="kv" data-testid="variables">
+        ${vars.map((r) => html`<div class="kv-row" key=${r.id} data-testid="variable-row">
+          <input aria-label="Name" placeholder="NAME" value=${r.key} data-testid="variable-key"
+            onInput=${(e) => setVar(r.id, { key: e.currentTarget.value })} />
+          <input aria-label=${"Value of " + (r.key || "the variable")} placeholder="value" value=${r.value} data-testid="variable-value"
+            onInput=${(e) => setVar(r.id, { value: e.currentTarget.value })} />
+          <button type="button" class="small ghost" aria-label=${"Remove " + (r.key || "this variable")}
+            onClick=${() => setVars((rows) => rows.filter((x) => x.id !== r.id))}>✕</button>
+        </div>`)}
+        <button type="button" class="small" data-testid="add-variable"
+          onClick=${() => setVars((rows) => [...rows, { id: nextRow++, key: "", value: "" }])}>Add a variable</button>
+      </div>
+      ${errors.variables ? html`<small class="field-error" data-testid="field-error-variables">${errors.variables}</small>` : null}
+    </fieldset>` : null}
+    ${hasCompose ? html`<${Field} label="Compose (applies at the next redeploy)" name="compose" error=${errors.compose} wide>
+      <textarea id="f-compose" class="code-input" rows="12" data-testid="settings-compose" spellcheck="false"
+        value=${compose} onInput=${(e) => setCompose(e.currentTarget.value)}></textarea>
+    </${Field}>` : null}
+    ${hasBranch ? html`<${Field} label="Branch (applies at the next redeploy)" name="git_branch" error=${errors.git_branch}>
+      <input id="f-git_branch" data-testid="settings-branch" value=${branch} placeholder="the remote's default branch"
+        onInput=${(e) => setBranch(e.currentTarget.value)} />
+    </${Field}>` : null}
+    <${Field} label="Custom domains" name="custom_domains" error=${errors.custom_domains}
+      hint="One host name per line, lower case (shop.example.com); routed as soon as you save. Point each name's DNS at this platform.">
+      <textarea id="f-custom_domains" rows="4" data-testid="custom-domains" spellcheck="false" autocapitalize="none"
+        value=${domains} onInput=${(e) => setDomains(e.currentTarget.value)}></textarea>
+    </${Field}>
+    <div class="form-actions">
+      <button type="submit" class="primary" data-testid="save-settings" disabled=${saving}>${saving ? "Saving…" : "Save"}</button>
+      ${saved ? html`<span role="status" data-testid="settings-saved">${saved}</span>` : null}
+    </div>
+    ${pending ? html`<div class="notice" role="status" data-testid="needs-redeploy">
+      The new ${pending.map((k) => label[k]).join(", ")} apply at the next redeploy.
+      ${onRedeploy ? html` <button type="button" class="small primary" data-testid="settings-redeploy"
+        onClick=${() => { setPending(null); onRedeploy(); }}>Redeploy now</button>` : " Redeploy once the service is no longer deploying."}
+    </div>` : null}
+  </form>`;
 }

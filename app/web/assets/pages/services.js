@@ -155,8 +155,17 @@ export function ServicesPage({ session, query }) {
   </section>`;
 }
 
+/** The whole row opens the service (its name stays the link for keyboards and new tabs);
+ * a click on a link inside it, or a text selection, does what it does. */
+function openRow(e, id) {
+  if (e.defaultPrevented || e.button !== 0 || e.metaKey || e.ctrlKey || e.shiftKey || e.altKey) return;
+  if (e.target.closest && e.target.closest("a, button, input, select, textarea")) return;
+  if (String(window.getSelection ? window.getSelection() : "")) return;
+  navigate("/services/" + encodeURIComponent(id));
+}
+
 function ServiceRow({ service: s, progress, customer }) {
-  return html`<li class="row" data-testid="service-row">
+  return html`<li class="row clickable" data-testid="service-row" onClick=${(e) => openRow(e, s.id)}>
     <div class="row-main">
       <a class="row-title" href=${"/services/" + encodeURIComponent(s.id)}>${s.name}</a>
       <${StatusBadge} status=${s.status} />
@@ -167,7 +176,8 @@ function ServiceRow({ service: s, progress, customer }) {
       <span class="resources" title="CPU and memory">${fmtResources(s.resources)}</span>
       <span title="Last change">${fmtDate(s.updated_at)}</span>
     </div>
-    ${safeUrl(s.url) ? html`<a class="row-url" href=${s.url} target="_blank" rel="noopener noreferrer">${s.url}</a>` : null}
+    ${safeUrl(s.url) && s.status === "running" ? html`<a class="row-url" href=${s.url} target="_blank" rel="noopener noreferrer">${s.url}</a>`
+      : s.url ? html`<span class="row-url muted" title="Not served while the service is not running">${s.url}</span>` : null}
     ${s.status === "deploying" && progress ? html`<div class="row-progress">
       <progress max="100" value=${progress.progress} aria-label=${"Deploy progress of " + s.name}></progress>
       <small>${progress.message || progress.step}</small></div>` : null}
