@@ -185,7 +185,7 @@ def test_signed_out_docs_send_a_browser_to_the_sign_in_and_back(site, open_page,
     assert urlsplit(page.url).path == "/sign-in" and "next=%2Fapi%2Fdocs" in page.url, page.url
     page.get_by_test_id("api-key").fill(site.admin)
     page.get_by_test_id("sign-in").click()
-    page.wait_for_url(re.compile(r"/api/docs$"))
+    expect(page).to_have_url(re.compile(r"/api/docs$"))
     expect(page.locator(".swagger-ui .info .title")).to_contain_text("Slipway panel services API")
     shot(page, screenshots, "api-docs")
 
@@ -194,7 +194,7 @@ def test_signed_out_docs_send_a_browser_to_the_sign_in_and_back(site, open_page,
     link = page.get_by_test_id("nav-docs")
     expect(link).to_have_attribute("href", "/api/docs")
     link.click()
-    page.wait_for_url(re.compile(r"/api/docs$"))
+    expect(page).to_have_url(re.compile(r"/api/docs$"))
     expect(page.locator(".swagger-ui .info .title")).to_contain_text("Slipway panel services API")
 
     # the partner API's docs need no sign-in

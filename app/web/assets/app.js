@@ -218,7 +218,7 @@ function App() {
   if (session === undefined) return html`<${Loading} />`;
   if (session === null) {
     return html`${page("signin", ({ SignIn }) => html`<${SignIn} oidc=${OIDC} next=${safeNext(route.query.get("next"))}
-      onSignedIn=${async (next) => { setHint(true); const s = await loadSession(); if (s) go(next, s); }} />`)}
+      onSignedIn=${async () => { setHint(true); await loadSession(); }} />`)}
       <${ErrorToast} />`;
   }
   return html`<${Shell} session=${session} onSignOut=${signOut} />`;
