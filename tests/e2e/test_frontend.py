@@ -301,6 +301,18 @@ def choose(field, value: str, label: str) -> None:
         field.fill(value)
 
 
+def create_from_form(page, customer: dict, name: str, compose: str) -> str:
+    """Create a compose service with the form (signed in) and land on its page; its id."""
+    page.get_by_test_id("nav-create").click()
+    page.get_by_test_id("method-compose").click()
+    page.get_by_test_id("field-name").fill(name)
+    choose(page.get_by_test_id("field-customer_id"), customer["id"], customer["name"])
+    page.get_by_test_id("field-compose").fill(compose)
+    page.get_by_test_id("create-service").click()
+    page.wait_for_url(re.compile(r"/services/svc_[^/?#]+$"), timeout=UI_MS)
+    return urlsplit(page.url).path.rsplit("/", 1)[1]
+
+
 def status_text(status: str):
     return re.compile(rf"^\s*{status}\s*$", re.I)
 
@@ -322,17 +334,9 @@ def test_deploy_from_the_form_watch_it_run_with_live_logs_then_stop_start_and_de
     page = watched.page
     sign_in(watched, site.admin)
 
-    page.get_by_test_id("nav-create").click()
-    page.get_by_test_id("method-compose").click()
     name = _unique("web")
-    page.get_by_test_id("field-name").fill(name)
-    choose(page.get_by_test_id("field-customer_id"), customer["id"], "Acme")
-    page.get_by_test_id("field-compose").fill(TICKER)
-    page.get_by_test_id("create-service").click()
-
     # the new service's page, which follows the deploy without a reload
-    page.wait_for_url(re.compile(r"/services/svc_[^/?#]+$"), timeout=UI_MS)
-    service_id = urlsplit(page.url).path.rsplit("/", 1)[1]
+    service_id = create_from_form(page, customer, name, TICKER)
     site.made.append(service_id)
     assert site.http.get(f"/api/services/{service_id}").json()["name"] == name
     page.evaluate("window.__sameDocument = true")

@@ -18,12 +18,11 @@ import os
 import re
 import uuid
 from datetime import datetime, timezone
-from urllib.parse import urlsplit
 
 import pytest
 
 from tests.e2e.test_frontend import (  # noqa: F401 (fixtures)
-    DEPLOY_S, IMAGE, README_SHOTS, _serve, _unique, browser, choose, open_page, rows, screenshots, sign_in, site,
+    DEPLOY_S, IMAGE, README_SHOTS, _serve, _unique, browser, create_from_form, open_page, rows, screenshots, sign_in, site,
     status_text)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -93,15 +92,8 @@ def test_releases_rollback_settings_and_cancel_from_the_page(engine_site, open_p
     sign_in(watched, site.admin)
 
     # deploy from the form
-    page.get_by_test_id("nav-create").click()
-    page.get_by_test_id("method-compose").click()
     name = _unique("two")
-    page.get_by_test_id("field-name").fill(name)
-    choose(page.get_by_test_id("field-customer_id"), customer["id"], "Acme")
-    page.get_by_test_id("field-compose").fill(TWO)
-    page.get_by_test_id("create-service").click()
-    page.wait_for_url(re.compile(r"/services/svc_[^/?#]+$"))
-    service_id = urlsplit(page.url).path.rsplit("/", 1)[1]
+    service_id = create_from_form(page, customer, name, TWO)
     site.made.append(service_id)
     _release(page, 1)
 
