@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import time
-from datetime import datetime
+from datetime import datetime, timezone
 
 import pytest
 
@@ -53,6 +53,19 @@ def _scheduled_events(client, service_id) -> list[str]:
     events = client.get(f"/api/services/{service_id}/events", params={"per_page": 100}).json()["data"]
     return [e["message"] for e in events if e["type"] == "backup" and e["status"] == "started"
             and e["message"].endswith(" scheduled")]
+
+
+def _next_backup(client, policy_path, previous):
+    """The policy's newest run's backup once it is not ``previous``, else None."""
+    latest = client.get(policy_path).json()["last_backup_id"]
+    return latest if latest != previous else None
+
+
+def _retained(client, backups, ids):
+    """The service's backups once the scheduled ones are exactly the newest ``KEEP`` of
+    ``ids`` (retention ran), else None."""
+    listed = client.get(backups, params={"per_page": 100}).json()["data"]
+    return listed if [b["id"] for b in listed if b["scheduled"]] == ids[:-KEEP - 1:-1] else None
 
 
 def _archives(backup_dir) -> set:
@@ -115,19 +128,12 @@ def test_two_servers_make_one_backup_per_due_run_and_keep_the_newest(panel, data
     assert two.put(policy_path, json={"schedule": "0 0 1 1 *", "keep_last": KEEP}).status_code == 200
     ids = [first]
     for _ in range(4):
-        _wait("the last run's backup", lambda: one.get(f"{backups}/{ids[-1]}").json().get("status") == "completed"
-              or one.get(f"{backups}/{ids[-1]}").status_code == 404)
+        _wait("the last run's backup", lambda: one.get(f"{backups}/{ids[-1]}").json()["status"] == "completed")
         _make_due(database_url, service_id)
-        ids.append(_wait("a new scheduled backup", lambda: (lambda b: b if b != ids[-1] else None)(
-            two.get(policy_path).json()["last_backup_id"])))
+        ids.append(_wait("a new scheduled backup", lambda: _next_backup(two, policy_path, ids[-1])))
     _wait("the last backup", lambda: one.get(f"{backups}/{ids[-1]}").json()["status"] == "completed")
 
-    def settled():
-        listed = one.get(backups, params={"per_page": 100}).json()["data"]
-        scheduled = [b["id"] for b in listed if b["scheduled"]]
-        return listed if scheduled == ids[:-KEEP - 1:-1] else None
-
-    listed = _wait("retention", settled)
+    listed = _wait("retention", lambda: _retained(one, backups, ids))
     assert len(set(ids)) == len(ids) == 5
     assert sorted(_scheduled_events(one, service_id)) == sorted(f"backup {i} of site scheduled" for i in ids)
     assert [b["id"] for b in listed if not b["scheduled"]] == [by_hand]
@@ -138,12 +144,11 @@ def test_two_servers_make_one_backup_per_due_run_and_keep_the_newest(panel, data
     stop_all()
     _make_due(database_url, service_id)
     again = start()
-    latest = _wait("the run that came due while stopped", lambda: (lambda b: b if b != ids[-1] else None)(
-        again.get(policy_path).json()["last_backup_id"]))
+    latest = _wait("the run that came due while stopped", lambda: _next_backup(again, policy_path, ids[-1]))
     _wait("it to complete", lambda: again.get(f"{backups}/{latest}").json()["status"] == "completed")
     ids.append(latest)
-    listed = _wait("retention", lambda: (lambda l: l if [b["id"] for b in l if b["scheduled"]] == ids[:-KEEP - 1:-1]
-                                         else None)(again.get(backups, params={"per_page": 100}).json()["data"]))
-    assert len(_scheduled_events(again, service_id)) == 6
-    assert next(iter(again.get(policy_path).json()["next_run_at"])) == "2"  # next 1 January, not 2000
+    _wait("retention", lambda: _retained(again, backups, ids))
+    assert sorted(_scheduled_events(again, service_id)) == sorted(f"backup {i} of site scheduled" for i in ids)
+    next_run = datetime.fromisoformat(again.get(policy_path).json()["next_run_at"].replace("Z", "+00:00"))
+    assert next_run > datetime.now(timezone.utc)  # the next 1 January, counted from now, not from 2000
     assert _archives(backup_dir) == {by_hand, *ids[-KEEP:]}

@@ -165,3 +165,16 @@ def test_retention_deletes_rows_beyond_keep_last(store, clock, world, tmp_path):
     assert len(kept) == 2 and not set(kept) & set(gone) and len(gone) == 2
     with store.uow(write=False) as uow:
         assert uow.backups.get(by_hand.id) is not None
+
+
+def test_a_deleted_services_policy_goes_with_it(store, clock, world):
+    admin, acme = world
+    service = _service(store, clock, acme, "site")
+    backup_policies.put_policy(store.uow(), clock, admin, service.id, {"schedule": "0 * * * *", "keep_last": 5}, PLACES)
+    with store.uow() as uow:
+        uow.services.delete(service.id)
+        uow.commit()
+    with store.uow(write=False) as uow:
+        assert uow.backup_policies.get(service.id) is None
+    clock.advance(3600)
+    assert BackupScheduler(store, clock, parse_compose).tick() == []
