@@ -19,25 +19,28 @@ log = logging.getLogger("slipway.backups")
 class BackupScheduler(Background):
     TICK_S = 10.0  # how often due policies are looked for (a policy's run starts at most this late)
 
-    def __init__(self, store, clock, parse, queued=lambda: None):
+    def __init__(self, store, clock, parse, queued=lambda: None, page: int = backup_policies.DUE_BATCH):
         """``parse(compose, variables)`` names a service's volumes; ``queued()`` is called
-        after a tick queued backups (the backup worker's ``wake``)."""
-        self.store, self.clock, self.parse, self.queued = store, clock, parse, queued
+        after a tick queued backups (the backup worker's ``wake``); ``page``: due policies
+        read at a time."""
+        self.store, self.clock, self.parse, self.queued, self.page = store, clock, parse, queued, page
 
     def tasks(self) -> dict:
         return {"backup-scheduler": self._run}
 
     def tick(self) -> list:
         """Queue the backups of the policies due now (blocking: database work); answers them."""
-        made = []
-        for policy in backup_policies.due_policies(self.store.uow(), self.clock):
-            try:
-                backup = backup_policies.run_policy(self.store.uow(), self.clock, policy, self.parse)
-            except Exception:  # one policy's trouble does not hold the others up; it is due again
-                log.exception("scheduled backup of service %s could not be queued", policy.service_id)
-                continue
-            if backup is not None:
-                made.append(backup)
+        made, after = [], None
+        while page := backup_policies.due_policies(self.store.uow(), self.clock, self.page, after):
+            for policy in page:
+                try:
+                    backup = backup_policies.run_policy(self.store.uow(), self.clock, policy, self.parse)
+                except Exception:  # one policy's trouble does not hold the others up; it is due again
+                    log.exception("scheduled backup of service %s could not be queued", policy.service_id)
+                    continue
+                if backup is not None:
+                    made.append(backup)
+            after = page[-1].service_id
         return made
 
     async def _run(self) -> None:

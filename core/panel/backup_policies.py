@@ -152,10 +152,12 @@ def delete_policy(uow, principal, service_id: str) -> None:
 # --- the scheduler --------------------------------------------------------------------------
 
 
-def due_policies(uow, clock, limit: int = DUE_BATCH) -> list[BackupPolicy]:
-    """The policies due now, longest due first."""
+def due_policies(uow, clock, limit: int = DUE_BATCH, after: str | None = None) -> list[BackupPolicy]:
+    """A page of the policies due now, by service id (``after``: the last one of the page
+    before). A tick reads every page, so policies kept due by a busy service never hold
+    the others up."""
     with uow.reading():
-        return uow.backup_policies.due(clock.now(), limit)
+        return uow.backup_policies.due(clock.now(), limit, after)
 
 
 def run_policy(uow, clock, policy: BackupPolicy, parse) -> backups.Backup | None:

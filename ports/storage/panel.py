@@ -370,9 +370,9 @@ class BackupPolicyRepository(Protocol):
         """Remove the service's policy; False when it had none."""
 
     @abstractmethod
-    def due(self, now, limit: int) -> list[BackupPolicy]:
-        """At most ``limit`` policies whose ``next_run_at`` is ``now`` or earlier, longest
-        due first (then by service id)."""
+    def due(self, now, limit: int, after: str | None = None) -> list[BackupPolicy]:
+        """At most ``limit`` policies whose ``next_run_at`` is ``now`` or earlier, by
+        service id; with ``after``, those whose service id comes after it (the next page)."""
 
     @abstractmethod
     def advance(self, service_id: str, due_at, next_run_at, *, ran_at=None, backup_id: str | None = None) -> bool:

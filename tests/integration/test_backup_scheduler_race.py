@@ -167,6 +167,22 @@ def test_retention_deletes_rows_beyond_keep_last(store, clock, world, tmp_path):
         assert uow.backups.get(by_hand.id) is not None
 
 
+def test_busy_services_do_not_hold_up_the_others(store, clock, world):
+    """A tick reads every page of due policies: with pages of two, five policies whose
+    services are busy do not keep the sixth from running."""
+    admin, acme = world
+    made = [_service(store, clock, acme, f"s{i}") for i in range(6)]
+    for service in made:
+        backup_policies.put_policy(store.uow(), clock, admin, service.id, {"schedule": "0 * * * *", "keep_last": 5},
+                                   PLACES)
+    ordered = sorted(made, key=lambda s: s.id)
+    for service in ordered[:5]:  # a backup asked for by hand is queued: busy
+        backups.create_backup(store.uow(), clock, admin, service.id, parse_compose)
+    clock.advance(3600)
+    (queued,) = BackupScheduler(store, clock, parse_compose, page=2).tick()
+    assert queued.service_id == ordered[5].id and queued.scheduled
+
+
 def test_a_deleted_services_policy_goes_with_it(store, clock, world):
     admin, acme = world
     service = _service(store, clock, acme, "site")

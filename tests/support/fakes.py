@@ -1007,8 +1007,9 @@ class InMemoryBackupPolicies(_Repo):
         self._delete(service_id)
         return True
 
-    def due(self, now, limit):
-        return _sorted([p for p in self.rows.values() if p.next_run_at <= now], "next_run_at", "service_id")[:limit]
+    def due(self, now, limit, after=None):
+        rows = [p for p in self.rows.values() if p.next_run_at <= now and (after is None or p.service_id > after)]
+        return _sorted(rows, "service_id")[:limit]
 
     def advance(self, service_id, due_at, next_run_at, *, ran_at=None, backup_id=None):
         policy = self.rows.get(service_id)

@@ -134,10 +134,12 @@ class PeeweeBackupPolicies:
         P = self.m.BackupPolicy
         return P.delete().where(P.service == service_id).execute() > 0
 
-    def due(self, now, limit: int) -> list[BackupPolicy]:
+    def due(self, now, limit: int, after: str | None = None) -> list[BackupPolicy]:
         P = self.m.BackupPolicy
-        query = P.select().where(P.next_run_at <= now).order_by(P.next_run_at, P.service).limit(limit)
-        return [self._entity(r) for r in query]
+        query = P.select().where(P.next_run_at <= now)
+        if after is not None:
+            query = query.where(P.service > after)
+        return [self._entity(r) for r in query.order_by(P.service).limit(limit)]
 
     def advance(self, service_id: str, due_at, next_run_at, *, ran_at=None, backup_id: str | None = None) -> bool:
         """One guarded UPDATE (``WHERE next_run_at = due_at``): on SQLite write transactions

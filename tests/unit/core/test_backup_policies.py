@@ -150,8 +150,11 @@ def test_due_policies_are_chosen_by_the_clock(uow, clock, admin, customer, metho
     clock.advance(30 * 60)
     assert [p.service_id for p in backup_policies.due_policies(uow, clock)] == [second.id]
     clock.advance(30 * 60)
-    assert [p.service_id for p in backup_policies.due_policies(uow, clock)] == [second.id, running.id]
-    assert backup_policies.due_policies(uow, clock, limit=1)[0].service_id == second.id
+    both = sorted([second.id, running.id])
+    assert [p.service_id for p in backup_policies.due_policies(uow, clock)] == both  # by service id
+    assert [p.service_id for p in backup_policies.due_policies(uow, clock, limit=1)] == both[:1]
+    assert [p.service_id for p in backup_policies.due_policies(uow, clock, limit=1, after=both[0])] == both[1:]
+    assert backup_policies.due_policies(uow, clock, after=both[1]) == []
 
 
 def test_a_due_run_makes_one_scheduled_backup_and_moves_the_next_run_on(uow, clock, admin, running):
