@@ -4,7 +4,7 @@ made once, busy services waited for, services without volumes skipped, and reten
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -66,7 +66,6 @@ def test_the_next_run_is_the_schedules_first_time_after_the_given_one():
     assert backup_policies.next_run("0 0 1 * *", at) == datetime(2026, 12, 1, tzinfo=UTC)
     assert backup_policies.next_run("0 9 * * MON", at) == datetime(2026, 11, 2, 9, 0, tzinfo=UTC)  # a Monday
     # read in UTC whatever zone the time is given in
-    from datetime import timedelta
     berlin = datetime(2026, 11, 1, 10, 0, tzinfo=timezone(timedelta(hours=1)))
     assert backup_policies.next_run("0 * * * *", berlin) == datetime(2026, 11, 1, 10, 0, tzinfo=UTC)
 
