@@ -27,8 +27,8 @@ Decisions:
 - A policy with ``verify`` queues a verification of each scheduled backup that completes
   (``verify(backup)``, the collaborator the worker is given).
 
-Time comes from the Clock port; ``destinations()`` (a collaborator) answers the names of
-the destinations the operator configured and ``default_destination`` the default one.
+Time comes from the Clock port; ``Destinations`` (built by the composition) holds the
+names of the destinations the operator configured and the default one.
 """
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ from core.panel import backups
 from core.panel.services import record, visible
 
 KEEP_MIN, KEEP_MAX = 1, 365
-DUE_BATCH = 50  # due policies looked at per tick
+DUE_BATCH = 50  # due policies read at a time (a tick reads every page)
 
 
 @dataclass(frozen=True)
