@@ -30,6 +30,7 @@ JOBS = (
     "billing_recompute",     # statements' usage, every SLIPWAY_BILLING_INTERVAL
     "deployer",              # deploy jobs
     "backup_worker",         # backups and restores
+    "backup_scheduler",      # the backup policies' due runs
     "idempotency_cleanup",   # expired Idempotency-Key records
     "history",               # each service's newest events and jobs
     "webhook_worker",        # partner webhook deliveries
@@ -276,7 +277,24 @@ class Composition:
         from app.workers.backups import BackupWorker
 
         return BackupWorker(self.store, self.config.clock, self.runtime, self.engine_calls, self.backup_archives,
-                            lease=self.lease)
+                            lease=self.lease, verify=self.backup_verify)
+
+    #: queues the verification of a scheduled backup whose policy says ``verify``
+    #: (``verify(backup)``); None until backups can be verified
+    backup_verify = None
+
+    @cached_property
+    def backup_destinations(self):
+        """The destinations a backup policy may name, and the default one."""
+        from core.panel.backup_policies import Destinations
+
+        return Destinations(frozenset({"local"}), default="local")
+
+    @cached_property
+    def backup_scheduler(self):
+        from app.workers.backup_scheduler import BackupScheduler
+
+        return BackupScheduler(self.store, self.config.clock, self.read_compose, queued=self.backup_worker.wake)
 
     @cached_property
     def idempotency(self):
@@ -318,8 +336,8 @@ class Composition:
         return OutboxDelivery(self.store, subscribers, self.extension_context, self.extension_calls, bus=self.bus)
 
     #: the jobs that run only in a process running the workers (SLIPWAY_DEPLOY_WORKER)
-    WORKER_JOBS = frozenset({"deployer", "backup_worker", "idempotency_cleanup", "history", "webhook_worker",
-                             "extension_jobs", "outbox_delivery", "lease"})
+    WORKER_JOBS = frozenset({"deployer", "backup_worker", "backup_scheduler", "idempotency_cleanup", "history",
+                             "webhook_worker", "extension_jobs", "outbox_delivery", "lease"})
 
     def jobs(self) -> list:
         """The background jobs of this process, in ``JOBS`` order."""

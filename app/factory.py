@@ -23,6 +23,7 @@ from app.http.probes import add_probe_routes
 from app.http.websocket_limits import limit_messages
 from app.panel.accounts import AccountsHandlers
 from app.panel.auth import AuthHandlers
+from app.panel.backup_policies import BackupPoliciesHandlers
 from app.panel.backups import BackupsHandlers
 from app.panel.docs import docs_handlers
 from app.panel.frontend import Frontend
@@ -171,6 +172,8 @@ def create_app(config: Config | None = None, *, store: Store | None = None,
                                       reserved_hosts=reserved_hosts(config)).handlers())
     panel_ops.update(BackupsHandlers(store, config.clock, archives, parts.read_compose,
                                      wake=parts.backup_worker.wake).handlers())
+    panel_ops.update(BackupPoliciesHandlers(store, config.clock, parts.backup_destinations,
+                                            wake=parts.backup_scheduler.wake).handlers())
     panel_ops.update(RealtimeHandlers(parts.hub, store, runtime, parts.engine_calls, config.ws_queue,
                                       logs_http=panel_ops["getServiceLogs"]).handlers())
     panel_gate = PanelGate(store, config, parts.rates, sources=parts.auth_sources)  # keys, sessions, sources

@@ -16,7 +16,7 @@ def backup_json(b) -> dict:
     return {"id": b.id, "service_id": b.service_id, "status": b.status, "progress": b.progress,
             "size_bytes": b.size_bytes, "sha256": b.sha256, "volumes": list(b.volumes),
             "created_at": rfc3339(b.created_at), "completed_at": rfc3339(b.completed_at), "error": b.error,
-            "restore": restore}
+            "scheduled": b.scheduled, "restore": restore}
 
 
 class BackupsHandlers:

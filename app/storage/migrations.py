@@ -602,6 +602,24 @@ def _v21_event_outbox(db):
     ])
 
 
+_V24 = (
+    'CREATE TABLE IF NOT EXISTS "backup_policy" ("service_id" VARCHAR(40) NOT NULL PRIMARY KEY, '
+    '"schedule" VARCHAR(200) NOT NULL, "destination" VARCHAR(64) NOT NULL, "keep_last" INTEGER NOT NULL, '
+    '"verify" {boolean} NOT NULL, "next_run_at" {timestamp} NOT NULL, "created_at" {timestamp} NOT NULL, '
+    '"updated_at" {timestamp} NOT NULL, "last_run_at" {timestamp}, "last_backup_id" VARCHAR(40), '
+    'FOREIGN KEY ("service_id") REFERENCES "service" ("id") ON DELETE CASCADE)',
+    'CREATE INDEX IF NOT EXISTS "backup_policy_next_run_at" ON "backup_policy" ("next_run_at")',
+)
+
+
+def _v24_backup_policies(db):
+    """Backup policies (a cron schedule per service, retention, verification), and which
+    backups a policy made (``backup.scheduled``; those already there were asked for)."""
+    _run(db, _V24)
+    _add_columns(db, "backup", {
+        "scheduled": peewee.BooleanField(default=False, constraints=[peewee.SQL("DEFAULT FALSE")])})
+
+
 MIGRATIONS = [
     (1, "partners, partner API tokens, contracts", _v1_identity),
     (2, "customers, contacts, notes, editions, licenses, transfers, activity ledger", _v2_licensing),
@@ -625,6 +643,7 @@ MIGRATIONS = [
     (20, "ledger events: migration 18's triggers made anew on databases its first form migrated",
      _v20_ledger_reach_again),
     (21, "event outbox for the plugins' event subscribers, and its deliveries", _v21_event_outbox),
+    (24, "backup policies; backups record whether a policy made them", _v24_backup_policies),
 ]
 LATEST = max(version for version, _, _ in MIGRATIONS)
 

@@ -43,6 +43,7 @@ REPOSITORY_TYPES = {
     "releases": services.PeeweeReleases,
     "service_events": services.PeeweeServiceEvents,
     "backups": backups.PeeweeBackups,
+    "backup_policies": backups.PeeweeBackupPolicies,
     "routes": routes.PeeweeRoutes,
     "custom_domains": routes.PeeweeCustomDomains,
     "leases": leases.PeeweeLeases,

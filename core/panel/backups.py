@@ -57,6 +57,7 @@ class Backup:
     restore_completed_at: datetime | None = None
     restore_error: str | None = None
     restore_containers: tuple | None = None  # recorded once per restore, before it stops anything
+    scheduled: bool = False  # made by the service's backup policy (core.panel.backup_policies), not asked for
 
 
 def progress_event(service, backup: Backup, operation: str = "backup") -> Event:
@@ -71,12 +72,17 @@ def progress_event(service, backup: Backup, operation: str = "backup") -> Event:
                  backup.service_id, getattr(service, "customer_id", None))
 
 
+class Busy(Conflict):
+    """The service is deploying, or a backup or restore of it is queued or running: the
+    same request may succeed later (a due scheduled backup waits for it)."""
+
+
 def _service_idle(uow, service) -> None:
     if service.status == "deploying":
-        raise Conflict("the service is deploying")
+        raise Busy("the service is deploying")
     running = uow.backups.busy_for_service(service.id)
     if running is not None:
-        raise Conflict(f"backup {running.id} of this service is still being made or restored")
+        raise Busy(f"backup {running.id} of this service is still being made or restored")
 
 
 # --- requests ----------------------------------------------------------------------------
@@ -88,20 +94,30 @@ def create_backup(uow, clock, principal, service_id: str, parse) -> Backup:
     principal.require("backups:write")
     with uow:
         service = visible(principal, uow.services.get(service_id, for_update=True), service_id)
-        _service_idle(uow, service)
-        try:
-            volumes = tuple(parse(service.compose, service.variables or {}).volumes)
-        except Exception:  # no compose yet (a git or ai service before its first deploy)
-            volumes = ()
-        if not volumes:
-            raise Conflict("the service has no volumes to back up")
-        now = clock.now()
-        backup = Backup(id=new_id("bkp"), service_id=service.id, status="pending", created_at=now, updated_at=now,
-                        volumes=volumes)
-        uow.backups.add(backup)
-        uow.emit(progress_event(service, backup))
-        record(uow, clock, service.id, "backup", "started", f"backup {backup.id} of {', '.join(volumes)} asked for")
+        backup = queue_backup(uow, clock, service, parse)
         uow.commit()
+    return backup
+
+
+def queue_backup(uow, clock, service, parse, *, scheduled: bool = False) -> Backup:
+    """Inside the caller's transaction (``service`` read ``for_update``): the rules every
+    backup keeps, asked for or scheduled: ``Busy`` while the service deploys or another
+    backup or restore of it is queued or running, ``Conflict`` without volumes; then the
+    ``pending`` backup, its progress event and its ``started`` timeline event."""
+    _service_idle(uow, service)
+    try:
+        volumes = tuple(parse(service.compose, service.variables or {}).volumes)
+    except Exception:  # no compose yet (a git or ai service before its first deploy)
+        volumes = ()
+    if not volumes:
+        raise Conflict("the service has no volumes to back up")
+    now = clock.now()
+    backup = Backup(id=new_id("bkp"), service_id=service.id, status="pending", created_at=now, updated_at=now,
+                    volumes=volumes, scheduled=scheduled)
+    uow.backups.add(backup)
+    uow.emit(progress_event(service, backup))
+    what = "scheduled" if scheduled else "asked for"
+    record(uow, clock, service.id, "backup", "started", f"backup {backup.id} of {', '.join(volumes)} {what}")
     return backup
 
 
@@ -150,14 +166,27 @@ def delete_backup(uow, archives, principal, service_id: str, backup_id: str) -> 
     principal.require("backups:write")
     with uow:
         service = visible(principal, uow.services.get(service_id), service_id)
-        backup = _backup_of(uow, service, backup_id)
-        if backup.status in BUSY:
-            raise Conflict(f"backup {backup.id} is {backup.status}: wait until it ends")
-        if backup.restore_status in BUSY:
-            raise Conflict(f"backup {backup.id} is being restored")
-        uow.backups.delete(backup.id)
+        backup = forget_backup(uow, _backup_of(uow, service, backup_id))
         uow.commit()
-    archives.remove(service.id, backup.id)
+    remove_archive(archives, backup)
+
+
+def forget_backup(uow, backup: Backup) -> Backup:
+    """Inside the caller's transaction: delete the backup's row; 409 while it or a restore
+    from it runs. Its archive goes with ``remove_archive`` once the transaction committed
+    (a rollback must not leave a row without its archive)."""
+    if backup.status in BUSY:
+        raise Conflict(f"backup {backup.id} is {backup.status}: wait until it ends")
+    if backup.restore_status in BUSY:
+        raise Conflict(f"backup {backup.id} is being restored")
+    uow.backups.delete(backup.id)
+    return backup
+
+
+def remove_archive(archives, backup: Backup) -> None:
+    """Remove a forgotten backup's archive from where it lives (the delete route and a
+    policy's retention both end here)."""
+    archives.remove(backup.service_id, backup.id)
 
 
 def forget_service(archives, service_id: str) -> None:
@@ -207,12 +236,12 @@ def recover_interrupted(uow, clock, archives) -> list[str]:
     return [b.id for b in failed] + [b.id for b in requeued]
 
 
-def run(uow, clock, runtime, archives, claimed) -> None:
+def run(uow, clock, runtime, archives, claimed) -> Backup:
+    """Run a claimed job; answers the backup as the job left it."""
     kind, backup = claimed
     if kind == "restore":
-        run_restore(uow, clock, runtime, archives, backup)
-    else:
-        run_backup(uow, clock, runtime, archives, backup)
+        return run_restore(uow, clock, runtime, archives, backup)
+    return run_backup(uow, clock, runtime, archives, backup)
 
 
 def _save(uow, service, backup: Backup, operation: str, clock=None) -> bool:

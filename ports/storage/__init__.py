@@ -28,7 +28,7 @@ from __future__ import annotations
 from abc import abstractmethod
 from typing import Protocol, get_type_hints
 
-from ports.storage.panel import (ApiKeyRepository, BackupRepository, CustomDomainRepository, DeployJobRepository,
+from ports.storage.panel import (ApiKeyRepository, BackupPolicyRepository, BackupRepository, CustomDomainRepository, DeployJobRepository,
                                  LeaseRepository, PanelCustomerRepository, PanelKeySessionRepository,
                                  PanelLoginRepository, PanelSessionRepository, PanelUserRepository,
                                  ReleaseRepository, RouteRepository, ServiceEventRepository, ServiceRepository)
@@ -37,7 +37,7 @@ from ports.storage.partner import (ContactRepository, ContractRepository, Custom
                                    PartnerRepository, StatementRepository, TokenRepository, TransferRepository,
                                    WebhookDeliveryRepository, WebhookEndpointRepository)
 
-__all__ = ["REPOSITORIES", "ApiKeyRepository", "BackupRepository", "ContactRepository", "ContractRepository",
+__all__ = ["REPOSITORIES", "ApiKeyRepository", "BackupPolicyRepository", "BackupRepository", "ContactRepository", "ContractRepository",
            "CustomDomainRepository", "CustomerRepository", "DeployJobRepository", "EditionRepository",
            "HumanIdRepository", "LeaseRepository", "LedgerRepository", "LicenseRepository", "NoteRepository",
            "PanelCustomerRepository", "PanelKeySessionRepository", "PanelLoginRepository",
@@ -73,6 +73,7 @@ class UnitOfWork(Protocol):
     releases: ReleaseRepository
     service_events: ServiceEventRepository
     backups: BackupRepository
+    backup_policies: BackupPolicyRepository
     routes: RouteRepository
     custom_domains: CustomDomainRepository
     leases: LeaseRepository

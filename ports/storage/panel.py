@@ -8,6 +8,7 @@ from abc import abstractmethod
 from typing import Any, Protocol
 
 from core.panel.access import ApiKey
+from core.panel.backup_policies import BackupPolicy
 from core.panel.backups import Backup
 from core.panel.customers import PanelCustomer
 from core.panel.releases import Release
@@ -348,6 +349,38 @@ class BackupRepository(Protocol):
     def claim_queued(self, now, owner: str | None = None):
         """The oldest queued backup or restore (``updated_at``, then id), marked running
         for ``owner``: ``(kind, backup)`` with kind ``backup`` or ``restore``, or None."""
+
+    @abstractmethod
+    def completed_scheduled(self, service_id: str) -> list[Backup]:
+        """The service's ``completed`` backups a policy made (``scheduled``), newest first
+        (``created_at``, then id)."""
+
+
+class BackupPolicyRepository(Protocol):
+    @abstractmethod
+    def get(self, service_id: str) -> BackupPolicy | None:
+        """The service's policy, or None."""
+
+    @abstractmethod
+    def put(self, policy: BackupPolicy) -> None:
+        """Insert the service's policy, or replace every field of the one it has."""
+
+    @abstractmethod
+    def delete(self, service_id: str) -> bool:
+        """Remove the service's policy; False when it had none."""
+
+    @abstractmethod
+    def due(self, now, limit: int, after: str | None = None) -> list[BackupPolicy]:
+        """At most ``limit`` policies whose ``next_run_at`` is ``now`` or earlier, by
+        service id; with ``after``, those whose service id comes after it (the next page)."""
+
+    @abstractmethod
+    def advance(self, service_id: str, due_at, next_run_at, *, ran_at=None, backup_id: str | None = None) -> bool:
+        """Claim the run due at ``due_at``: set ``next_run_at`` (and, with ``ran_at``,
+        ``last_run_at`` and ``last_backup_id``) only if the policy's ``next_run_at`` is
+        still ``due_at``. True when this call changed the row; False when another
+        transaction claimed the run first or the policy changed or went. On PostgreSQL a
+        concurrent claimer waits for this transaction and then matches no row."""
 
 
 class RouteRepository(Protocol):

@@ -757,6 +757,8 @@ class InMemoryServices(_Repo):
         for b in list(self.uow._rows("backups").values()):  # ON DELETE CASCADE
             if b.service_id == service_id:
                 self._delete(b.id, table="backups")
+        if service_id in self.uow._rows("backup_policies"):
+            self._delete(service_id, table="backup_policies")
         self._delete(service_id)
 
     def count_for_customer(self, customer_id):
@@ -982,6 +984,43 @@ class InMemoryBackups(_Repo):
         self._put(backup.id, claimed)
         return "restore", claimed
 
+    def completed_scheduled(self, service_id):
+        rows = [b for b in self.rows.values() if b.service_id == service_id and b.status == "completed"
+                and b.scheduled]
+        return _sorted(rows, "created_at", "id", desc=True)
+
+
+class InMemoryBackupPolicies(_Repo):
+    table = "backup_policies"
+
+    def get(self, service_id):
+        return self.rows.get(service_id)
+
+    def put(self, policy):
+        if policy.service_id not in self.uow._rows("services"):
+            raise IntegrityError("service does not exist")
+        self._put(policy.service_id, policy)
+
+    def delete(self, service_id):
+        if service_id not in self.rows:
+            return False
+        self._delete(service_id)
+        return True
+
+    def due(self, now, limit, after=None):
+        rows = [p for p in self.rows.values() if p.next_run_at <= now and (after is None or p.service_id > after)]
+        return _sorted(rows, "service_id")[:limit]
+
+    def advance(self, service_id, due_at, next_run_at, *, ran_at=None, backup_id=None):
+        policy = self.rows.get(service_id)
+        if policy is None or policy.next_run_at != due_at:
+            return False
+        changes = {"next_run_at": next_run_at}
+        if ran_at is not None:
+            changes.update(last_run_at=ran_at, last_backup_id=backup_id)
+        self._put(service_id, replace(policy, **changes))
+        return True
+
 
 class InMemoryRoutes(_Repo):
     table = "routes"
@@ -1095,6 +1134,7 @@ class FakeUnitOfWork:
         self.releases = InMemoryReleases(self)
         self.service_events = InMemoryServiceEvents(self)
         self.backups = InMemoryBackups(self)
+        self.backup_policies = InMemoryBackupPolicies(self)
         self.routes = InMemoryRoutes(self)
         self.custom_domains = InMemoryCustomDomains(self)
         self.leases = InMemoryLeases(self)

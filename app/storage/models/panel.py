@@ -223,12 +223,32 @@ def define(Base) -> dict:
         restore_error = peewee.TextField(null=True)
         restore_containers = peewee.TextField(null=True)  # JSON: containers to start again afterwards
         owner = peewee.CharField(max_length=40, null=True)  # the worker running its job (WorkerLease)
+        # made by the service's backup policy (migration 24)
+        scheduled = peewee.BooleanField(default=False, constraints=[peewee.SQL("DEFAULT FALSE")])
 
         class Meta:
             table_name = "backup"
             indexes = ((("service", "created_at"), False),)
 
+    class BackupPolicy(Base):
+        """A service's backup policy (``core.panel.backup_policies``): its cron schedule,
+        destination, retention and verification, and when it is next due."""
+
+        service = peewee.ForeignKeyField(Service, column_name="service_id", primary_key=True, on_delete="CASCADE")
+        schedule = peewee.CharField(max_length=200)  # five-field cron, UTC
+        destination = peewee.CharField(max_length=64)
+        keep_last = peewee.IntegerField()
+        verify = peewee.BooleanField(default=False)
+        next_run_at = UtcDateTimeField(index=True)
+        created_at = UtcDateTimeField()
+        updated_at = UtcDateTimeField()
+        last_run_at = UtcDateTimeField(null=True)
+        last_backup_id = peewee.CharField(max_length=40, null=True)
+
+        class Meta:
+            table_name = "backup_policy"
+
     return dict(PanelCustomer=PanelCustomer, PanelApiKey=PanelApiKey, PanelUser=PanelUser,
                 PanelSession=PanelSession, PanelKeySession=PanelKeySession, PanelLogin=PanelLogin, Service=Service,
                 ServiceRoute=ServiceRoute, CustomDomain=CustomDomain, WorkerLease=WorkerLease, DeployJob=DeployJob,
-                Release=Release, ServiceEvent=ServiceEvent, Backup=Backup)
+                Release=Release, ServiceEvent=ServiceEvent, Backup=Backup, BackupPolicy=BackupPolicy)

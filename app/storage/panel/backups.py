@@ -1,5 +1,6 @@
-"""peewee repository of service backups (``core.panel.backups.Backup``); the rows double as the
-queue of backup and restore jobs."""
+"""peewee repositories of service backups (``core.panel.backups.Backup``; the rows double as
+the queue of backup and restore jobs) and of backup policies
+(``core.panel.backup_policies.BackupPolicy``)."""
 from __future__ import annotations
 
 import json
@@ -7,6 +8,7 @@ from dataclasses import asdict
 
 import peewee
 
+from core.panel.backup_policies import BackupPolicy
 from core.panel.backups import BUSY, Backup
 
 
@@ -23,7 +25,8 @@ class PeeweeBackups:
                       restore_status=row.restore_status, restore_progress=row.restore_progress,
                       restore_requested_at=row.restore_requested_at,
                       restore_completed_at=row.restore_completed_at, restore_error=row.restore_error,
-                      restore_containers=tuple(containers) if containers is not None else None)
+                      restore_containers=tuple(containers) if containers is not None else None,
+                      scheduled=bool(row.scheduled))
 
     @staticmethod
     def _values(backup: Backup) -> dict:
@@ -98,3 +101,52 @@ class PeeweeBackups:
             return "backup", self._entity(self.m.Backup.get_by_id(row.id))
         B.update(restore_status="running", updated_at=now, owner=owner).where(B.id == row.id).execute()
         return "restore", self._entity(self.m.Backup.get_by_id(row.id))
+
+    def completed_scheduled(self, service_id: str) -> list[Backup]:
+        B = self.m.Backup
+        query = B.select().where((B.service == service_id) & (B.status == "completed") & (B.scheduled == True))  # noqa: E712
+        return [self._entity(r) for r in query.order_by(B.created_at.desc(), B.id.desc())]
+
+
+class PeeweeBackupPolicies:
+    def __init__(self, m):
+        self.m = m
+
+    @staticmethod
+    def _entity(row) -> BackupPolicy:
+        return BackupPolicy(service_id=row.service_id, schedule=row.schedule, destination=row.destination,
+                            keep_last=row.keep_last, verify=bool(row.verify), next_run_at=row.next_run_at,
+                            created_at=row.created_at, updated_at=row.updated_at, last_run_at=row.last_run_at,
+                            last_backup_id=row.last_backup_id)
+
+    def get(self, service_id: str) -> BackupPolicy | None:
+        row = self.m.BackupPolicy.get_or_none(self.m.BackupPolicy.service == service_id)
+        return self._entity(row) if row else None
+
+    def put(self, policy: BackupPolicy) -> None:
+        P = self.m.BackupPolicy
+        values = asdict(policy)
+        values["service"] = values.pop("service_id")
+        update = {getattr(P, name): value for name, value in values.items() if name != "service"}
+        P.insert(**values).on_conflict(conflict_target=[P.service], update=update).execute()
+
+    def delete(self, service_id: str) -> bool:
+        P = self.m.BackupPolicy
+        return P.delete().where(P.service == service_id).execute() > 0
+
+    def due(self, now, limit: int, after: str | None = None) -> list[BackupPolicy]:
+        P = self.m.BackupPolicy
+        query = P.select().where(P.next_run_at <= now)
+        if after is not None:
+            query = query.where(P.service > after)
+        return [self._entity(r) for r in query.order_by(P.service).limit(limit)]
+
+    def advance(self, service_id: str, due_at, next_run_at, *, ran_at=None, backup_id: str | None = None) -> bool:
+        """One guarded UPDATE (``WHERE next_run_at = due_at``): on SQLite write transactions
+        are serialised; on PostgreSQL a second claimer's UPDATE waits for the first's row
+        lock, then finds ``next_run_at`` changed and matches nothing."""
+        P = self.m.BackupPolicy
+        values = {P.next_run_at: next_run_at}
+        if ran_at is not None:
+            values.update({P.last_run_at: ran_at, P.last_backup_id: backup_id})
+        return P.update(values).where((P.service == service_id) & (P.next_run_at == due_at)).execute() == 1

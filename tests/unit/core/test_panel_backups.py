@@ -97,8 +97,8 @@ def test_a_restore_stops_what_ran_refills_the_volumes_and_starts_it_again(uow, c
     kind, claimed = backups.claim_next(uow, clock)
     runtime.calls.clear()
     restored = backups.run(uow, clock, runtime, archives, (kind, claimed))
-    assert restored is None  # ``run`` dispatches; the stored row tells the outcome
     stored = backups.get_backup(uow, admin, running.id, done.id)
+    assert restored == stored  # ``run`` answers the backup as the job left it
     assert (stored.restore_status, stored.restore_progress) == ("completed", 100)
     ops = [c[0] for c in runtime.calls]
     assert ops == ["stop", "import_volume", "start"]
