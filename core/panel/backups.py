@@ -26,7 +26,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from core.panel import leases
+from core.panel import dumps, leases
+from core.panel.compose.loader import load_compose
+from core.panel.containers import COMPONENT_LABEL
 from core.panel.deploys import resource_names
 from core.errors import Conflict, NotFound
 from core.panel.events import Event
@@ -93,14 +95,17 @@ def create_backup(uow, clock, principal, service_id: str, parse) -> Backup:
             volumes = tuple(parse(service.compose, service.variables or {}).volumes)
         except Exception:  # no compose yet (a git or ai service before its first deploy)
             volumes = ()
-        if not volumes:
+        engines = _engines(service)
+        volumes = dumps.archived_volumes(_document(service), volumes)
+        if not volumes and not engines:
             raise Conflict("the service has no volumes to back up")
         now = clock.now()
         backup = Backup(id=new_id("bkp"), service_id=service.id, status="pending", created_at=now, updated_at=now,
                         volumes=volumes)
         uow.backups.add(backup)
         uow.emit(progress_event(service, backup))
-        record(uow, clock, service.id, "backup", "started", f"backup {backup.id} of {', '.join(volumes)} asked for")
+        record(uow, clock, service.id, "backup", "started",
+               f"backup {backup.id} of {', '.join((*volumes, *engines))} asked for")
         uow.commit()
     return backup
 
@@ -248,9 +253,11 @@ def run_backup(uow, clock, runtime, archives, backup: Backup) -> Backup:
     try:
         if service is None:
             raise RuntimeError("the service was deleted")
-        sources = [(name, runtime.export_volume(resource_names(service, volume=name))) for name in backup.volumes]
+        sources, engines = _parts(runtime, service, backup)
+        total = len(sources)
         manifest = {"service_id": service.id, "service_name": service.name, "backup_id": backup.id,
-                    "created_at": backup.created_at.isoformat()}
+                    "created_at": backup.created_at.isoformat(), "kind": dumps.backup_kind(engines),
+                    "engines": {name: {"kind": e["kind"], "image": e["image"]} for name, e in engines.items()}}
         size, digest = archives.write(service.id, backup.id, manifest, sources, volume_done)
     except Exception as exc:  # the reason goes to the backup
         archives.remove(backup.service_id, backup.id)
@@ -317,14 +324,18 @@ def _restore(uow, clock, runtime, archives, backup: Backup, service, lease: str)
             backup = replace(backup, restore_containers=restart, restore_progress=5, updated_at=clock.now())
             if not _save(uow, service, backup, "restore"):
                 raise RuntimeError("the backup was deleted")
+        engines = _dumped(manifest)
         for state in reversed(states):
-            if state.running:
+            if state.running and state.labels.get(COMPONENT_LABEL) not in engines:  # a database loads its dump
                 runtime.stop(state.id)
-        volumes = manifest["volumes"]
+        volumes = dumps.manifest_parts(manifest)
         for index, volume in enumerate(volumes):
-            runtime.import_volume(resource_names(service, volume=volume["name"]),
-                                  _beating(archives.volume_chunks(service.id, backup.id, volume["member"]),
-                                           uow, clock, lease))
+            chunks = _beating(archives.volume_chunks(service.id, backup.id, volume["member"]), uow, clock, lease)
+            if volume["kind"] == dumps.VOLUMES:
+                runtime.import_volume(resource_names(service, volume=volume["name"]), chunks)
+            else:
+                dumps.restore_part(runtime, clock, service.id, volume["name"], volume["kind"], chunks,
+                                   int(volume["size_bytes"]))
             backup = replace(backup, restore_progress=min(99, 10 + int(85 * (index + 1) / len(volumes))),
                              updated_at=clock.now())
             _save(uow, service, backup, "restore")
@@ -347,6 +358,35 @@ def _restore(uow, clock, runtime, archives, backup: Backup, service, lease: str)
                      restore_completed_at=now, updated_at=now)
     _save(uow, service, backup, "restore", clock)
     return backup
+
+
+# --- engine-aware parts (core.panel.dumps) -----------------------------------------------------
+
+
+def _document(service):
+    """The service's compose document (None without a readable compose)."""
+    try:
+        return load_compose(service.compose or "", service.variables or {})
+    except Exception:  # no compose yet, or one that no longer reads: no engine components
+        return None
+
+
+def _engines(service) -> dict:
+    return dumps.engine_components(_document(service))
+
+
+def _parts(runtime, service, backup: Backup):
+    """The archive's parts ``(name, kind, chunks)``: the volumes the backup names, then a
+    dump of each engine component of the service's compose; and those components."""
+    engines = _engines(service)
+    volumes = [(name, dumps.VOLUMES, runtime.export_volume(resource_names(service, volume=name)))
+               for name in backup.volumes]
+    return volumes + dumps.dump_parts(runtime, service.id, engines), engines
+
+
+def _dumped(manifest: dict) -> set:
+    """The components whose dumps the archive holds (they stay running during a restore)."""
+    return {p["name"] for p in dumps.manifest_parts(manifest) if p["kind"] != dumps.VOLUMES}
 
 
 def _reason(exc: Exception) -> str:
