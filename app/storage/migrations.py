@@ -602,6 +602,12 @@ def _v21_event_outbox(db):
     ])
 
 
+def _v25_restore_into_new_service(db):
+    """A restore's target service when it is not the backup's own (a restore into a new
+    service, ``core.panel.backups.restore_backup``); none: the backup's service."""
+    _add_columns(db, "backup", {"restore_service_id": peewee.CharField(max_length=40, null=True)})
+
+
 MIGRATIONS = [
     (1, "partners, partner API tokens, contracts", _v1_identity),
     (2, "customers, contacts, notes, editions, licenses, transfers, activity ledger", _v2_licensing),
@@ -625,6 +631,7 @@ MIGRATIONS = [
     (20, "ledger events: migration 18's triggers made anew on databases its first form migrated",
      _v20_ledger_reach_again),
     (21, "event outbox for the plugins' event subscribers, and its deliveries", _v21_event_outbox),
+    (25, "backups: the service a restore goes into when not the backup's own", _v25_restore_into_new_service),
 ]
 LATEST = max(version for version, _, _ in MIGRATIONS)
 

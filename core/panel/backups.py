@@ -30,7 +30,7 @@ from core.panel import dumps, leases
 from core.panel.compose.loader import load_compose
 from core.panel.containers import COMPONENT_LABEL
 from core.panel.deploys import resource_names
-from core.errors import Conflict, NotFound
+from core.errors import Conflict, Invalid, NotFound
 from core.panel.events import Event
 from core.panel.services import new_id, record, visible
 
@@ -59,6 +59,7 @@ class Backup:
     restore_completed_at: datetime | None = None
     restore_error: str | None = None
     restore_containers: tuple | None = None  # recorded once per restore, before it stops anything
+    restore_service_id: str | None = None  # the restore's target when not this service (a new service)
 
 
 def progress_event(service, backup: Backup, operation: str = "backup") -> Event:
@@ -110,9 +111,20 @@ def create_backup(uow, clock, principal, service_id: str, parse) -> Backup:
     return backup
 
 
-def restore_backup(uow, clock, principal, service_id: str, backup_id: str) -> Backup:
-    """Queue a restore of a ``completed`` backup."""
+TARGETS = ("service", "new")
+
+
+def restore_backup(uow, clock, principal, service_id: str, backup_id: str, body=None, create_service=None) -> Backup:
+    """Queue a restore of a ``completed`` backup: into the service (``body`` None or
+    ``{"target": "service"}``), or into a new service of the same customer
+    (``{"target": "new", "name": ...}``; ``create_service(uow, principal, request, also)``
+    is ``core.panel.services.create_service`` with its other collaborators bound)."""
     principal.require("backups:write")
+    body = body if body is not None else {}
+    if not isinstance(body, dict) or body.get("target", "service") not in TARGETS:
+        raise Invalid("invalid restore", fields={"target": "one of " + ", ".join(TARGETS)})
+    if body.get("target", "service") == "new":
+        return _restore_into_new(uow, clock, principal, service_id, backup_id, body, create_service)
     with uow:
         service = visible(principal, uow.services.get(service_id, for_update=True), service_id)
         backup = _backup_of(uow, service, backup_id)
@@ -121,12 +133,59 @@ def restore_backup(uow, clock, principal, service_id: str, backup_id: str) -> Ba
         _service_idle(uow, service)
         now = clock.now()
         backup = replace(backup, restore_status="pending", restore_progress=0, restore_requested_at=now,
-                         restore_completed_at=None, restore_error=None, restore_containers=None, updated_at=now)
+                         restore_completed_at=None, restore_error=None, restore_containers=None,
+                         restore_service_id=None, updated_at=now)
         uow.backups.update(backup)
         uow.emit(progress_event(service, backup, "restore"))
         record(uow, clock, service.id, "restore", "started", f"restore from backup {backup.id} asked for")
         uow.commit()
     return backup
+
+
+def _restore_into_new(uow, clock, principal, service_id: str, backup_id: str, body: dict, create_service) -> Backup:
+    """A new service of the source's customer with its compose and variables, created (and
+    its deploy queued) in the transaction that queues the restore into it; the restore job
+    waits until that deploy has ended (``run_restore``). The name is checked as service
+    creation checks it (422), a taken one is 409; the new service counts against the
+    customer's limits as any other."""
+    name = body.get("name")
+    if not isinstance(name, str) or not name:
+        raise Invalid("invalid restore", fields={"name": "the new service's name is required with target new"})
+    with uow:
+        source = visible(principal, uow.services.get(service_id), service_id)
+        backup = _backup_of(uow, source, backup_id)
+        _restorable(backup)
+    queued = {}
+
+    def queue(uow, service) -> None:
+        current = uow.backups.get(backup.id)
+        if current is None or current.service_id != source.id:
+            raise NotFound(f"backup {backup_id} not found")
+        _restorable(current)
+        if current.restore_status in BUSY:
+            raise Conflict(f"backup {current.id} is being restored")
+        now = clock.now()
+        queued["backup"] = replace(current, restore_status="pending", restore_progress=0, restore_requested_at=now,
+                                   restore_completed_at=None, restore_error=None, restore_containers=None,
+                                   restore_service_id=service.id, updated_at=now)
+        uow.backups.update(queued["backup"])
+        uow.emit(progress_event(source, queued["backup"], "restore"))
+        message = f"restore from backup {current.id} of service {source.id} asked for"
+        record(uow, clock, service.id, "restore", "started", message)
+        record(uow, clock, source.id, "restore", "started",
+               f"restore from backup {current.id} into the new service {service.id} asked for")
+
+    request = {"name": name, "customer_id": source.customer_id, "deploy_method": "compose",
+               "compose": source.compose, "variables": dict(source.variables or {})}
+    if create_service is None:
+        raise Invalid("invalid restore", fields={"target": "restoring into a new service is not available here"})
+    create_service(uow, principal, request, queue)
+    return queued["backup"]
+
+
+def _restorable(backup: Backup) -> None:
+    if backup.status != "completed":
+        raise Conflict(f"backup {backup.id} is {backup.status}: only a completed backup can be restored")
 
 
 def _backup_of(uow, service, backup_id: str) -> Backup:
@@ -283,7 +342,7 @@ def run_restore(uow, clock, runtime, archives, backup: Backup) -> Backup:
     does not take the containers it stopped for a sick service, however long it takes."""
     with uow.reading():
         service = uow.services.get(backup.service_id)
-    lease = leases.operation_key(backup.service_id)
+    lease = leases.operation_key(backup.restore_service_id or backup.service_id)
     _beat(uow, clock, lease)
     try:
         return _restore(uow, clock, runtime, archives, backup, service, lease)
@@ -314,11 +373,14 @@ def _beating(chunks, uow, clock, lease: str):
 
 def _restore(uow, clock, runtime, archives, backup: Backup, service, lease: str) -> Backup:
     restart = backup.restore_containers
+    target = service
     try:
         if service is None:
             raise RuntimeError("the service was deleted")
         manifest = archives.verify(service.id, backup.id, backup.sha256)  # before anything is touched
-        states = runtime.containers(service.id)
+        if backup.restore_service_id is not None:
+            target = _deployed(uow, clock, backup.restore_service_id, lease)
+        states = runtime.containers(target.id)
         if restart is None:  # a re-run after a restart keeps the first attempt's list
             restart = tuple(s.name for s in states if s.running)
             backup = replace(backup, restore_containers=restart, restore_progress=5, updated_at=clock.now())
@@ -332,9 +394,9 @@ def _restore(uow, clock, runtime, archives, backup: Backup, service, lease: str)
         for index, volume in enumerate(volumes):
             chunks = _beating(archives.volume_chunks(service.id, backup.id, volume["member"]), uow, clock, lease)
             if volume["kind"] == dumps.VOLUMES:
-                runtime.import_volume(resource_names(service, volume=volume["name"]), chunks)
+                runtime.import_volume(resource_names(target, volume=volume["name"]), chunks)
             else:
-                dumps.restore_part(runtime, clock, service.id, volume["name"], volume["kind"], chunks,
+                dumps.restore_part(runtime, clock, target.id, volume["name"], volume["kind"], chunks,
                                    int(volume["size_bytes"]))
             backup = replace(backup, restore_progress=min(99, 10 + int(85 * (index + 1) / len(volumes))),
                              updated_at=clock.now())
@@ -357,7 +419,34 @@ def _restore(uow, clock, runtime, archives, backup: Backup, service, lease: str)
     backup = replace(backup, restore_status="completed", restore_progress=100, restore_error=None,
                      restore_completed_at=now, updated_at=now)
     _save(uow, service, backup, "restore", clock)
+    if target is not service:
+        with uow:
+            record(uow, clock, target.id, "restore", "success", f"restore from backup {backup.id} completed")
+            uow.commit()
     return backup
+
+
+NEW_SERVICE_WAIT_S = 1800.0  # how long a restore into a new service waits for its first deploy to end
+NEW_SERVICE_POLL_S = 1.0
+
+
+def _deployed(uow, clock, service_id: str, lease: str):
+    """The new service a restore goes into, once its first deploy has ended (its lease
+    beaten meanwhile); an error when that deploy failed or the service is gone."""
+    deadline = clock.monotonic() + NEW_SERVICE_WAIT_S
+    while True:
+        with uow.reading():
+            target = uow.services.get(service_id)
+        if target is None:
+            raise RuntimeError(f"the new service {service_id} was deleted")
+        if target.status == "failed":
+            raise RuntimeError(f"the new service {service_id} failed to deploy")
+        if target.status != "deploying":
+            return target
+        if clock.monotonic() > deadline:
+            raise RuntimeError(f"the new service {service_id} still deploys after {NEW_SERVICE_WAIT_S:g} s")
+        _beat(uow, clock, lease)
+        clock.sleep(NEW_SERVICE_POLL_S)
 
 
 # --- engine-aware parts (core.panel.dumps) -----------------------------------------------------

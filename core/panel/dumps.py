@@ -249,7 +249,8 @@ def restore_part(runtime, clock, service_id: str, component: str, kind: str, chu
         raise DumpError(f"restoring {kind} component {component}: {exc}") from exc
 
 
-_REDIS_PREPARE = (_REDIS_AUTH + 'g() { $R --raw CONFIG GET "$1" | sed -n 2p; }; dir=$(g dir) && f=$(g dbfilename) '
+_REDIS_PREPARE = (_REDIS_AUTH + _wait('[ "$($R ping 2>/dev/null)" = PONG ]', 'echo "redis does not answer" >&2')
+                  + 'g() { $R --raw CONFIG GET "$1" | sed -n 2p; }; dir=$(g dir) && f=$(g dbfilename) '
                   '&& aof=$(g appendonly) && ad=$(g appenddirname) && af=$(g appendfilename) && [ -n "$dir" ] '
                   '|| { echo "redis does not answer CONFIG GET" >&2; exit 1; }; '
                   '$R CONFIG SET save "" >/dev/null && $R CONFIG SET appendonly no >/dev/null || exit 1; '

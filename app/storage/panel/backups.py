@@ -23,7 +23,8 @@ class PeeweeBackups:
                       restore_status=row.restore_status, restore_progress=row.restore_progress,
                       restore_requested_at=row.restore_requested_at,
                       restore_completed_at=row.restore_completed_at, restore_error=row.restore_error,
-                      restore_containers=tuple(containers) if containers is not None else None)
+                      restore_containers=tuple(containers) if containers is not None else None,
+                      restore_service_id=row.restore_service_id)
 
     @staticmethod
     def _values(backup: Backup) -> dict:
