@@ -349,3 +349,29 @@ def test_redis_backup_change_restore_and_verify(panel, redis_image):
     short = {**manifest, "volumes": [{**part, "size_bytes": part["size_bytes"] // 2}]}
     with pytest.raises(dumps.DumpError, match="redis dump of cache"):
         dumps.verify_parts(panel.engine, short, cut)
+
+
+def test_a_postgres_backup_restored_as_a_new_service(panel, postgres_image):
+    """The new service (same customer, same compose) gets deployed, then the dump is loaded
+    into its own database; the first service keeps its later rows."""
+    service_id = panel.service(POSTGRES.format(image=postgres_image, password=PASSWORD), "pgn")
+    db = panel.container(service_id)
+    wait_for(lambda: psql(panel.engine, db, "select 1", "postgres") == "1", "postgres answers")
+    psql(panel.engine, db, "create database app", "postgres")
+    psql(panel.engine, db, "create table t (id int primary key); insert into t values (1), (2)")
+    backup = panel.backup(service_id)
+    psql(panel.engine, db, "insert into t values (3)")
+
+    path = f"/api/services/{service_id}/backups/{backup['id']}"
+    name = f"pgcopy-{os.getpid()}-{time.monotonic_ns() % 100000}"
+    accepted = panel.client.post(f"{path}/restore", json={"target": "new", "name": name})
+    assert accepted.status_code == 202, accepted.text
+    new_id = accepted.json()["restored_service_id"]
+    panel.made.append(new_id)
+    wait_backup(panel.client, path, lambda b: (b["restore"] or {}).get("status") == "completed", seconds=300)
+    new = panel.client.get(f"/api/services/{new_id}").json()
+    assert new["name"] == name and new["customer_id"] == panel.customer["id"] and new["status"] == "running"
+    copy = panel.container(new_id)
+    assert copy != db
+    assert psql(panel.engine, copy, "select string_agg(id::text, ',' order by id) from t") == "1,2"
+    assert psql(panel.engine, db, "select string_agg(id::text, ',' order by id) from t") == "1,2,3"
