@@ -219,9 +219,9 @@ class ContainerRuntime(ABC):
         output. Failures as for :meth:`exec_output`."""
         raise EngineError(f"the {getattr(self, 'name', '?')} runtime cannot run commands in containers")
 
-    def put_file(self, container_id: str, path: str, chunks, size: int, *, mode: int = 0o600,
-                 uid: int = 0, gid: int = 0) -> None:
+    def put_file(self, container_id: str, path: str, chunks, size: int, *, mode: int = 0o600) -> None:
         """Write the ``size`` bytes of ``chunks`` to the file ``path`` (whose folder exists)
-        in the container, running or stopped, streamed, with ``mode`` and owner
-        ``uid``:``gid``; an existing file is replaced."""
+        in the container, running or stopped, streamed, with ``mode``; an existing file is
+        replaced. Its owner is the engine's choice (Podman gives it to the container's
+        user, Docker to root): change it with a command where it matters."""
         raise EngineError(f"the {getattr(self, 'name', '?')} runtime cannot copy files into containers")

@@ -264,7 +264,8 @@ _REDIS_READY = _REDIS_AUTH + _wait('[ "$($R ping 2>/dev/null)" = PONG ]',
 def _restore_redis(runtime, clock, container: str, chunks, size: int) -> None:
     answer = runtime.exec_run(container, ("sh", "-c", _REDIS_PREPARE)).decode("utf-8", "replace").strip()
     path, uid, gid = answer.splitlines()[-1].rsplit(" ", 2)
-    runtime.put_file(container, path, chunks, size, mode=0o600, uid=int(uid), gid=int(gid))
+    runtime.put_file(container, path, chunks, size, mode=0o600)
+    runtime.exec_run(container, ("chown", f"{int(uid)}:{int(gid)}", path))  # the engines' archive copy sets its own
     runtime.exec_run(container, ("sh", "-c", _REDIS_SHUTDOWN))
     deadline = clock.monotonic() + STOP_S
     while (state := runtime.inspect(container)) is not None and state.running:

@@ -746,16 +746,14 @@ class ClientRuntime(ContainerRuntime):
             del out[:-execs.STDERR_TAIL]
         return bytes(out)
 
-    def put_file(self, container_id: str, path: str, chunks, size: int, *, mode: int = 0o600,
-                 uid: int = 0, gid: int = 0) -> None:
+    def put_file(self, container_id: str, path: str, chunks, size: int, *, mode: int = 0o600) -> None:
         """Write the ``size`` bytes of ``chunks`` into the file ``path`` (its folder exists)
         of the container, running or stopped, through the engine's archive endpoint,
-        streamed; the file gets ``mode`` and the owner ``uid``/``gid``."""
+        streamed; the file gets ``mode``."""
         folder, _, name = path.rstrip("/").rpartition("/")
         with self.engine(f"copying {path} into {container_id}"):
             container = self._require(self._exec_target(container_id))
-            self._put_archive(container, folder or "/",
-                              execs.single_file_tar(name, chunks, size, mode=mode, uid=uid, gid=gid))
+            self._put_archive(container, folder or "/", execs.single_file_tar(name, chunks, size, mode=mode))
 
     def exec_input(self, container_id: str, argv, chunks, size: int, env=None, user: str | None = None) -> bytes:
         """Run the command with the ``size`` bytes of ``chunks`` as its standard input.
