@@ -185,6 +185,7 @@ def psql(engine, container: str, sql: str, db: str = "app") -> str:
                            user="postgres").decode().strip()
 
 
+@pytest.mark.parametrize("panel", ["podman", "docker"], indirect=True)  # the Podman and the Docker client
 def test_postgres_backup_change_restore_and_verify(panel, postgres_image):
     service_id = panel.service(POSTGRES.format(image=postgres_image, password=PASSWORD), "pg")
     db = panel.container(service_id)
