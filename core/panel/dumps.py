@@ -266,7 +266,10 @@ def _restore_redis(runtime, clock, container: str, chunks, size: int) -> None:
     path, uid, gid = answer.splitlines()[-1].rsplit(" ", 2)
     runtime.put_file(container, path, chunks, size, mode=0o600)
     runtime.exec_run(container, ("chown", f"{int(uid)}:{int(gid)}", path))  # the engines' archive copy sets its own
-    runtime.exec_run(container, ("sh", "-c", _REDIS_SHUTDOWN))
+    try:
+        runtime.exec_run(container, ("sh", "-c", _REDIS_SHUTDOWN))
+    except Exception:  # the command dies with the container it stops (exit status 137); the wait below decides
+        pass
     deadline = clock.monotonic() + STOP_S
     while (state := runtime.inspect(container)) is not None and state.running:
         if clock.monotonic() > deadline:

@@ -159,7 +159,8 @@ def wait_backup(client, path, done, seconds=180):
         backup = client.get(path).json()
         if done(backup):
             return backup
-        assert backup["status"] != "failed" and (backup["restore"] or {}).get("status") != "failed", backup
+        assert backup["status"] != "failed" and (backup["restore"] or {}).get("status") != "failed", (
+            backup["error"], (backup["restore"] or {}).get("error"))
         assert time.monotonic() < deadline, backup
         time.sleep(0.3)
 
