@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import secrets
 
-from core.panel.containers import COMPONENT_LABEL, SERVICE_LABEL, ContainerSpec
+from core.panel.containers import COMPONENT_LABEL, ContainerSpec
 
 KINDS = ("postgres", "mysql", "redis")
 BACKUP_LABEL = "slipway.backup"
@@ -345,6 +345,3 @@ def _quietly(call, *args) -> None:
     except Exception:  # a leftover carries the helper label; the reason that matters is the first one
         pass
 
-
-__all__ = ["BACKUP_LABEL", "DumpError", "KINDS", "SERVICE_LABEL", "archived_volumes", "backup_kind", "dump_parts",
-           "engine_components", "manifest_parts", "restore_part", "verify_dump", "verify_parts"]
