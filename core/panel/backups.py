@@ -1,5 +1,6 @@
-"""Service backups: an archive of a service's volumes, made and restored by background
-jobs through the runtime port (``export_volume`` / ``import_volume``).
+"""Service backups: an archive of a service's volumes and of its database components'
+dumps (``core.panel.dumps``), made and restored by background jobs through the runtime
+port (``export_volume`` / ``import_volume``; ``exec_output`` / ``exec_input`` for dumps).
 
 The backup row is the job: ``pending`` (queued) → ``running`` → ``completed`` or
 ``failed``. A restore is a job on the same row (``restore_status``). One backup or restore
@@ -16,7 +17,8 @@ Decisions:
   ran before the first attempt are started).
 
 Where archives live is the ``archives`` collaborator's business (``app.storage.backup_archives``):
-``write(service_id, backup_id, manifest, volumes, on_volume) -> (size, sha256)``,
+``write(service_id, backup_id, manifest, parts, on_volume) -> (size, sha256)`` (parts
+``(name, kind, chunks)``, kind ``volumes`` or an engine's),
 ``verify(service_id, backup_id, sha256) -> manifest``,
 ``volume_chunks(service_id, backup_id, member)``, ``remove(service_id, backup_id)``,
 ``remove_service(service_id)``.
