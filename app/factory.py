@@ -38,7 +38,7 @@ from app.partner.licensing import LicensingHandlers
 from app.partner.webhooks import WebhookHandlers
 from app.storage.store import Store
 from app.workers.proxy_routes import reserved_hosts
-from core.panel import backups
+from core.panel import backups, services
 
 log = logging.getLogger("slipway.engine")
 
@@ -170,8 +170,15 @@ def create_app(config: Config | None = None, *, store: Store | None = None,
                                       deleted=lambda service_id: backups.forget_service(archives, service_id),
                                       base_domain=config.base_domain, parse=parts.read_compose,
                                       reserved_hosts=reserved_hosts(config)).handlers())
+    def create_service(uow, principal, request, also):  # a restore into a new service
+        created = services.create_service(uow, config.clock, principal, request, parts.deploy_methods, catalog,
+                                          parts.quota, base_domain=config.base_domain,
+                                          reserved_hosts=reserved_hosts(config), also=also)
+        deployer.wake()
+        return created
+
     panel_ops.update(BackupsHandlers(store, config.clock, archives, parts.read_compose,
-                                     wake=parts.backup_worker.wake).handlers())
+                                     wake=parts.backup_worker.wake, create_service=create_service).handlers())
     panel_ops.update(BackupPoliciesHandlers(store, config.clock, parts.backup_destinations,
                                             wake=parts.backup_scheduler.wake).handlers())
     panel_ops.update(RealtimeHandlers(parts.hub, store, runtime, parts.engine_calls, config.ws_queue,

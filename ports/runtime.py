@@ -192,3 +192,36 @@ class ContainerRuntime(ABC):
         volume holds exactly the archive's files, anything else it held is gone. Stop the
         containers that use it first. :class:`EngineError` on failure."""
         raise EngineError(f"the {getattr(self, 'name', '?')} runtime cannot import volumes")
+
+    # Commands in a container (engine-aware backups: a database's own dump and restore
+    # tools run where the database runs). Not abstract, so runtimes written before them
+    # still load; they cannot run commands.
+
+    def exec_output(self, container_id: str, argv, env=None, user: str | None = None):
+        """Run ``argv`` in the running container (as ``user``, default the image's; with
+        ``env`` added to its environment): an iterator of its standard output's byte
+        chunks as they come, never the whole output in memory. Nothing runs until it is
+        iterated. Once the output ends, an exit status other than 0 raises
+        :class:`EngineError` naming the status and the tail of the command's standard
+        error (so does an engine failure)."""
+        raise EngineError(f"the {getattr(self, 'name', '?')} runtime cannot run commands in containers")
+
+    def exec_run(self, container_id: str, argv, env=None, user: str | None = None) -> bytes:
+        """Run ``argv`` as :meth:`exec_output` does; the tail (a few KiB) of its output."""
+        out = b""
+        for chunk in self.exec_output(container_id, argv, env, user):
+            out = (out + chunk)[-4096:]
+        return out
+
+    def exec_input(self, container_id: str, argv, chunks, size: int, env=None, user: str | None = None) -> bytes:
+        """Run ``argv`` in the running container with the ``size`` bytes of the iterable
+        ``chunks`` as its standard input, streamed (never whole in memory); the tail of its
+        output. Failures as for :meth:`exec_output`."""
+        raise EngineError(f"the {getattr(self, 'name', '?')} runtime cannot run commands in containers")
+
+    def put_file(self, container_id: str, path: str, chunks, size: int, *, mode: int = 0o600) -> None:
+        """Write the ``size`` bytes of ``chunks`` to the file ``path`` (whose folder exists)
+        in the container, running or stopped, streamed, with ``mode``; an existing file is
+        replaced. Its owner is the engine's choice (Podman gives it to the container's
+        user, Docker to root): change it with a command where it matters."""
+        raise EngineError(f"the {getattr(self, 'name', '?')} runtime cannot copy files into containers")

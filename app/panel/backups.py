@@ -16,16 +16,20 @@ def backup_json(b) -> dict:
     return {"id": b.id, "service_id": b.service_id, "status": b.status, "progress": b.progress,
             "size_bytes": b.size_bytes, "sha256": b.sha256, "volumes": list(b.volumes),
             "created_at": rfc3339(b.created_at), "completed_at": rfc3339(b.completed_at), "error": b.error,
-            "scheduled": b.scheduled, "restore": restore}
+            "scheduled": b.scheduled, "restore": restore, "restored_service_id": b.restore_service_id}
 
 
 class BackupsHandlers:
     """The backups operations of the panel API, one method each; ``handlers()`` maps their
     operation ids to them. ``parse(compose, variables)`` is the compose parser that names
-    a service's volumes; ``wake()`` tells the backup worker a job is queued."""
+    a service's volumes; ``wake()`` tells the backup worker a job is queued;
+    ``create_service(uow, principal, request, also)`` creates the new service of a restore
+    into one (``core.panel.services.create_service`` with its collaborators bound; None:
+    such restores are refused)."""
 
-    def __init__(self, store, clock, archives, parse, wake=lambda: None):
+    def __init__(self, store, clock, archives, parse, wake=lambda: None, create_service=None):
         self.store, self.clock, self.archives, self.parse, self.wake = store, clock, archives, parse, wake
+        self.create_service = create_service
 
     def handlers(self) -> dict:
         return {"listBackups": self.list_backups, "createBackup": self.create_backup, "getBackup": self.get_backup,
@@ -56,6 +60,7 @@ class BackupsHandlers:
 
     async def restore_backup(self, call):
         backup = await self.store.run(backups.restore_backup, self.store.uow(), self.clock, call.caller,
-                                      call.params["id"], call.params["backup_id"])
+                                      call.params["id"], call.params["backup_id"], call.body,
+                                      self.create_service)
         self.wake()
         return Reply(202, backup_json(backup))

@@ -82,8 +82,11 @@ class BackupArchives:
             fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
             os.fchmod(fd, 0o600)  # a .part left from before keeps no wider mode
             with os.fdopen(fd, "wb") as f:
-                for index, (name, chunks) in enumerate(volumes):
-                    member = f"volumes/{index}.tar"
+                for index, source in enumerate(volumes):
+                    # a part: (volume name, chunks), or (name, kind, chunks) with kind
+                    # ``volumes`` or a database engine's (a component's dump)
+                    name, kind, chunks = source if len(source) == 3 else (source[0], "volumes", source[1])
+                    member = f"volumes/{index}.tar" if kind == "volumes" else f"dumps/{index}.{kind}"
                     start = f.tell()
                     f.write(b"\0" * BLOCK)  # the header's place, filled in once the size is known
                     size, digest = 0, hashlib.sha256()
@@ -96,7 +99,7 @@ class BackupArchives:
                     f.seek(start)
                     f.write(_header(member, size))
                     f.seek(end)
-                    entries.append({"name": name, "member": member, "size_bytes": size,
+                    entries.append({"name": name, "kind": kind, "member": member, "size_bytes": size,
                                     "sha256": digest.hexdigest()})
                     on_volume(index)
                 document = json.dumps({**manifest, "format": FORMAT, "volumes": entries}, indent=2).encode()

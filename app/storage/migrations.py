@@ -620,6 +620,12 @@ def _v24_backup_policies(db):
         "scheduled": peewee.BooleanField(default=False, constraints=[peewee.SQL("DEFAULT FALSE")])})
 
 
+def _v25_restore_into_new_service(db):
+    """A restore's target service when it is not the backup's own (a restore into a new
+    service, ``core.panel.backups.restore_backup``); none: the backup's service."""
+    _add_columns(db, "backup", {"restore_service_id": peewee.CharField(max_length=40, null=True)})
+
+
 MIGRATIONS = [
     (1, "partners, partner API tokens, contracts", _v1_identity),
     (2, "customers, contacts, notes, editions, licenses, transfers, activity ledger", _v2_licensing),
@@ -644,6 +650,7 @@ MIGRATIONS = [
      _v20_ledger_reach_again),
     (21, "event outbox for the plugins' event subscribers, and its deliveries", _v21_event_outbox),
     (24, "backup policies; backups record whether a policy made them", _v24_backup_policies),
+    (25, "backups: the service a restore goes into when not the backup's own", _v25_restore_into_new_service),
 ]
 LATEST = max(version for version, _, _ in MIGRATIONS)
 

@@ -1,5 +1,6 @@
-"""Service backups: an archive of a service's volumes, made and restored by background
-jobs through the runtime port (``export_volume`` / ``import_volume``).
+"""Service backups: an archive of a service's volumes and of its database components'
+dumps (``core.panel.dumps``), made and restored by background jobs through the runtime
+port (``export_volume`` / ``import_volume``; ``exec_output`` / ``exec_input`` for dumps).
 
 The backup row is the job: ``pending`` (queued) → ``running`` → ``completed`` or
 ``failed``. A restore is a job on the same row (``restore_status``). One backup or restore
@@ -16,7 +17,8 @@ Decisions:
   ran before the first attempt are started).
 
 Where archives live is the ``archives`` collaborator's business (``app.storage.backup_archives``):
-``write(service_id, backup_id, manifest, volumes, on_volume) -> (size, sha256)``,
+``write(service_id, backup_id, manifest, parts, on_volume) -> (size, sha256)`` (parts
+``(name, kind, chunks)``, kind ``volumes`` or an engine's),
 ``verify(service_id, backup_id, sha256) -> manifest``,
 ``volume_chunks(service_id, backup_id, member)``, ``remove(service_id, backup_id)``,
 ``remove_service(service_id)``.
@@ -26,9 +28,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from core.panel import leases
+from core.panel import dumps, leases
+from core.panel.compose.loader import load_compose
+from core.panel.containers import COMPONENT_LABEL
 from core.panel.deploys import resource_names
-from core.errors import Conflict, NotFound
+from core.errors import Conflict, Invalid, NotFound
 from core.panel.events import Event
 from core.panel.services import new_id, record, visible
 
@@ -58,6 +62,7 @@ class Backup:
     restore_error: str | None = None
     restore_containers: tuple | None = None  # recorded once per restore, before it stops anything
     scheduled: bool = False  # made by the service's backup policy (core.panel.backup_policies), not asked for
+    restore_service_id: str | None = None  # the restore's target when not this service (a new service)
 
 
 def progress_event(service, backup: Backup, operation: str = "backup") -> Event:
@@ -109,7 +114,9 @@ def queue_backup(uow, clock, service, parse, *, scheduled: bool = False) -> Back
         volumes = tuple(parse(service.compose, service.variables or {}).volumes)
     except Exception:  # no compose yet (a git or ai service before its first deploy)
         volumes = ()
-    if not volumes:
+    engines = _engines(service)
+    volumes = dumps.archived_volumes(_document(service), volumes)
+    if not volumes and not engines:
         raise Conflict("the service has no volumes to back up")
     now = clock.now()
     backup = Backup(id=new_id("bkp"), service_id=service.id, status="pending", created_at=now, updated_at=now,
@@ -117,13 +124,24 @@ def queue_backup(uow, clock, service, parse, *, scheduled: bool = False) -> Back
     uow.backups.add(backup)
     uow.emit(progress_event(service, backup))
     what = "scheduled" if scheduled else "asked for"
-    record(uow, clock, service.id, "backup", "started", f"backup {backup.id} of {', '.join(volumes)} {what}")
+    record(uow, clock, service.id, "backup", "started", f"backup {backup.id} of {', '.join((*volumes, *engines))} {what}")
     return backup
 
 
-def restore_backup(uow, clock, principal, service_id: str, backup_id: str) -> Backup:
-    """Queue a restore of a ``completed`` backup."""
+TARGETS = ("service", "new")
+
+
+def restore_backup(uow, clock, principal, service_id: str, backup_id: str, body=None, create_service=None) -> Backup:
+    """Queue a restore of a ``completed`` backup: into the service (``body`` None or
+    ``{"target": "service"}``), or into a new service of the same customer
+    (``{"target": "new", "name": ...}``; ``create_service(uow, principal, request, also)``
+    is ``core.panel.services.create_service`` with its other collaborators bound)."""
     principal.require("backups:write")
+    body = body if body is not None else {}
+    if not isinstance(body, dict) or body.get("target", "service") not in TARGETS:
+        raise Invalid("invalid restore", fields={"target": "one of " + ", ".join(TARGETS)})
+    if body.get("target", "service") == "new":
+        return _restore_into_new(uow, clock, principal, service_id, backup_id, body, create_service)
     with uow:
         service = visible(principal, uow.services.get(service_id, for_update=True), service_id)
         backup = _backup_of(uow, service, backup_id)
@@ -132,12 +150,59 @@ def restore_backup(uow, clock, principal, service_id: str, backup_id: str) -> Ba
         _service_idle(uow, service)
         now = clock.now()
         backup = replace(backup, restore_status="pending", restore_progress=0, restore_requested_at=now,
-                         restore_completed_at=None, restore_error=None, restore_containers=None, updated_at=now)
+                         restore_completed_at=None, restore_error=None, restore_containers=None,
+                         restore_service_id=None, updated_at=now)
         uow.backups.update(backup)
         uow.emit(progress_event(service, backup, "restore"))
         record(uow, clock, service.id, "restore", "started", f"restore from backup {backup.id} asked for")
         uow.commit()
     return backup
+
+
+def _restore_into_new(uow, clock, principal, service_id: str, backup_id: str, body: dict, create_service) -> Backup:
+    """A new service of the source's customer with its compose and variables, created (and
+    its deploy queued) in the transaction that queues the restore into it; the restore job
+    waits until that deploy has ended (``run_restore``). The name is checked as service
+    creation checks it (422), a taken one is 409; the new service counts against the
+    customer's limits as any other."""
+    name = body.get("name")
+    if not isinstance(name, str) or not name:
+        raise Invalid("invalid restore", fields={"name": "the new service's name is required with target new"})
+    with uow:
+        source = visible(principal, uow.services.get(service_id), service_id)
+        backup = _backup_of(uow, source, backup_id)
+        _restorable(backup)
+    queued = {}
+
+    def queue(uow, service) -> None:
+        current = uow.backups.get(backup.id)
+        if current is None or current.service_id != source.id:
+            raise NotFound(f"backup {backup_id} not found")
+        _restorable(current)
+        if current.restore_status in BUSY:
+            raise Conflict(f"backup {current.id} is being restored")
+        now = clock.now()
+        queued["backup"] = replace(current, restore_status="pending", restore_progress=0, restore_requested_at=now,
+                                   restore_completed_at=None, restore_error=None, restore_containers=None,
+                                   restore_service_id=service.id, updated_at=now)
+        uow.backups.update(queued["backup"])
+        uow.emit(progress_event(source, queued["backup"], "restore"))
+        message = f"restore from backup {current.id} of service {source.id} asked for"
+        record(uow, clock, service.id, "restore", "started", message)
+        record(uow, clock, source.id, "restore", "started",
+               f"restore from backup {current.id} into the new service {service.id} asked for")
+
+    request = {"name": name, "customer_id": source.customer_id, "deploy_method": "compose",
+               "compose": source.compose, "variables": dict(source.variables or {})}
+    if create_service is None:
+        raise Invalid("invalid restore", fields={"target": "restoring into a new service is not available here"})
+    create_service(uow, principal, request, queue)
+    return queued["backup"]
+
+
+def _restorable(backup: Backup) -> None:
+    if backup.status != "completed":
+        raise Conflict(f"backup {backup.id} is {backup.status}: only a completed backup can be restored")
 
 
 def _backup_of(uow, service, backup_id: str) -> Backup:
@@ -277,9 +342,11 @@ def run_backup(uow, clock, runtime, archives, backup: Backup) -> Backup:
     try:
         if service is None:
             raise RuntimeError("the service was deleted")
-        sources = [(name, runtime.export_volume(resource_names(service, volume=name))) for name in backup.volumes]
+        sources, engines = _parts(runtime, service, backup)
+        total = len(sources)
         manifest = {"service_id": service.id, "service_name": service.name, "backup_id": backup.id,
-                    "created_at": backup.created_at.isoformat()}
+                    "created_at": backup.created_at.isoformat(), "kind": dumps.backup_kind(engines),
+                    "engines": {name: {"kind": e["kind"], "image": e["image"]} for name, e in engines.items()}}
         size, digest = archives.write(service.id, backup.id, manifest, sources, volume_done)
     except Exception as exc:  # the reason goes to the backup
         archives.remove(backup.service_id, backup.id)
@@ -305,7 +372,7 @@ def run_restore(uow, clock, runtime, archives, backup: Backup) -> Backup:
     does not take the containers it stopped for a sick service, however long it takes."""
     with uow.reading():
         service = uow.services.get(backup.service_id)
-    lease = leases.operation_key(backup.service_id)
+    lease = leases.operation_key(backup.restore_service_id or backup.service_id)
     _beat(uow, clock, lease)
     try:
         return _restore(uow, clock, runtime, archives, backup, service, lease)
@@ -336,24 +403,31 @@ def _beating(chunks, uow, clock, lease: str):
 
 def _restore(uow, clock, runtime, archives, backup: Backup, service, lease: str) -> Backup:
     restart = backup.restore_containers
+    target = service
     try:
         if service is None:
             raise RuntimeError("the service was deleted")
         manifest = archives.verify(service.id, backup.id, backup.sha256)  # before anything is touched
-        states = runtime.containers(service.id)
+        if backup.restore_service_id is not None:
+            target = _deployed(uow, clock, backup.restore_service_id, lease)
+        states = runtime.containers(target.id)
         if restart is None:  # a re-run after a restart keeps the first attempt's list
             restart = tuple(s.name for s in states if s.running)
             backup = replace(backup, restore_containers=restart, restore_progress=5, updated_at=clock.now())
             if not _save(uow, service, backup, "restore"):
                 raise RuntimeError("the backup was deleted")
+        engines = _dumped(manifest)
         for state in reversed(states):
-            if state.running:
+            if state.running and state.labels.get(COMPONENT_LABEL) not in engines:  # a database loads its dump
                 runtime.stop(state.id)
-        volumes = manifest["volumes"]
+        volumes = dumps.manifest_parts(manifest)
         for index, volume in enumerate(volumes):
-            runtime.import_volume(resource_names(service, volume=volume["name"]),
-                                  _beating(archives.volume_chunks(service.id, backup.id, volume["member"]),
-                                           uow, clock, lease))
+            chunks = _beating(archives.volume_chunks(service.id, backup.id, volume["member"]), uow, clock, lease)
+            if volume["kind"] == dumps.VOLUMES:
+                runtime.import_volume(resource_names(target, volume=volume["name"]), chunks)
+            else:
+                dumps.restore_part(runtime, clock, target.id, volume["name"], volume["kind"], chunks,
+                                   int(volume["size_bytes"]))
             backup = replace(backup, restore_progress=min(99, 10 + int(85 * (index + 1) / len(volumes))),
                              updated_at=clock.now())
             _save(uow, service, backup, "restore")
@@ -375,7 +449,63 @@ def _restore(uow, clock, runtime, archives, backup: Backup, service, lease: str)
     backup = replace(backup, restore_status="completed", restore_progress=100, restore_error=None,
                      restore_completed_at=now, updated_at=now)
     _save(uow, service, backup, "restore", clock)
+    if target is not service:
+        with uow:
+            record(uow, clock, target.id, "restore", "success", f"restore from backup {backup.id} completed")
+            uow.commit()
     return backup
+
+
+NEW_SERVICE_WAIT_S = 1800.0  # how long a restore into a new service waits for its first deploy to end
+NEW_SERVICE_POLL_S = 1.0
+
+
+def _deployed(uow, clock, service_id: str, lease: str):
+    """The new service a restore goes into, once its first deploy has ended (its lease
+    beaten meanwhile); an error when that deploy failed or the service is gone."""
+    deadline = clock.monotonic() + NEW_SERVICE_WAIT_S
+    while True:
+        with uow.reading():
+            target = uow.services.get(service_id)
+        if target is None:
+            raise RuntimeError(f"the new service {service_id} was deleted")
+        if target.status == "failed":
+            raise RuntimeError(f"the new service {service_id} failed to deploy")
+        if target.status != "deploying":
+            return target
+        if clock.monotonic() > deadline:
+            raise RuntimeError(f"the new service {service_id} still deploys after {NEW_SERVICE_WAIT_S:g} s")
+        _beat(uow, clock, lease)
+        clock.sleep(NEW_SERVICE_POLL_S)
+
+
+# --- engine-aware parts (core.panel.dumps) -----------------------------------------------------
+
+
+def _document(service):
+    """The service's compose document (None without a readable compose)."""
+    try:
+        return load_compose(service.compose or "", service.variables or {})
+    except Exception:  # no compose yet, or one that no longer reads: no engine components
+        return None
+
+
+def _engines(service) -> dict:
+    return dumps.engine_components(_document(service))
+
+
+def _parts(runtime, service, backup: Backup):
+    """The archive's parts ``(name, kind, chunks)``: the volumes the backup names, then a
+    dump of each engine component of the service's compose; and those components."""
+    engines = _engines(service)
+    volumes = [(name, dumps.VOLUMES, runtime.export_volume(resource_names(service, volume=name)))
+               for name in backup.volumes]
+    return volumes + dumps.dump_parts(runtime, service.id, engines), engines
+
+
+def _dumped(manifest: dict) -> set:
+    """The components whose dumps the archive holds (they stay running during a restore)."""
+    return {p["name"] for p in dumps.manifest_parts(manifest) if p["kind"] != dumps.VOLUMES}
 
 
 def _reason(exc: Exception) -> str:

@@ -113,13 +113,14 @@ def record(uow, clock, service_id: str, type: str, status: str, message: str) ->
 
 
 def create_service(uow, clock, principal, request: dict, methods: dict, catalog: dict,
-                   quota: Quota = DEFAULT_QUOTA, *, base_domain: str | None = None, reserved_hosts=()):
+                   quota: Quota = DEFAULT_QUOTA, *, base_domain: str | None = None, reserved_hosts=(), also=None):
     """Validate, plan, store the service as ``deploying`` and queue its deploy job. 409
     when the service would take its customer past one of its limits (``quota``): the
     check and the insert are one transaction, under the customer's row lock. With a
     ``base_domain``, a name whose ``<name>.<base domain>`` is one of ``reserved_hosts``
     (the panel's host, Caddy's admin host) or a name above one is 422 on ``name``
-    (``domains.service_host_problem``)."""
+    (``domains.service_host_problem``). ``also(uow, service)``, when given, runs in the
+    same transaction once the service is stored (a restore into the new service)."""
     principal.require("services:deploy")
     problems = {}
     name = request.get("name", "")
@@ -155,6 +156,8 @@ def create_service(uow, clock, principal, request: dict, methods: dict, catalog:
         reserve(uow, quota, customer, footprint, new_service=True)
         uow.services.add(service)
         job = _queue(uow, clock, service, "deploy", principal)
+        if also is not None:
+            also(uow, service)
         uow.commit()
     return service, job
 

@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime, timezone
 
+from plugins.runtime_common import execs
 from plugins.runtime_common.build import Abandonable, BuildContextError, context_archive_bounded
 from plugins.runtime_common.bounded import bounded, close_response
 from plugins.runtime_common.hostports import HostPorts, is_port_conflict
@@ -201,7 +202,7 @@ class ClientRuntime(ContainerRuntime):
                     close_response(response)
                 try:
                     if response.status_code >= 400:
-                        raise EngineError(f"pulling {image} failed: {_response_error(response)}")
+                        raise EngineError(f"pulling {image} failed: {response_error(response)}")
                     # the last events only: a pull's progress stream is as long as the engine makes it
                     return deque(stream_events(response.iter_lines()), maxlen=OUTPUT_TAIL)
                 finally:
@@ -687,7 +688,96 @@ class ClientRuntime(ContainerRuntime):
                 raise EngineError(f"helper container {container_id[:12]} still running after {seconds:g} s")
             time.sleep(0.1)
 
+    # --- commands in containers ------------------------------------------------------------
+
+    def _exec_target(self, container_id: str) -> str:
+        """The engine container a command of ``container_id`` runs in (Swarm: its task's)."""
+        return container_id
+
+    def exec_output(self, container_id: str, argv, env=None, user: str | None = None):
+        """A generator of the command's standard output, streamed from the engine; its
+        standard error is kept (the tail) for the error. After the stream ends the exit
+        status is read: not 0 raises :class:`EngineError` with it and the stderr tail."""
+        argv = [str(a) for a in argv]
+        what = f"running {argv[0]} in {container_id}"
+        with self.engine(what):
+            target = self._exec_target(container_id)
+            body = {"AttachStdin": False, "AttachStdout": True, "AttachStderr": True, "Tty": False, "Cmd": argv,
+                    "Env": [f"{k}={v}" for k, v in (env or {}).items()]}
+            if user:
+                body["User"] = user
+            created = self._engine_call("post", f"/containers/{target}/exec", body)
+            exec_id = created.json()["Id"]
+            response = self._engine_call("post", f"/exec/{exec_id}/start", {"Detach": False, "Tty": False},
+                                         stream=True)
+        stderr = bytearray()
+        try:
+            with self.engine(what):
+                for stream, data in execs.frames(response.raw):
+                    if stream == execs.STDERR:
+                        stderr += data
+                        del stderr[:-execs.STDERR_TAIL]
+                    elif data:
+                        yield data
+        finally:
+            close_response(response)
+        with self.engine(what):
+            code = self._exec_exit_code(exec_id)
+        if code != 0:
+            raise EngineError(f"{what}: {execs.failure(argv, code, bytes(stderr))}")
+
+    def _exec_exit_code(self, exec_id: str) -> int:
+        """The exit status of a finished exec (the engine may need a moment to record it)."""
+        deadline = time.monotonic() + 30
+        while True:
+            attrs = self._engine_call("get", f"/exec/{exec_id}/json").json()
+            code = attrs.get("ExitCode")
+            if not attrs.get("Running") and code is not None:
+                return int(code)
+            if time.monotonic() > deadline:
+                raise EngineError(f"exec {exec_id[:12]} has no exit status after its output ended")
+            time.sleep(0.05)
+
+    def exec_run(self, container_id: str, argv, env=None, user: str | None = None) -> bytes:
+        """Run the command; its standard output (the last ``execs.STDERR_TAIL`` bytes)."""
+        out = bytearray()
+        for chunk in self.exec_output(container_id, argv, env, user):
+            out += chunk
+            del out[:-execs.STDERR_TAIL]
+        return bytes(out)
+
+    def put_file(self, container_id: str, path: str, chunks, size: int, *, mode: int = 0o600) -> None:
+        """Write the ``size`` bytes of ``chunks`` into the file ``path`` (its folder exists)
+        of the container, running or stopped, through the engine's archive endpoint,
+        streamed; the file gets ``mode``."""
+        folder, _, name = path.rstrip("/").rpartition("/")
+        with self.engine(f"copying {path} into {container_id}"):
+            container = self._require(self._exec_target(container_id))
+            self._put_archive(container, folder or "/", execs.single_file_tar(name, chunks, size, mode=mode))
+
+    def exec_input(self, container_id: str, argv, chunks, size: int, env=None, user: str | None = None) -> bytes:
+        """Run the command with the ``size`` bytes of ``chunks`` as its standard input.
+        The bytes are first copied, streamed, into a file under the container's ``/tmp``
+        (the engines' archive endpoint: attaching stdin needs a hijacked connection the
+        clients offer only through their private objects), then the command reads that
+        file, which is removed afterwards whatever the outcome. Needs a ``sh`` in the
+        image and room under ``/tmp`` for the input. Returns the output's tail."""
+        path = f"/tmp/slipway-input-{secrets.token_hex(8)}"
+        self.put_file(container_id, path, chunks, size, mode=0o644)
+        script = 'f=$1; shift; "$@" < "$f"; s=$?; rm -f "$f"; exit $s'
+        try:
+            return self.exec_run(container_id, ["sh", "-c", script, "sh", path, *argv], env, user)
+        except EngineError:
+            with contextlib.suppress(EngineError):
+                self.exec_run(container_id, ["rm", "-f", path])
+            raise
+
     # --- hooks for the client plugins ------------------------------------------------------
+
+    def _engine_call(self, method: str, path: str, body: dict | None = None, *, stream: bool = False):
+        """A ``requests`` response of the engine's API at ``path`` (``/containers/...``, the
+        client's API flavour), with ``body`` as JSON; an error answer raises."""
+        raise NotImplementedError
 
     def _create_kwargs(self, spec: ContainerSpec) -> dict:
         """Keyword arguments of ``client.containers.create``."""
@@ -747,7 +837,7 @@ class ClientRuntime(ContainerRuntime):
         raise NotImplementedError
 
 
-def _response_error(response) -> str:
+def response_error(response) -> str:
     """The engine's message of an error answer (both APIs send ``{"message": ...}``)."""
     try:
         body = response.json()

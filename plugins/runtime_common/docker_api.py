@@ -17,6 +17,7 @@ from docker.utils import parse_repository_tag
 from docker.utils.proxy import ProxyConfig
 
 from plugins.runtime_common import ClientRuntime
+from plugins.runtime_common.base import response_error
 from plugins.runtime_common.parsing import (
     ISOLATE,
     healthcheck_call_timeout,
@@ -36,6 +37,7 @@ LIBPOD_PREFIX = "/v4.0.0/libpod"
 # seconds between two stats samples when the engine gives no previous CPU sample
 CPU_SAMPLE_S = 0.5
 READ_CONNECT_S = 30  # seconds to reach the engine's socket
+CALL_READ_S = 300  # seconds an engine call that streams nothing may take to answer
 
 
 class NoCredentials(docker.auth.AuthConfig):
@@ -187,6 +189,17 @@ class DockerRuntime(ClientRuntime):
     def _follow_response(self, container_id: str, params: dict):
         api = self.client.api  # a requests.Session; the unversioned path takes the engine's API version
         return api.get(f"{api.base_url}/containers/{container_id}/logs", params=params, stream=True)
+
+    def _engine_call(self, method: str, path: str, body: dict | None = None, *, stream: bool = False):
+        # the unversioned path takes the engine's API version, as _follow_response does
+        api = self.client.api
+        timeout = (READ_CONNECT_S, None) if stream else (READ_CONNECT_S, CALL_READ_S)
+        response = api.request(method.upper(), f"{api.base_url}{path}", json=body, timeout=timeout, stream=stream)
+        if response.status_code >= 400:
+            message = response_error(response)
+            response.close()
+            raise EngineError(message)
+        return response
 
     def _engine_is_podman(self) -> bool:
         components = self.client.version().get("Components") or ()

@@ -1,12 +1,14 @@
 """``PodmanRuntime``: :class:`plugins.runtime_common.ClientRuntime` on podman-py (libpod API)."""
 from __future__ import annotations
 
+import json
+
 import podman
 import podman.errors
 import requests
 
 from plugins.runtime_common import ClientRuntime
-from plugins.runtime_common.base import ARCHIVE_CHUNK
+from plugins.runtime_common.base import ARCHIVE_CHUNK, response_error
 from plugins.runtime_common.parsing import (
     ISOLATE,
     healthcheck_call_timeout,
@@ -21,6 +23,7 @@ from ports.runtime import ContainerSpec, EngineError, Usage
 # seconds allowed for an engine call on top of the container's own stop timeout
 STOP_SLACK_S = 60
 READ_CONNECT_S = 30  # seconds to reach the engine's socket
+CALL_READ_S = 300  # seconds an engine call that streams nothing may take to answer
 
 
 class PodmanRuntime(ClientRuntime):
@@ -108,6 +111,21 @@ class PodmanRuntime(ClientRuntime):
         # podman-py's put_archive answers False instead of raising the engine's error
         response = self.client.api.put(f"/containers/{container.id}/archive", params={"path": path}, data=chunks)
         response.raise_for_status()
+
+    def _engine_call(self, method: str, path: str, body: dict | None = None, *, stream: bool = False):
+        # libpod's endpoints (the client adds its /vX/libpod prefix)
+        api = self.client.api
+        timeout = (READ_CONNECT_S, None) if stream else (READ_CONNECT_S, CALL_READ_S)
+        if method == "get":
+            response = api.get(path, timeout=timeout, stream=stream)
+        else:
+            response = api.post(path, data=json.dumps(body or {}), headers={"Content-Type": "application/json"},
+                                timeout=timeout, stream=stream)
+        if response.status_code >= 400:
+            message = response_error(response)
+            response.close()
+            raise EngineError(message)
+        return response
 
     def _usage(self, container) -> Usage:
         # libpod's stats: CPU already a percentage (100 = one core), memory in bytes

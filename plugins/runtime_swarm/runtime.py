@@ -386,6 +386,15 @@ class SwarmRuntime(DockerRuntime):
             response.raise_for_status()
         return EngineLogStream(response, tty=False, since=since)
 
+    def _exec_target(self, container_id: str) -> str:
+        """Commands (and copies into it) go to the running task's container, which must run
+        on the manager's engine, as for ``usage``; an :class:`EngineError` otherwise."""
+        service_id = self._require_service(container_id)["ID"]
+        local = self._local_container(self._newest(self._tasks(service_id)))
+        if local is None or not (local.get("State") or {}).get("Running"):
+            raise EngineError(f"{container_id}: no running task on the manager's engine to run a command in")
+        return local["Id"]
+
     def usage(self, container_id: str) -> Usage:
         """From the engine's stats of the task's container; zeros when no task runs; an
         :class:`EngineError` when the task runs on a node other than the manager."""

@@ -1430,7 +1430,8 @@ class FakeArchives:
 
     def write(self, service_id, backup_id, manifest, volumes, on_volume):
         content = {}
-        for index, (name, chunks) in enumerate(volumes):
+        for index, part in enumerate(volumes):  # (name, kind, chunks), or (name, chunks)
+            name, chunks = part[0], part[-1]
             content[name] = b"".join(chunks)
             on_volume(index)
         if self.fail_write:

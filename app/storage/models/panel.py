@@ -222,6 +222,7 @@ def define(Base) -> dict:
         restore_completed_at = UtcDateTimeField(null=True)
         restore_error = peewee.TextField(null=True)
         restore_containers = peewee.TextField(null=True)  # JSON: containers to start again afterwards
+        restore_service_id = peewee.CharField(max_length=40, null=True)  # a restore into another (new) service
         owner = peewee.CharField(max_length=40, null=True)  # the worker running its job (WorkerLease)
         # made by the service's backup policy (migration 24)
         scheduled = peewee.BooleanField(default=False, constraints=[peewee.SQL("DEFAULT FALSE")])

@@ -26,7 +26,7 @@ class PeeweeBackups:
                       restore_requested_at=row.restore_requested_at,
                       restore_completed_at=row.restore_completed_at, restore_error=row.restore_error,
                       restore_containers=tuple(containers) if containers is not None else None,
-                      scheduled=bool(row.scheduled))
+                      scheduled=bool(row.scheduled), restore_service_id=row.restore_service_id)
 
     @staticmethod
     def _values(backup: Backup) -> dict:

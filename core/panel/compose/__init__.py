@@ -35,7 +35,7 @@ from core.panel.compose.plan import Component, DeployPlan
 from core.panel.containers import Healthcheck, PortSpec
 
 SERVICE_KEYS = {"image", "command", "environment", "ports", "volumes", "depends_on", "healthcheck", "cpus",
-                "mem_limit"}
+                "mem_limit", "labels"}
 TOP_KEYS = {"services", "volumes", "version"}
 DEFAULT_HOST_PORTS = (20000, 29999)
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")

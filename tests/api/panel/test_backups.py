@@ -388,3 +388,55 @@ def test_backups_and_restores_are_on_the_timeline_and_the_detail_names_the_volum
     s.run_next()
     ended = timeline()[0]
     assert ended[:2] == ("restore", "failed") and "missing" in ended[2] and backup_id in ended[2]
+
+
+def test_a_restore_into_a_new_service_creates_it_with_the_restore_queued(setup, store):
+    """``{"target": "new", "name"}``: a new service of the same customer with the same
+    compose and variables, deploying, and the restore queued into it (202 with its id in
+    ``restored_service_id``); bad targets and names are 422, a taken name 409, and no
+    service is made by a refused request. The restore waits for the new service's deploy;
+    a deploy that fails fails the restore, with the reason."""
+    s = setup
+    service_id = s.service("site")
+    base = s.backups(service_id)
+    failed = s.failed_backup(service_id)
+    s.clock.advance(1)
+    done = s.failed_backup(service_id)
+    s.complete(done)
+    _, sha = s.archives.write(service_id, done, {}, [("data", "volumes", iter([b"not a tar"]))])
+    with store.uow() as uow:  # an archive there, so the restore gets as far as the new service
+        uow.backups.update(replace(uow.backups.get(done), sha256=sha))
+        uow.commit()
+    restore = f"{base}/{done}/restore"
+    for body, field in (({"target": "elsewhere"}, "target"), ({"target": "new"}, "name"),
+                        ({"target": "new", "name": "Not A Name"}, "name"), ({"target": "new", "name": 7}, "name")):
+        result = s.client.post(restore, token=s.admin, json_body=body, expect=422).json
+        assert result["error"]["code"] == "validation_error" and field in result["error"]["fields"], result
+    assert "already exists" in s.client.post(restore, token=s.admin, json_body={"target": "new", "name": "site"},
+                                             expect=409).json["error"]["message"]
+    assert "only a completed backup" in s.client.post(f"{base}/{failed}/restore", token=s.admin, expect=409,
+                                                      json_body={"target": "new", "name": "copy"}).json["error"]["message"]
+    no_deploy = s.key("admin", denied_permissions=["services:deploy"])
+    s.client.post(restore, token=no_deploy, json_body={"target": "new", "name": "copy"}, expect=403)
+    assert s.client.get("/api/services", token=s.admin, expect=200).json["total"] == 1  # nothing made
+
+    accepted = s.client.post(restore, token=s.admin, json_body={"target": "new", "name": "copy"}, expect=202).json
+    new_id = accepted["restored_service_id"]
+    assert new_id.startswith("svc_") and new_id != service_id and accepted["restore"]["status"] == "pending"
+    new = s.client.get(f"/api/services/{new_id}", token=s.admin, expect=200).json
+    source = s.client.get(f"/api/services/{service_id}", token=s.admin, expect=200).json
+    assert (new["name"], new["customer_id"], new["compose"], new["status"]) == (
+        "copy", source["customer_id"], source["compose"], "deploying")
+    assert s.client.get(f"{base}/{done}", token=s.admin, expect=200).json["restored_service_id"] == new_id
+    s.client.post(restore, token=s.admin, json_body={"target": "new", "name": "copy2"}, expect=409)  # one at a time
+    events = s.client.get(f"/api/services/{new_id}/events", token=s.admin, expect=200).json["data"]
+    assert any(e["type"] == "restore" and done in e["message"] for e in events)
+
+    job = deploys.claim_next(store.uow(), s.clock)  # the new service's deploy fails: no engine
+    run_job(store.uow(), Deployer(s.clock, s.dead), job)
+    s.run_next()
+    ended = s.client.get(f"{base}/{done}", token=s.admin, expect=200).json
+    assert ended["restore"]["status"] == "failed" and "failed to deploy" in ended["restore"]["error"]
+    # into the service again: restored_service_id goes back to null
+    again = s.client.post(restore, token=s.admin, json_body={"target": "service"}, expect=202).json
+    assert again["restored_service_id"] is None

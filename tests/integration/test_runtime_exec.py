@@ -1,0 +1,73 @@
+"""Commands in containers (``exec_output``, ``exec_run``, ``exec_input``, ``put_file``) on
+each runtime plugin against its real engine (Swarm: the task's container on the
+manager): output streamed out in pieces, the exit status checked once it ends (with the
+stderr tail), input and files streamed in with their owner and mode."""
+from __future__ import annotations
+
+import hashlib
+import secrets
+
+import pytest
+
+from ports.runtime import SERVICE_LABEL, ContainerSpec, EngineError
+from tests.support.engine import BUSYBOX, wait_for
+
+pytestmark = pytest.mark.runtime
+MB = 1024 * 1024
+
+
+@pytest.fixture
+def idle(runtime):
+    service_id = "svc_exec" + secrets.token_hex(4)
+    container = runtime.run(ContainerSpec(name=f"{service_id}-idle", image=BUSYBOX,
+                                          labels={SERVICE_LABEL: service_id}, command=("sleep", "100000")))
+    wait_for(lambda: runtime.inspect(container) and runtime.inspect(container).running, "the container runs")
+    wait_for(lambda: _answers(runtime, container), "exec works")
+    yield runtime, container
+    runtime.remove_service(service_id)
+
+
+def _answers(runtime, container) -> bool:
+    try:
+        return runtime.exec_run(container, ["true"]) == b""
+    except EngineError:  # a Swarm task may need a moment to be there
+        return False
+
+
+def test_output_is_streamed_and_a_failure_names_its_status_and_stderr(idle):
+    runtime, container = idle
+    chunks = list(runtime.exec_output(container, ["sh", "-c", "seq 1 1500000; echo noise >&2"]))
+    lines = b"".join(chunks).split()
+    assert len(lines) == 1500000 and lines[-1] == b"1500000"
+    assert len(chunks) > 1 and max(len(c) for c in chunks) <= MB  # never whole in memory
+    assert runtime.exec_run(container, ["sh", "-c", 'echo "$A-$B"'], env={"A": "x", "B": "y"}) == b"x-y\n"
+    uid = runtime.exec_run(container, ["sh", "-c", 'while read k v r; do [ "$k" = Uid: ] && echo $v || :; done '
+                                                   "< /proc/self/status"], user="65534:65534")
+    assert uid == b"65534\n"
+    with pytest.raises(EngineError, match=r"exit status 3.*went wrong"):
+        list(runtime.exec_output(container, ["sh", "-c", "echo out; echo went wrong >&2; exit 3"]))
+    with pytest.raises(EngineError):
+        runtime.exec_run(container, ["/no/such/command"])
+
+
+def _content(runtime, container, path) -> bytes:
+    return b"".join(runtime.exec_output(container, ["cat", path]))
+
+
+def test_input_and_files_are_streamed_in(idle):
+    runtime, container = idle
+    pieces = [secrets.token_bytes(256 * 1024) for _ in range(12)]
+    data = b"".join(pieces)
+    size = len(data)
+    runtime.exec_input(container, ["sh", "-c", "cat > /tmp/from-stdin"], iter(pieces), size)
+    assert hashlib.sha256(_content(runtime, container, "/tmp/from-stdin")).digest() == hashlib.sha256(data).digest()
+    assert b"slipway-input" not in runtime.exec_run(container, ["ls", "/tmp"])  # the input file is removed
+    runtime.put_file(container, "/tmp/owned", iter(pieces), size, mode=0o640)
+    listed = runtime.exec_run(container, ["ls", "-ln", "/tmp/owned"]).split()
+    assert (listed[0], listed[4]) == (b"-rw-r-----", str(size).encode())
+    assert _content(runtime, container, "/tmp/owned") == data
+    with pytest.raises(EngineError, match="bytes instead of"):
+        runtime.put_file(container, "/tmp/short", iter(pieces[:2]), size)
+    with pytest.raises(EngineError, match="exit status 1"):
+        runtime.exec_input(container, ["sh", "-c", "cat >/dev/null; exit 1"], iter(pieces), size)
+    assert b"slipway-input" not in runtime.exec_run(container, ["ls", "/tmp"])

@@ -1,0 +1,88 @@
+"""What ``core.panel.dumps`` reads from a compose document: the engine components, the
+volumes still archived, the backup's kind, the parts of a manifest; and the restore of a
+part choosing the running container of its component."""
+from __future__ import annotations
+
+import pytest
+
+from core.panel import dumps
+from core.panel.compose.loader import load_compose
+
+COMPOSE = """
+services:
+  db:
+    image: postgres:16
+    labels: {slipway.backup: postgres}
+    volumes: [pgdata:/var/lib/postgresql/data, shared:/shared]
+  cache:
+    image: redis:7
+    labels: ["slipway.backup=redis", "other=x"]
+    volumes: [{type: volume, source: rdata, target: /data}]
+  app:
+    image: app:1
+    labels: {slipway.backup: sqlite}
+    volumes: [shared:/shared, files:/files]
+volumes: {pgdata: {}, rdata: {}, shared: {}, files: {}}
+"""
+
+
+def test_engine_components_in_compose_order_with_their_kind_image_and_volumes():
+    document = load_compose(COMPOSE)
+    assert dumps.engine_components(document) == {
+        "db": {"kind": "postgres", "image": "postgres:16", "volumes": ["pgdata", "shared"]},
+        "cache": {"kind": "redis", "image": "redis:7", "volumes": ["rdata"]}}
+    assert dumps.backup_kind(dumps.engine_components(document)) == "postgres"
+    assert dumps.backup_kind({}) == "volumes"
+    for nothing in (None, {}, {"services": None}, {"services": {"a": "not a map"}}):
+        assert dumps.engine_components(nothing) == {}
+
+
+def test_only_volumes_that_engine_components_alone_mount_are_left_out():
+    document = load_compose(COMPOSE)
+    assert dumps.archived_volumes(document, ("files", "pgdata", "rdata", "shared")) == ("files", "shared")
+    assert dumps.archived_volumes(None, ("a",)) == ("a",)
+
+
+def test_manifest_parts_read_old_and_new_manifests():
+    old = {"volumes": [{"name": "data", "member": "volumes/0.tar", "size_bytes": 3}]}
+    assert dumps.manifest_parts(old) == [{"name": "data", "member": "volumes/0.tar", "size_bytes": 3,
+                                          "kind": "volumes"}]
+    new = {"parts": [{"name": "db", "kind": "postgres", "member": "dumps/0.postgres", "size_bytes": 9}]}
+    assert dumps.manifest_parts(new)[0]["kind"] == "postgres"
+
+
+def test_verify_refuses_a_manifest_without_the_components_image_or_with_an_unknown_kind():
+    part = {"name": "db", "kind": "postgres", "member": "m", "size_bytes": 1}
+    with pytest.raises(dumps.DumpError, match="does not record the component's image"):
+        dumps.verify_parts(None, {"parts": [part]}, lambda member: iter([b"x"]))
+    with pytest.raises(dumps.DumpError, match="unknown kind"):
+        dumps.verify_parts(None, {"parts": [{**part, "kind": "oracle"}], "engines": {"db": {"image": "i"}}},
+                           lambda member: iter([b"x"]))
+    dumps.verify_parts(None, {"parts": [{**part, "kind": "volumes"}]}, lambda member: iter([b"x"]))  # not checked
+
+
+class _State:
+    def __init__(self, id, component, running):
+        self.id, self.running, self.labels = id, running, {"slipway.component": component}
+
+
+class _Runtime:
+    def __init__(self, states):
+        self.states, self.inputs = states, []
+
+    def containers(self, service_id):
+        return self.states
+
+    def exec_input(self, container, argv, chunks, size, env=None, user=None):
+        self.inputs.append((container, user, b"".join(chunks), size))
+        return b""
+
+
+def test_a_dump_goes_into_the_running_container_of_its_component():
+    runtime = _Runtime([_State("old", "db", False), _State("new", "db", True), _State("web", "app", True)])
+    dumps.restore_part(runtime, None, "svc_1", "db", "postgres", iter([b"sql"]), 3)
+    assert runtime.inputs == [("new", "postgres", b"sql", 3)]
+    with pytest.raises(dumps.DumpError, match="component cache is not running"):
+        dumps.restore_part(runtime, None, "svc_1", "cache", "redis", iter([b""]), 0)
+    with pytest.raises(dumps.DumpError, match="component cache is not running"):
+        list(dumps.dump_chunks(runtime, "svc_1", "cache", "redis"))
