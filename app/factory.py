@@ -166,7 +166,7 @@ def create_app(config: Config | None = None, *, store: Store | None = None,
     panel_ops.update(docs_handlers())
     panel_ops.update(ServicesHandlers(store, config.clock, runtime, parts.deploy_methods, catalog,
                                       parts.request_calls, wake=deployer.wake, quota=parts.quota,
-                                      deleted=lambda service_id: backups.forget_service(archives, service_id),
+                                      deleted=lambda service: backups.forget_service(archives, service),
                                       base_domain=config.base_domain, parse=parts.read_compose,
                                       reserved_hosts=reserved_hosts(config)).handlers())
     panel_ops.update(BackupsHandlers(store, config.clock, archives, parts.read_compose,

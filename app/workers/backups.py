@@ -1,5 +1,5 @@
-"""The backup worker inside the server: runs queued backup and restore jobs one at a
-time on the engine-call threads, off the event loop. On start-up it settles the jobs a
+"""The backup worker inside the server: runs queued backup, restore and verification
+jobs one at a time on the engine-call threads, off the event loop. On start-up it settles the jobs a
 stopped process left running (``core.panel.backups.recover_interrupted``, under the worker
 leases of ``core.panel.leases``): backups become
 ``failed``, restores run again. Runs where the deploy worker runs
@@ -16,6 +16,9 @@ class BackupWorker(JobWorker):
     def __init__(self, store, clock, runtime, calls, archives, lease=None):
         self.store, self.clock, self.runtime, self.calls, self.archives = store, clock, runtime, calls, archives
         self.lease = lease  # app.workers.loop.WorkerLease; None: jobs are claimed without an owner
+        # the engine's own check of a database dump during a verification, after the checksum
+        # and the archive's structure (core.panel.backups.run_verify); None: those only
+        self.engine_check = None
 
     def recover(self) -> list:
         return backups.recover_interrupted(self.store.uow(), self.clock, self.archives)
@@ -24,4 +27,4 @@ class BackupWorker(JobWorker):
         return backups.claim_next(self.store.uow(), self.clock, owner)
 
     def work(self, claimed) -> None:
-        backups.run(self.store.uow(), self.clock, self.runtime, self.archives, claimed)
+        backups.run(self.store.uow(), self.clock, self.runtime, self.archives, claimed, self.engine_check)

@@ -1,9 +1,14 @@
 """Service backups: an archive of a service's volumes, made and restored by background
-jobs through the runtime port (``export_volume`` / ``import_volume``).
+jobs through the runtime port (``export_volume`` / ``import_volume``), stored at a
+backup destination the operator configured (``local`` unless the request or the
+default names another).
 
 The backup row is the job: ``pending`` (queued) → ``running`` → ``completed`` or
-``failed``. A restore is a job on the same row (``restore_status``). One backup or restore
-runs per service at a time; none starts while the service is ``deploying``.
+``failed``. A restore is a job on the same row (``restore_status``), and so is a
+verification (``verify_status``: the archive read back from its destination, its
+checksum and structure checked; a backup that does not verify becomes ``failed``). One
+backup or restore runs per service at a time; none starts while the service is
+``deploying``.
 
 Decisions:
 
@@ -15,11 +20,14 @@ Decisions:
   (it is idempotent: the volumes are emptied and filled again, then the containers that
   ran before the first attempt are started).
 
-Where archives live is the ``archives`` collaborator's business (``app.storage.backup_archives``):
-``write(service_id, backup_id, manifest, volumes, on_volume) -> (size, sha256)``,
-``verify(service_id, backup_id, sha256) -> manifest``,
-``volume_chunks(service_id, backup_id, member)``, ``remove(service_id, backup_id)``,
-``remove_service(service_id)``.
+Where archives live is the ``archives`` collaborator's business (``app.storage.backup_archives``),
+by destination name and object key (``archive_key``):
+``default`` (the default destination's name), ``has(name)``,
+``write(destination, key, manifest, parts, on_part) -> (size, sha256)`` (``parts``: an
+iterable of ``(name, kind, chunks)``), ``verify(destination, key, sha256) -> manifest``
+(every part's entry under ``parts``: ``name``, ``kind``, ``member``, ``size_bytes``,
+``sha256``), ``part_chunks(destination, key, entry)``, ``remove(destination, key)``,
+``remove_service(prefix)``.
 """
 from __future__ import annotations
 
@@ -28,7 +36,7 @@ from datetime import datetime
 
 from core.panel import leases
 from core.panel.deploys import resource_names
-from core.errors import Conflict, NotFound
+from core.errors import Conflict, Invalid, NotFound
 from core.panel.events import Event
 from core.panel.services import new_id, record, visible
 
@@ -36,6 +44,16 @@ BUSY = ("pending", "running")
 # Backups and restores are on the service's timeline too (event types ``backup`` and
 # ``restore``): ``started`` when asked for, then ``success`` or ``failed`` with the reason.
 INTERRUPTED = "interrupted by a restart of Slipway"
+
+
+def service_prefix(customer_id: str, service_id: str) -> str:
+    """Where a service's backup objects are, below a destination's own prefix."""
+    return f"{customer_id}/{service_id}/"
+
+
+def archive_key(customer_id: str, service_id: str, backup_id: str) -> str:
+    """The object of one backup: ``<customer id>/<service id>/<backup id>.tar``."""
+    return f"{service_prefix(customer_id, service_id)}{backup_id}.tar"
 
 
 @dataclass(frozen=True)
@@ -57,6 +75,11 @@ class Backup:
     restore_completed_at: datetime | None = None
     restore_error: str | None = None
     restore_containers: tuple | None = None  # recorded once per restore, before it stops anything
+    destination: str = "local"  # the backup destination its archive is stored at
+    kind: str = "volumes"  # volumes, postgres, mysql, redis
+    verify_status: str | None = None  # None: never verified; pending, running, completed, failed
+    verified_at: datetime | None = None  # when it last verified
+    verify_error: str | None = None  # why it did not
 
 
 def progress_event(service, backup: Backup, operation: str = "backup") -> Event:
@@ -82,12 +105,19 @@ def _service_idle(uow, service) -> None:
 # --- requests ----------------------------------------------------------------------------
 
 
-def create_backup(uow, clock, principal, service_id: str, parse) -> Backup:
+def create_backup(uow, clock, principal, service_id: str, parse, *, archives=None,
+                  destination: str | None = None) -> Backup:
     """Queue a backup of the service's volumes (``parse(compose, variables)`` gives the
-    plan that names them)."""
+    plan that names them) to ``destination`` (a name ``archives`` has; its default when
+    None)."""
     principal.require("backups:write")
     with uow:
         service = visible(principal, uow.services.get(service_id, for_update=True), service_id)
+        if destination is None:
+            destination = archives.default if archives is not None else "local"
+        elif archives is not None and not archives.has(destination):
+            raise Invalid("invalid backup", fields={"destination": f"no backup destination {destination!r} "
+                                                                   "is configured"})
         _service_idle(uow, service)
         try:
             volumes = tuple(parse(service.compose, service.variables or {}).volumes)
@@ -97,10 +127,11 @@ def create_backup(uow, clock, principal, service_id: str, parse) -> Backup:
             raise Conflict("the service has no volumes to back up")
         now = clock.now()
         backup = Backup(id=new_id("bkp"), service_id=service.id, status="pending", created_at=now, updated_at=now,
-                        volumes=volumes)
+                        volumes=volumes, destination=destination)
         uow.backups.add(backup)
         uow.emit(progress_event(service, backup))
-        record(uow, clock, service.id, "backup", "started", f"backup {backup.id} of {', '.join(volumes)} asked for")
+        record(uow, clock, service.id, "backup", "started",
+               f"backup {backup.id} of {', '.join(volumes)} to {destination} asked for")
         uow.commit()
     return backup
 
@@ -120,6 +151,23 @@ def restore_backup(uow, clock, principal, service_id: str, backup_id: str) -> Ba
         uow.backups.update(backup)
         uow.emit(progress_event(service, backup, "restore"))
         record(uow, clock, service.id, "restore", "started", f"restore from backup {backup.id} asked for")
+        uow.commit()
+    return backup
+
+
+def verify_backup(uow, clock, principal, service_id: str, backup_id: str) -> Backup:
+    """Queue a verification of a ``completed`` backup (``run_verify``)."""
+    principal.require("backups:write")
+    with uow:
+        service = visible(principal, uow.services.get(service_id, for_update=True), service_id)
+        backup = _backup_of(uow, service, backup_id)
+        if backup.status != "completed":
+            raise Conflict(f"backup {backup.id} is {backup.status}: only a completed backup can be verified")
+        if backup.verify_status in BUSY:
+            raise Conflict(f"backup {backup.id} is being verified")
+        backup = replace(backup, verify_status="pending", verify_error=None, updated_at=clock.now())
+        uow.backups.update(backup)
+        uow.emit(progress_event(service, backup))
         uow.commit()
     return backup
 
@@ -155,22 +203,24 @@ def delete_backup(uow, archives, principal, service_id: str, backup_id: str) -> 
             raise Conflict(f"backup {backup.id} is {backup.status}: wait until it ends")
         if backup.restore_status in BUSY:
             raise Conflict(f"backup {backup.id} is being restored")
+        if backup.verify_status in BUSY:
+            raise Conflict(f"backup {backup.id} is being verified")
         uow.backups.delete(backup.id)
         uow.commit()
-    archives.remove(service.id, backup.id)
+    archives.remove(backup.destination, archive_key(service.customer_id, service.id, backup.id))
 
 
-def forget_service(archives, service_id: str) -> None:
+def forget_service(archives, service) -> None:
     """After a service is deleted: its backup rows went with it (the database cascades),
-    its archives go now."""
-    archives.remove_service(service_id)
+    its archives go now, from every destination."""
+    archives.remove_service(service_prefix(service.customer_id, service.id))
 
 
 # --- jobs (worker threads) --------------------------------------------------------------------
 
 
 def claim_next(uow, clock, owner: str | None = None):
-    """The oldest queued job as ``(kind, backup)`` with kind ``backup`` or ``restore``,
+    """The oldest queued job as ``(kind, backup)`` with kind ``backup``, ``restore`` or ``verify``,
     now marked running (SKIP LOCKED on PostgreSQL); None when nothing is queued."""
     with uow:
         claimed = uow.backups.claim_queued(clock.now(), owner)
@@ -184,8 +234,9 @@ def claim_next(uow, clock, owner: str | None = None):
 
 def recover_interrupted(uow, clock, archives) -> list[str]:
     """Backups a stopped process left ``running`` (its worker lease is stale or gone,
-    ``core.panel.leases``) become ``failed`` (their partial archives are removed); restores it
-    left ``running`` are queued again; live workers' jobs stay. Returns the ids touched."""
+    ``core.panel.leases``) become ``failed`` (their partial archives are removed from their
+    destinations); restores and verifications it left ``running`` are queued again; live
+    workers' jobs stay. Returns the ids touched."""
     now = clock.now()
     failed = []
     with uow:
@@ -193,24 +244,34 @@ def recover_interrupted(uow, clock, archives) -> list[str]:
         for backup in uow.backups.orphaned(live):
             backup = replace(backup, status="failed", error=INTERRUPTED, updated_at=now)
             uow.backups.update(backup)
-            uow.emit(progress_event(uow.services.get(backup.service_id), backup))
+            service = uow.services.get(backup.service_id)
+            uow.emit(progress_event(service, backup))
             record(uow, clock, backup.service_id, "backup", "failed", f"backup {backup.id} failed: {INTERRUPTED}")
-            failed.append(backup)
+            failed.append((service, backup))
         requeued = uow.backups.orphaned(live, restore=True)
         for backup in requeued:
             backup = replace(backup, restore_status="pending", restore_progress=0, updated_at=now)
             uow.backups.update(backup)
             uow.emit(progress_event(uow.services.get(backup.service_id), backup, "restore"))
+        reverify = uow.backups.orphaned(live, verify=True)
+        for backup in reverify:
+            uow.backups.update(replace(backup, verify_status="pending", updated_at=now))
         uow.commit()
-    for backup in failed:
-        archives.remove(backup.service_id, backup.id)
-    return [b.id for b in failed] + [b.id for b in requeued]
+    for service, backup in failed:
+        if service is not None:
+            try:
+                archives.remove(backup.destination, archive_key(service.customer_id, service.id, backup.id))
+            except Exception:  # an unreachable destination: its partial upload is never an object anyway
+                pass
+    return [b.id for _, b in failed] + [b.id for b in requeued] + [b.id for b in reverify]
 
 
-def run(uow, clock, runtime, archives, claimed) -> None:
+def run(uow, clock, runtime, archives, claimed, engine_check=None) -> None:
     kind, backup = claimed
     if kind == "restore":
         run_restore(uow, clock, runtime, archives, backup)
+    elif kind == "verify":
+        run_verify(uow, clock, archives, backup, engine_check)
     else:
         run_backup(uow, clock, runtime, archives, backup)
 
@@ -245,15 +306,21 @@ def run_backup(uow, clock, runtime, archives, backup: Backup) -> Backup:
         backup = replace(backup, progress=min(99, int(100 * (index + 1) / (total + 1))), updated_at=clock.now())
         _save(uow, service, backup, "backup")
 
+    key = archive_key(service.customer_id, service.id, backup.id) if service is not None else None
     try:
         if service is None:
             raise RuntimeError("the service was deleted")
-        sources = [(name, runtime.export_volume(resource_names(service, volume=name))) for name in backup.volumes]
-        manifest = {"service_id": service.id, "service_name": service.name, "backup_id": backup.id,
-                    "created_at": backup.created_at.isoformat()}
-        size, digest = archives.write(service.id, backup.id, manifest, sources, volume_done)
+        parts = [(name, "volumes", runtime.export_volume(resource_names(service, volume=name)))
+                 for name in backup.volumes]
+        manifest = {"service_id": service.id, "service_name": service.name, "customer_id": service.customer_id,
+                    "backup_id": backup.id, "kind": backup.kind, "created_at": backup.created_at.isoformat()}
+        size, digest = archives.write(backup.destination, key, manifest, parts, volume_done)
     except Exception as exc:  # the reason goes to the backup
-        archives.remove(backup.service_id, backup.id)
+        if key is not None:
+            try:  # a destination's put leaves nothing when it fails; this clears what a stranger path left
+                archives.remove(backup.destination, key)
+            except Exception:
+                pass
         now = clock.now()
         backup = replace(backup, status="failed", error=_reason(exc), updated_at=now)
         _save(uow, service, backup, "backup", clock)
@@ -262,7 +329,46 @@ def run_backup(uow, clock, runtime, archives, backup: Backup) -> Backup:
     backup = replace(backup, status="completed", progress=100, size_bytes=size, sha256=digest, completed_at=now,
                      updated_at=now, error=None)
     if not _save(uow, service, backup, "backup", clock):
-        archives.remove(backup.service_id, backup.id)
+        archives.remove(backup.destination, key)
+    return backup
+
+
+def run_verify(uow, clock, archives, backup: Backup, engine_check=None) -> Backup:
+    """Fetch the backup's archive from its destination, compare its SHA-256 with the
+    recorded one and read its structure (``archives.verify``); then, when given,
+    ``engine_check(service, backup, manifest, archives, key)`` (the engine's own check of
+    a database dump, which raises with the reason when it does not pass). Success sets
+    ``verified_at``; failure marks the backup ``failed`` with ``verify_error`` and puts a
+    ``backup`` ``failed`` event on the timeline. Never raises."""
+    with uow.reading():
+        service = uow.services.get(backup.service_id)
+    try:
+        if service is None:
+            raise RuntimeError("the service was deleted")
+        key = archive_key(service.customer_id, service.id, backup.id)
+        manifest = archives.verify(backup.destination, key, backup.sha256)
+        if engine_check is not None:
+            engine_check(service, backup, manifest, archives, key)
+    except Exception as exc:
+        return fail_verification(uow, clock, service, backup, _reason(exc))
+    now = clock.now()
+    backup = replace(backup, verify_status="completed", verified_at=now, verify_error=None, updated_at=now)
+    _save(uow, service, backup, "backup")
+    return backup
+
+
+def fail_verification(uow, clock, service, backup: Backup, reason: str) -> Backup:
+    """The backup did not verify: ``failed``, with the reason, on the timeline too."""
+    now = clock.now()
+    backup = replace(backup, status="failed", verify_status="failed", verify_error=reason,
+                     error=f"verification failed: {reason}", updated_at=now)
+    with uow:
+        if uow.backups.get(backup.id) is not None:
+            uow.backups.update(backup)
+            uow.emit(progress_event(service, backup))
+            record(uow, clock, backup.service_id, "backup", "failed",
+                   f"backup {backup.id} failed verification: {reason}")
+        uow.commit()
     return backup
 
 
@@ -310,7 +416,8 @@ def _restore(uow, clock, runtime, archives, backup: Backup, service, lease: str)
     try:
         if service is None:
             raise RuntimeError("the service was deleted")
-        manifest = archives.verify(service.id, backup.id, backup.sha256)  # before anything is touched
+        key = archive_key(service.customer_id, service.id, backup.id)
+        manifest = archives.verify(backup.destination, key, backup.sha256)  # before anything is touched
         states = runtime.containers(service.id)
         if restart is None:  # a re-run after a restart keeps the first attempt's list
             restart = tuple(s.name for s in states if s.running)
@@ -320,10 +427,10 @@ def _restore(uow, clock, runtime, archives, backup: Backup, service, lease: str)
         for state in reversed(states):
             if state.running:
                 runtime.stop(state.id)
-        volumes = manifest["volumes"]
+        volumes = [part for part in manifest["parts"] if part.get("kind", "volumes") == "volumes"]
         for index, volume in enumerate(volumes):
             runtime.import_volume(resource_names(service, volume=volume["name"]),
-                                  _beating(archives.volume_chunks(service.id, backup.id, volume["member"]),
+                                  _beating(archives.part_chunks(backup.destination, key, volume),
                                            uow, clock, lease))
             backup = replace(backup, restore_progress=min(99, 10 + int(85 * (index + 1) / len(volumes))),
                              updated_at=clock.now())
