@@ -23,7 +23,8 @@ and before any restore touches anything) streams the whole object from its desti
 its SHA-256 must be the recorded one, the tar structure must read to its end, and every
 part must have the size and SHA-256 the manifest gives. Archives of format 1 (before
 destinations: one member ``volumes/<n>.tar`` per volume, the manifest's ``volumes``)
-read the same way.
+read the same way, and at ``local`` one is found where it was written then,
+``<service id>/<backup id>.tar`` (``_legacy``).
 """
 from __future__ import annotations
 
@@ -159,6 +160,16 @@ class BackupArchives:
             raise ArchiveError(f"backup destination {name!r} is not configured (SLIPWAY_BACKUP_DESTINATIONS)") \
                 from None
 
+    def _legacy(self, destination: str, key: str) -> str:
+        """``key``, or where a backup made before destinations keeps its archive at
+        ``local`` (``<service id>/<backup id>.tar``, without the customer) when only that
+        is there."""
+        place = self.destination(destination)
+        if getattr(place, "kind", None) != "local" or key.count("/") != 2 or place.exists(key):
+            return key
+        older = key.split("/", 1)[1]
+        return older if place.exists(older) else key
+
     def write(self, destination: str, key: str, manifest: dict, parts, on_part=lambda index: None):
         """Stream each ``(name, kind, chunks)`` of ``parts`` into the object ``key`` at
         ``destination``; ``on_part(index)`` after each. Returns ``(size in bytes, sha256
@@ -171,6 +182,7 @@ class BackupArchives:
         ``sha256``, its tar structure whole and each part of the size and SHA-256 the
         manifest records; :class:`ArchiveError` saying what is wrong otherwise."""
         place = self.destination(destination)
+        key = self._legacy(destination, key)
         if not place.exists(key):
             raise ArchiveError(f"the archive {key} is missing at backup destination {destination}")
         stream = _Stream(place.get(key))
@@ -215,6 +227,7 @@ class BackupArchives:
         """A generator of one part's bytes (``part``: its manifest entry), read from the
         object from the part's ``offset``. :class:`ArchiveError` at the end when they are
         not what the manifest records."""
+        key = self._legacy(destination, key)
         stream = _Stream(self.destination(destination).get(key, part.get("offset", 0)))
         size, digest, started = 0, hashlib.sha256(), False
         try:
@@ -241,7 +254,7 @@ class BackupArchives:
     def remove(self, destination: str, key: str) -> None:
         """Remove the object (and any partial one); an unknown destination has nothing."""
         if destination in self.destinations:
-            self.destinations[destination].delete(key)
+            self.destinations[destination].delete(self._legacy(destination, key))
 
     def remove_service(self, prefix: str) -> None:
         """Remove every object under ``prefix`` (a service's, ``core.panel.backups.service_prefix``)
@@ -250,5 +263,7 @@ class BackupArchives:
         for destination in self.destinations.values():
             try:
                 destination.delete_prefix(prefix)
+                if destination.kind == "local" and prefix.count("/") == 2:  # archives made before destinations
+                    destination.delete_prefix(prefix.split("/", 1)[1])
             except (DestinationError, OSError) as exc:
                 log.warning("the backups under %s stay at backup destination %s: %s", prefix, destination.name, exc)

@@ -162,3 +162,31 @@ def test_defaults_and_a_good_configuration(tmp_path, s3_bucket):
     archives = Composition(config).backup_archives
     assert archives.names() == ["local", "offsite"] and archives.default == "offsite"
     assert archives.destination("offsite").describe() == f"s3://{s3_bucket.name}/backups at {s3_bucket.server.endpoint}"
+
+
+def test_an_archive_made_before_destinations_is_still_read_and_removed(tmp_path):
+    """Format 1 (one member ``volumes/<n>.tar`` per volume, the manifest's ``volumes``),
+    where it was written then: ``<SLIPWAY_BACKUP_DIR>/<service id>/<backup id>.tar``."""
+    local = _local(tmp_path)
+    archives = BackupArchives({"local": local})
+    volume = os.urandom(3000)
+    manifest = {"format": 1, "volumes": [{"name": "data", "member": "volumes/0.tar", "size_bytes": len(volume),
+                                          "sha256": hashlib.sha256(volume).hexdigest()}]}
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        for name, data in (("volumes/0.tar", volume), ("manifest.json", json.dumps(manifest).encode())):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    old = tmp_path / "backups" / "svc_b" / "bkp_c.tar"
+    old.parent.mkdir(parents=True)
+    old.write_bytes(buffer.getvalue())
+    read = archives.verify("local", KEY, hashlib.sha256(buffer.getvalue()).hexdigest())
+    assert [(p["name"], p["kind"], p["member"]) for p in read["parts"]] == [("data", "volumes", "volumes/0.tar")]
+    assert b"".join(archives.part_chunks("local", KEY, read["parts"][0])) == volume
+    archives.remove("local", KEY)
+    assert not old.exists()
+    old.parent.mkdir(parents=True)
+    old.write_bytes(buffer.getvalue())
+    archives.remove_service("cus_a/svc_b/")
+    assert not old.parent.exists()
