@@ -269,7 +269,7 @@ class Config:
     #: where backup archives are written (SLIPWAY_BACKUP_DIR), one directory per service
     backup_dir: str = "./backups"
     #: the operator's other backup destinations (SLIPWAY_BACKUP_DESTINATIONS, JSON): name -> options
-    backup_destinations: dict = field(default_factory=dict)
+    backup_destinations: dict = field(default_factory=dict, repr=False)  # holds secret keys
     #: the destination a backup goes to when its request names none (SLIPWAY_BACKUP_DEFAULT)
     backup_default: str = "local"
     #: real-time events: "memory" (this process) or "postgres" (LISTEN/NOTIFY, PostgreSQL only)

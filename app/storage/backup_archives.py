@@ -39,6 +39,7 @@ from ports.backups import DestinationError
 
 BLOCK = tarfile.BLOCKSIZE
 SEGMENT = 8 * 1024 * 1024  # bytes of a part held in memory before they are written as one member
+READ = 1024 * 1024  # bytes read from an archive at a time
 MANIFEST = "manifest.json"
 FORMAT = 2
 log = logging.getLogger("slipway.backups")
@@ -67,13 +68,11 @@ class ArchiveWriter:
         self.entries: list[dict] = []
         self.offset = 0
 
-    def _emit(self, *pieces: bytes):
-        for piece in pieces:
+    def _member(self, name: str, data: bytes):
+        """One member's header, data and padding, as three chunks (no joined copy)."""
+        for piece in (_header(name, len(data)), data, _padding(len(data))):
             self.offset += len(piece)
-        return b"".join(pieces)
-
-    def _member(self, name: str, data) -> bytes:
-        return self._emit(_header(name, len(data)), bytes(data), _padding(len(data)))
+            yield piece
 
     def chunks(self):
         for index, (name, kind, chunks) in enumerate(self.parts):
@@ -84,18 +83,18 @@ class ArchiveWriter:
                 digest.update(chunk)
                 buffer += chunk
                 while len(buffer) >= self.segment:
-                    yield self._member(f"{member}/{segments:06d}", memoryview(buffer)[:self.segment])
+                    yield from self._member(f"{member}/{segments:06d}", bytes(memoryview(buffer)[:self.segment]))
                     del buffer[:self.segment]
                     segments += 1
             if buffer or segments == 0:  # an empty part is one empty segment
-                yield self._member(f"{member}/{segments:06d}", buffer)
+                yield from self._member(f"{member}/{segments:06d}", bytes(buffer))
             self.entries.append({"name": name, "kind": kind, "member": member, "size_bytes": size,
                                  "sha256": digest.hexdigest(), "offset": start})
             self.on_part(index)
         document = json.dumps({**self.manifest, "format": FORMAT, "parts": self.entries}, indent=2).encode()
-        yield self._member(MANIFEST, document)
+        yield from self._member(MANIFEST, document)
         end = b"\0" * (2 * BLOCK)  # end of archive, then padding to a whole record
-        yield self._emit(end, b"\0" * (-(self.offset + len(end)) % tarfile.RECORDSIZE))
+        yield end + b"\0" * (-(self.offset + len(end)) % tarfile.RECORDSIZE)
 
 
 class _Stream(io.RawIOBase):
@@ -103,17 +102,26 @@ class _Stream(io.RawIOBase):
     hashing every byte it hands out."""
 
     def __init__(self, chunks):
-        self.chunks, self.buffer, self.digest, self.size = chunks, b"", hashlib.sha256(), 0
+        self.chunks, self.current, self.pos = chunks, b"", 0
+        self.digest, self.size = hashlib.sha256(), 0
 
     def readable(self):
         return True
 
     def read(self, n=-1):
-        while (n < 0 or len(self.buffer) < n) and (chunk := next(self.chunks, None)) is not None:
-            self.buffer += chunk
-        if n < 0:
-            n = len(self.buffer)
-        out, self.buffer = self.buffer[:n], self.buffer[n:]
+        pieces, need = [], n if n is not None and n >= 0 else float("inf")
+        while need > 0:
+            if self.pos >= len(self.current):
+                chunk = next(self.chunks, None)
+                if chunk is None:
+                    break
+                self.current, self.pos = chunk, 0
+                continue
+            piece = self.current[self.pos:self.pos + need] if need != float("inf") else self.current[self.pos:]
+            self.pos += len(piece)
+            need -= len(piece)
+            pieces.append(piece)
+        out = b"".join(pieces)
         self.digest.update(out)
         self.size += len(out)
         return out
@@ -189,7 +197,7 @@ class BackupArchives:
         manifest, seen, broken = None, {}, None
         try:
             try:
-                with tarfile.open(fileobj=stream, mode="r|") as tar:
+                with tarfile.open(fileobj=stream, mode="r|", bufsize=READ) as tar:
                     for info in tar:
                         source = tar.extractfile(info)
                         if info.name == MANIFEST:
@@ -231,7 +239,7 @@ class BackupArchives:
         stream = _Stream(self.destination(destination).get(key, part.get("offset", 0)))
         size, digest, started = 0, hashlib.sha256(), False
         try:
-            with tarfile.open(fileobj=stream, mode="r|") as tar:
+            with tarfile.open(fileobj=stream, mode="r|", bufsize=READ) as tar:
                 for info in tar:
                     if not _belongs(info.name, part["member"]):
                         if started:

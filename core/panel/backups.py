@@ -193,21 +193,29 @@ def list_backups(uow, principal, service_id: str, *, page: int, per_page: int, s
         return uow.backups.page(service_id, page=page, per_page=per_page, status=status)
 
 
+def _deletable(backup: Backup) -> None:
+    if backup.status in BUSY:
+        raise Conflict(f"backup {backup.id} is {backup.status}: wait until it ends")
+    if backup.restore_status in BUSY:
+        raise Conflict(f"backup {backup.id} is being restored")
+    if backup.verify_status in BUSY:
+        raise Conflict(f"backup {backup.id} is being verified")
+
+
 def delete_backup(uow, archives, principal, service_id: str, backup_id: str) -> None:
-    """Forget the backup and remove its archive; 409 while it or a restore from it runs."""
+    """Remove the backup's archive from its destination, then forget the backup; 409
+    while it, a restore from it or its verification runs. A destination that fails
+    raises its error and the backup stays (the request may be tried again)."""
     principal.require("backups:write")
-    with uow:
+    with uow.reading():
         service = visible(principal, uow.services.get(service_id), service_id)
         backup = _backup_of(uow, service, backup_id)
-        if backup.status in BUSY:
-            raise Conflict(f"backup {backup.id} is {backup.status}: wait until it ends")
-        if backup.restore_status in BUSY:
-            raise Conflict(f"backup {backup.id} is being restored")
-        if backup.verify_status in BUSY:
-            raise Conflict(f"backup {backup.id} is being verified")
-        uow.backups.delete(backup.id)
-        uow.commit()
+        _deletable(backup)
     archives.remove(backup.destination, archive_key(service.customer_id, service.id, backup.id))
+    with uow:
+        _deletable(_backup_of(uow, service, backup_id))  # nothing started meanwhile
+        uow.backups.delete(backup_id)
+        uow.commit()
 
 
 def forget_service(archives, service) -> None:

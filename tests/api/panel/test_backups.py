@@ -451,3 +451,24 @@ def test_a_verification_of_a_missing_archive_fails_the_backup(setup, store):
     assert "missing" in got["verify_error"] and got["error"].startswith("verification failed")
     events = s.client.get(f"/api/services/{service_id}/events", token=s.admin, expect=200).json["data"]
     assert (events[0]["type"], events[0]["status"]) == ("backup", "failed") and "verification" in events[0]["message"]
+
+
+def test_a_destination_that_fails_keeps_the_backup_on_delete(make_app, store, clock, tmp_path, dead_engine):
+    """Deleting a backup removes its archive first: at a destination that cannot be
+    reached the answer is 503 and the backup stays, to be deleted later."""
+    from tests.support.contract_client import ContractClient
+    from tests.support.processes import free_port
+
+    nowhere = {"kind": "s3", "endpoint": f"http://127.0.0.1:{free_port()}", "bucket": "b", "access_key_id": "k",
+               "secret_access_key": "s"}
+    app = make_app(backup_dir=str(tmp_path / "backups"), backup_destinations={"nowhere": nowhere})
+    s = Setup(ContractClient(app), store, clock, app.parts.backup_archives, dead_engine)
+    service_id = s.service("site")
+    backup_id = s.client.post(s.backups(service_id), token=s.admin, json_body={"destination": "nowhere"},
+                              expect=202).json["id"]
+    s.run_next()
+    s.complete(backup_id)
+    path = f"{s.backups(service_id)}/{backup_id}"
+    failed = s.client.delete(path, token=s.admin, expect=503).json
+    assert "backup destination failed" in failed["error"]["message"] and "nowhere" in failed["error"]["message"]
+    assert s.client.get(path, token=s.admin, expect=200).json["status"] == "completed"
