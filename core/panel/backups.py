@@ -144,6 +144,8 @@ def restore_backup(uow, clock, principal, service_id: str, backup_id: str) -> Ba
         backup = _backup_of(uow, service, backup_id)
         if backup.status != "completed":
             raise Conflict(f"backup {backup.id} is {backup.status}: only a completed backup can be restored")
+        if backup.verify_status in BUSY:
+            raise Conflict(f"backup {backup.id} is being verified")
         _service_idle(uow, service)
         now = clock.now()
         backup = replace(backup, restore_status="pending", restore_progress=0, restore_requested_at=now,
@@ -165,6 +167,8 @@ def verify_backup(uow, clock, principal, service_id: str, backup_id: str) -> Bac
             raise Conflict(f"backup {backup.id} is {backup.status}: only a completed backup can be verified")
         if backup.verify_status in BUSY:
             raise Conflict(f"backup {backup.id} is being verified")
+        if backup.restore_status in BUSY:  # one job at a time on a row: each writes the whole row
+            raise Conflict(f"backup {backup.id} is being restored")
         backup = replace(backup, verify_status="pending", verify_error=None, updated_at=clock.now())
         uow.backups.update(backup)
         uow.emit(progress_event(service, backup))
@@ -302,6 +306,12 @@ def _save(uow, service, backup: Backup, operation: str, clock=None) -> bool:
     return True
 
 
+def backup_parts(runtime, service, backup: Backup) -> list:
+    """What goes into the archive, in order: ``(name, kind, chunks)`` per part; today one
+    part of kind ``volumes`` per volume (its tar as the engine exports it, read lazily)."""
+    return [(name, "volumes", runtime.export_volume(resource_names(service, volume=name))) for name in backup.volumes]
+
+
 def run_backup(uow, clock, runtime, archives, backup: Backup) -> Backup:
     """Export every volume into one archive. Never raises: a failure ends the backup
     ``failed`` with the reason, and leaves no archive behind."""
@@ -318,8 +328,7 @@ def run_backup(uow, clock, runtime, archives, backup: Backup) -> Backup:
     try:
         if service is None:
             raise RuntimeError("the service was deleted")
-        parts = [(name, "volumes", runtime.export_volume(resource_names(service, volume=name)))
-                 for name in backup.volumes]
+        parts = backup_parts(runtime, service, backup)
         manifest = {"service_id": service.id, "service_name": service.name, "customer_id": service.customer_id,
                     "backup_id": backup.id, "kind": backup.kind, "created_at": backup.created_at.isoformat()}
         size, digest = archives.write(backup.destination, key, manifest, parts, volume_done)

@@ -225,6 +225,7 @@ def test_conflicts_are_409(setup, store):
     # while a restore is queued: no backup, no other restore, no delete of that backup
     s.client.post(base, token=s.admin, expect=409)
     s.client.post(f"{base}/{pending}/restore", token=s.admin, expect=409)
+    assert "being restored" in s.client.post(f"{base}/{pending}/verify", token=s.admin, expect=409).json["error"]["message"]
     assert "being restored" in s.client.delete(f"{base}/{pending}", token=s.admin, expect=409).json["error"]["message"]
     s.client.delete(f"{base}/{failed}", token=s.admin, expect=204)  # another, finished backup may go
 
@@ -420,7 +421,8 @@ def test_a_backup_names_a_configured_destination_or_is_422(make_app, store, cloc
     refused = s.client.post(base, token=s.admin, json_body={"destination": "nowhere"}, expect=422).json
     assert "destination" in refused["error"]["fields"] and "nowhere" in refused["error"]["fields"]["destination"]
     for body in ({"destination": ""}, {"destination": 3}, {"where": "local"}):
-        assert s.client.post(base, token=s.admin, json_body=body, expect=422).json["error"]["code"] == "validation_error"
+        refused = s.client.post(base, token=s.admin, json_body=body, expect=422).json
+        assert refused["error"]["code"] == "validation_error"
     assert s.client.get(base, token=s.admin, expect=200).json["total"] == 0  # nothing was queued
     default = s.client.post(base, token=s.admin, expect=202).json
     assert (default["destination"], default["kind"], default["checksum_sha256"]) == ("spare", "volumes", None)
@@ -445,6 +447,7 @@ def test_a_verification_of_a_missing_archive_fails_the_backup(setup, store):
     assert queued["verify_status"] == "pending" and queued["status"] == "completed"
     assert "being verified" in s.client.post(f"{base}/verify", token=s.admin, expect=409).json["error"]["message"]
     assert "being verified" in s.client.delete(base, token=s.admin, expect=409).json["error"]["message"]
+    assert "being verified" in s.client.post(f"{base}/restore", token=s.admin, expect=409).json["error"]["message"]
     assert s.run_next()[0] == "verify"
     got = s.client.get(base, token=s.admin, expect=200).json
     assert (got["status"], got["verify_status"], got["verified_at"]) == ("failed", "failed", None)
