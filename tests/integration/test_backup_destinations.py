@@ -190,3 +190,28 @@ def test_an_archive_made_before_destinations_is_still_read_and_removed(tmp_path)
     old.write_bytes(buffer.getvalue())
     archives.remove_service("cus_a/svc_b/")
     assert not old.parent.exists()
+
+
+def _in_chunks(data: bytes, size: int):
+    return (data[i:i + size] for i in range(0, len(data), size))
+
+
+@pytest.mark.parametrize("sizes", [(0,), (1,), (1023,), (1024,), (1025,), (3 * 1024 + 7, 0, 2048)])
+def test_parts_split_into_segments_at_any_size(tmp_path, sizes):
+    """Parts of any size, in chunks of any size, split into segments of at most
+    ``segment`` bytes, read back whole (here with 1 KiB segments)."""
+    from app.storage.backup_archives import ArchiveWriter
+
+    local = _local(tmp_path)
+    archives = BackupArchives({"local": local})
+    datas = [os.urandom(n) for n in sizes]
+    parts = [(f"p{i}", "volumes", _in_chunks(d, 700)) for i, d in enumerate(datas)]
+    writer = ArchiveWriter({}, parts, segment=1024)
+    size, digest = local.put(KEY, writer.chunks())
+    assert size == writer.offset + 2 * 512 + (-(writer.offset + 1024) % tarfile.RECORDSIZE)
+    manifest = archives.verify("local", KEY, digest)
+    with tarfile.open(local.path(KEY)) as tar:
+        assert all(m.size <= 1024 for m in tar.getmembers() if m.name.startswith("parts/"))
+    for part, data in zip(manifest["parts"], datas):
+        assert part["size_bytes"] == len(data) and part["sha256"] == hashlib.sha256(data).hexdigest()
+        assert b"".join(archives.part_chunks("local", KEY, part)) == data
