@@ -38,9 +38,12 @@ def _reason(exc: Exception) -> str:
 class S3Destination(BackupDestination):
     kind = "s3"
 
-    def __init__(self, name: str, client, bucket: str, prefix: str = "", endpoint: str | None = None):
+    def __init__(self, name: str, client, bucket: str, prefix: str = "", endpoint: str | None = None,
+                 secrets: tuple = ()):
         self.name, self.client, self.bucket, self.endpoint = name, client, bucket, endpoint
         self.prefix = prefix.strip("/")
+        # never in a message, whatever a service answers (too short a value would hide words)
+        self.secrets = tuple(s for s in secrets if s and len(s) >= 8)
 
     def describe(self) -> str:
         where = f"s3://{self.bucket}/{self.prefix}".rstrip("/")
@@ -50,7 +53,10 @@ class S3Destination(BackupDestination):
         return f"{self.prefix}/{key}" if self.prefix else key
 
     def _error(self, doing: str, exc: Exception) -> DestinationError:
-        return DestinationError(f"backup destination {self.name} ({self.describe()}): {doing}: {_reason(exc)}")
+        message = f"backup destination {self.name} ({self.describe()}): {doing}: {_reason(exc)}"
+        for secret in self.secrets:
+            message = message.replace(secret, "***")
+        return DestinationError(message)
 
     def put(self, key, chunks):
         name = self.object_key(key)
@@ -181,7 +187,7 @@ class S3Factory(BackupDestinationFactory):
                           s3={"addressing_style": "path"} if endpoint else None,
                           request_checksum_calculation="when_required",
                           response_checksum_validation="when_required"))
-        return S3Destination(name, client, bucket, settings.get("prefix") or "", endpoint)
+        return S3Destination(name, client, bucket, settings.get("prefix") or "", endpoint, secrets=(access, secret))
 
 
 @hookimpl

@@ -215,3 +215,15 @@ def test_parts_split_into_segments_at_any_size(tmp_path, sizes):
     for part, data in zip(manifest["parts"], datas):
         assert part["size_bytes"] == len(data) and part["sha256"] == hashlib.sha256(data).hexdigest()
         assert b"".join(archives.part_chunks("local", KEY, part)) == data
+
+
+def test_a_destination_error_never_shows_the_keys():
+    """Whatever a service or boto3 puts in an error (here the URL, holding a bucket named
+    like the access key), the keys become ``***``."""
+    bucket = type("B", (), {"destination": lambda self: {"kind": "s3", "endpoint": f"http://127.0.0.1:{free_port()}",
+                                                          "bucket": "akid-of-the-operator",
+                                                          "access_key_id": "akid-of-the-operator",
+                                                          "secret_access_key": "secret-of-the-operator"}})()
+    with pytest.raises(DestinationError) as raised:
+        _s3(bucket).put(KEY, iter([b"x"]))
+    assert "akid-of-the-operator" not in str(raised.value) and "/***" in str(raised.value)
