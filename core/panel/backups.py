@@ -169,10 +169,17 @@ def verify_backup(uow, clock, principal, service_id: str, backup_id: str) -> Bac
             raise Conflict(f"backup {backup.id} is being verified")
         if backup.restore_status in BUSY:  # one job at a time on a row: each writes the whole row
             raise Conflict(f"backup {backup.id} is being restored")
-        backup = replace(backup, verify_status="pending", verify_error=None, updated_at=clock.now())
-        uow.backups.update(backup)
-        uow.emit(progress_event(service, backup))
+        backup = queue_verification(uow, clock, service, backup)
         uow.commit()
+    return backup
+
+
+def queue_verification(uow, clock, service, backup: Backup) -> Backup:
+    """Mark a completed backup's verification queued, inside the caller's transaction
+    (the verify route; a policy with ``verify`` after its backup completed)."""
+    backup = replace(backup, verify_status="pending", verify_error=None, updated_at=clock.now())
+    uow.backups.update(backup)
+    uow.emit(progress_event(service, backup))
     return backup
 
 
