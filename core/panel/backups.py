@@ -84,9 +84,13 @@ class Backup:
 
 def progress_event(service, backup: Backup, operation: str = "backup") -> Event:
     """``backup.progress`` ``{service_id, backup_id, progress, status, operation}``: for a
-    restore (``operation`` ``restore``) progress and status are the restore's."""
+    restore (``operation`` ``restore``) progress and status are the restore's; for a
+    verification (``verify``) the status is the verification's (progress 0, then 100)."""
     if operation == "restore":
         progress, status = backup.restore_progress, backup.restore_status
+    elif operation == "verify":
+        status = backup.verify_status
+        progress = 100 if status in ("completed", "failed") else 0
     else:
         progress, status = backup.progress, backup.status
     return Event("backup.progress", {"service_id": backup.service_id, "backup_id": backup.id, "progress": progress,
@@ -179,7 +183,7 @@ def queue_verification(uow, clock, service, backup: Backup) -> Backup:
     (the verify route; a policy with ``verify`` after its backup completed)."""
     backup = replace(backup, verify_status="pending", verify_error=None, updated_at=clock.now())
     uow.backups.update(backup)
-    uow.emit(progress_event(service, backup))
+    uow.emit(progress_event(service, backup, "verify"))
     return backup
 
 
@@ -377,7 +381,7 @@ def run_verify(uow, clock, archives, backup: Backup, engine_check=None) -> Backu
         return fail_verification(uow, clock, service, backup, _reason(exc))
     now = clock.now()
     backup = replace(backup, verify_status="completed", verified_at=now, verify_error=None, updated_at=now)
-    _save(uow, service, backup, "backup")
+    _save(uow, service, backup, "verify")
     return backup
 
 
@@ -389,6 +393,7 @@ def fail_verification(uow, clock, service, backup: Backup, reason: str) -> Backu
     with uow:
         if uow.backups.get(backup.id) is not None:
             uow.backups.update(backup)
+            uow.emit(progress_event(service, backup, "verify"))
             uow.emit(progress_event(service, backup))
             record(uow, clock, backup.service_id, "backup", "failed",
                    f"backup {backup.id} failed verification: {reason}")

@@ -202,6 +202,9 @@ def test_verification_sets_verified_at_or_fails_the_backup(uow, clock, admin, ru
     ok = backups.get_backup(uow, admin, running.id, done.id)
     assert (ok.status, ok.verify_status, ok.verified_at, ok.verify_error) == ("completed", "completed", clock.now(),
                                                                               None)
+    verifying = [(e.data["status"], e.data["progress"]) for e in uow.published
+                 if e.type == "backup.progress" and e.data["operation"] == "verify"]
+    assert verifying == [("pending", 0), ("running", 0), ("completed", 100)]
     checked = []
     backups.verify_backup(uow, clock, admin, running.id, done.id)
     backups.run(uow, clock, runtime, archives, backups.claim_next(uow, clock),

@@ -42,6 +42,7 @@ export function Backups({ id, session, status, volumes = [] }) {
       setBackups((old) => old.map((b) => {
         if (b.id !== d.backup_id) return b;
         if (d.operation === "restore") return { ...b, restore: { ...(b.restore || {}), status: d.status, progress: d.progress } };
+        if (d.operation === "verify") return { ...b, verify_status: d.status };
         return { ...b, status: d.status, progress: d.progress };
       }));
       if (d.status === "completed" || d.status === "failed") refreshOne(d.backup_id);
