@@ -267,28 +267,56 @@ class Composition:
         return BillingRecompute(self.store, self.config.clock, self.billing_models, self.config.billing_interval)
 
     @cached_property
+    def backup_destinations(self) -> dict:
+        """Every backup destination by name: ``local`` (``SLIPWAY_BACKUP_DIR``) and those
+        of ``SLIPWAY_BACKUP_DESTINATIONS``, each made once by the factory of its ``kind``
+        (``register_backup_destinations``). A kind no plugin provides, or a bad option, stops
+        start-up naming the setting."""
+        c = self.config
+        wanted = {"local": {"kind": "local", "path": c.backup_dir}}
+        for name, options in (c.backup_destinations or {}).items():
+            if name == "local":
+                raise ConfigError("SLIPWAY_BACKUP_DESTINATIONS: \"local\" is built in (the folder SLIPWAY_BACKUP_DIR); "
+                                  "give another name")
+            wanted[name] = options
+        destinations = {}
+        for name, options in wanted.items():
+            setting = "SLIPWAY_BACKUP_DIR" if name == "local" else "SLIPWAY_BACKUP_DESTINATIONS"
+            settings = Settings({**options, "name": name})
+            destinations[name] = select(self.plugins, "backup_destinations", setting, options["kind"], settings)
+        return destinations
+
+    @cached_property
     def backup_archives(self):
+        """Archives at the destinations; ``SLIPWAY_BACKUP_DEFAULT`` names the default."""
         from app.storage.backup_archives import BackupArchives
 
-        return BackupArchives(self.config.backup_dir)
+        destinations = self.backup_destinations
+        default = self.config.backup_default or "local"
+        if default not in destinations:
+            raise ConfigError(f"SLIPWAY_BACKUP_DEFAULT: no backup destination {default!r} "
+                              f"(configured: {', '.join(sorted(destinations))})")
+        return BackupArchives(destinations, default)
 
     @cached_property
     def backup_worker(self):
         from app.workers.backups import BackupWorker
 
-        return BackupWorker(self.store, self.config.clock, self.runtime, self.engine_calls, self.backup_archives,
-                            lease=self.lease, verify=self.backup_verify)
+        from core.panel import backups
 
-    #: queues the verification of a scheduled backup whose policy says ``verify``
-    #: (``verify(backup)``); None until backups can be verified
-    backup_verify = None
+        worker = BackupWorker(self.store, self.config.clock, self.runtime, self.engine_calls, self.backup_archives,
+                              lease=self.lease,
+                              verify=lambda backup: backups.queue_verification_of(self.store.uow(), self.config.clock,
+                                                                                  backup.id))
+        worker.engine_check = backups.check_dumps(self.runtime)
+        return worker
 
     @cached_property
-    def backup_destinations(self):
-        """The destinations a backup policy may name, and the default one."""
+    def policy_destinations(self):
+        """The destinations a backup policy may name (``backup_archives``'), and the default one."""
         from core.panel.backup_policies import Destinations
 
-        return Destinations(frozenset({"local"}), default="local")
+        return Destinations(frozenset(self.backup_archives.names()), default=self.backup_archives.default)
 
     @cached_property
     def backup_scheduler(self):

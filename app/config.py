@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import ipaddress
+import json
 import math
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -49,6 +51,30 @@ def _flag(environ, name: str) -> bool:
     if raw not in ("", "0", "1"):
         raise ConfigError(f"{name} must be 0 or 1, got {raw!r}")
     return raw == "1"
+
+
+def _backup_destinations(environ) -> dict:
+    """``SLIPWAY_BACKUP_DESTINATIONS``: a JSON object of destination name -> options (an
+    object with a string ``kind``; option values strings). Which kinds exist is the
+    plugins' business (checked when the destinations are made)."""
+    raw = (environ.get("SLIPWAY_BACKUP_DESTINATIONS") or "").strip()
+    if not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        raise ConfigError(f"SLIPWAY_BACKUP_DESTINATIONS is not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise ConfigError("SLIPWAY_BACKUP_DESTINATIONS must be a JSON object of destination name -> options")
+    for name, options in value.items():
+        if not re.fullmatch(r"[a-z0-9][a-z0-9_-]{0,63}", name):
+            raise ConfigError(f"SLIPWAY_BACKUP_DESTINATIONS: {name!r} is not a destination name "
+                              "(lower-case letters, digits, _ and -, at most 64)")
+        if not isinstance(options, dict) or not isinstance(options.get("kind"), str):
+            raise ConfigError(f"SLIPWAY_BACKUP_DESTINATIONS: {name!r} must be an object with a \"kind\"")
+        if not all(isinstance(v, str) for v in options.values()):
+            raise ConfigError(f"SLIPWAY_BACKUP_DESTINATIONS: the options of {name!r} must be strings")
+    return value
 
 
 def _positive_int(environ, name: str, default: int) -> int:
@@ -242,6 +268,10 @@ class Config:
     engine_threads: int = 32
     #: where backup archives are written (SLIPWAY_BACKUP_DIR), one directory per service
     backup_dir: str = "./backups"
+    #: the operator's other backup destinations (SLIPWAY_BACKUP_DESTINATIONS, JSON): name -> options
+    backup_destinations: dict = field(default_factory=dict, repr=False)  # holds secret keys
+    #: the destination a backup goes to when its request names none (SLIPWAY_BACKUP_DEFAULT)
+    backup_default: str = "local"
     #: real-time events: "memory" (this process) or "postgres" (LISTEN/NOTIFY, PostgreSQL only)
     event_bus: str = "memory"
     #: where the rate-limit buckets live: ``memory`` (each process its own) or a URL a
@@ -353,6 +383,8 @@ class Config:
             engine_timeout=_positive_number(env, "SLIPWAY_ENGINE_TIMEOUT", 30.0),
             engine_threads=_positive_int(env, "SLIPWAY_ENGINE_THREADS", 32),
             backup_dir=env.get("SLIPWAY_BACKUP_DIR") or "./backups",
+            backup_destinations=_backup_destinations(env),
+            backup_default=(env.get("SLIPWAY_BACKUP_DEFAULT") or "local").strip(),
             event_bus=(env.get("SLIPWAY_EVENT_BUS") or "memory").strip().lower(),
             rate_store=(env.get("SLIPWAY_RATE_STORE") or "memory").strip(),
             ws_queue=_positive_int(env, "SLIPWAY_WS_QUEUE", 1000),

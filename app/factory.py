@@ -167,7 +167,7 @@ def create_app(config: Config | None = None, *, store: Store | None = None,
     panel_ops.update(docs_handlers())
     panel_ops.update(ServicesHandlers(store, config.clock, runtime, parts.deploy_methods, catalog,
                                       parts.request_calls, wake=deployer.wake, quota=parts.quota,
-                                      deleted=lambda service_id: backups.forget_service(archives, service_id),
+                                      deleted=lambda service: backups.forget_service(archives, service),
                                       base_domain=config.base_domain, parse=parts.read_compose,
                                       reserved_hosts=reserved_hosts(config)).handlers())
     def create_service(uow, principal, request, also):  # a restore into a new service
@@ -179,7 +179,7 @@ def create_app(config: Config | None = None, *, store: Store | None = None,
 
     panel_ops.update(BackupsHandlers(store, config.clock, archives, parts.read_compose,
                                      wake=parts.backup_worker.wake, create_service=create_service).handlers())
-    panel_ops.update(BackupPoliciesHandlers(store, config.clock, parts.backup_destinations,
+    panel_ops.update(BackupPoliciesHandlers(store, config.clock, parts.policy_destinations,
                                             wake=parts.backup_scheduler.wake).handlers())
     panel_ops.update(RealtimeHandlers(parts.hub, store, runtime, parts.engine_calls, config.ws_queue,
                                       logs_http=panel_ops["getServiceLogs"]).handlers())

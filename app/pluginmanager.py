@@ -36,6 +36,7 @@ REGISTRIES = {
     "route_providers": ("register_route_providers", "route provider"),
     "rate_stores": ("register_rate_stores", "rate store"),
     "event_buses": ("register_event_buses", "event bus"),
+    "backup_destinations": ("register_backup_destinations", "backup destination kind"),
 }
 
 
@@ -132,3 +133,8 @@ def rate_stores(pm) -> dict:
 
 def event_buses(pm) -> dict:
     return registry(pm, "event_buses")
+
+
+def backup_destinations(pm) -> dict:
+    """Backup-destination factories by kind (``local``, ``s3``)."""
+    return registry(pm, "backup_destinations")

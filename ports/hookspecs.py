@@ -3,9 +3,9 @@
 Two kinds of hooks:
 
 - **Registry hooks** (``register_runtimes``, ``register_license_services``,
-  ``register_route_providers``, ``register_rate_stores``, ``register_event_buses``)
-  return named factories of one shape: an object with ``name`` and
-  ``create(settings: ports.settings.Settings)``. One setting names the factory
+  ``register_route_providers``, ``register_rate_stores``, ``register_event_buses``,
+  ``register_backup_destinations``) return named factories of one shape: an object
+  with ``name`` and ``create(settings: ports.settings.Settings)``. One setting names the factory
   (``app.pluginmanager.select``); a name no loaded plugin provides stops start-up listing
   the loaded names, and two plugins providing one name is a start-up error. The other
   registries (billing models, deploy methods, analyzers, templates) hold instances by
@@ -143,6 +143,25 @@ def register_event_buses():
     ``SLIPWAY_EVENT_BUS`` picks one: ``memory`` (built in, the default: each process
     hears its own events) or ``postgres`` (built in: ``LISTEN/NOTIFY`` through the
     database of ``SLIPWAY_DATABASE_URL``, so every process hears every event).
+    """
+
+
+# --- Backup destinations -----------------------------------------------------------
+
+
+@hookspec
+def register_backup_destinations():
+    """Return a list of :class:`ports.backups.BackupDestinationFactory` instances: objects
+    with ``name`` (the destination *kind* they make) and
+    ``create(settings) -> ports.backups.BackupDestination``.
+
+    ``SLIPWAY_BACKUP_DESTINATIONS`` (a JSON object ``name -> {"kind": ..., options}``)
+    names the operator's destinations; each is created once at start-up by the factory of
+    its ``kind``, ``settings`` being its own options (and its ``name``). ``local`` (the
+    folder ``SLIPWAY_BACKUP_DIR``) always exists; ``SLIPWAY_BACKUP_DEFAULT`` names the
+    default. A kind no loaded plugin provides, or two plugins providing one kind, is a
+    start-up error. Built in: ``local`` (``plugins.backup_local``), ``s3``
+    (``plugins.backup_s3``, any S3-compatible endpoint).
     """
 
 

@@ -12,6 +12,7 @@ import falcon
 import peewee
 
 from core.errors import Conflict, DomainError, Forbidden, Invalid, NotFound, Unauthorized
+from ports.backups import DestinationError
 from ports.licensing import LicenseServiceError
 from ports.runtime import EngineError
 
@@ -81,6 +82,9 @@ def to_api_error(ex: Exception) -> ApiError:
     if isinstance(ex, EngineError):
         log.warning("container engine failed: %s", ex)
         return ApiError(503, f"the container engine failed: {ex}")
+    if isinstance(ex, DestinationError):
+        log.warning("backup destination failed: %s", ex)
+        return ApiError(503, f"the backup destination failed, nothing was changed: {ex}")
     if isinstance(ex, peewee.OperationalError) and "locked" in str(ex):
         log.warning("database busy: %s", ex)
         return ApiError(503, "the database is busy, retry shortly", headers={"Retry-After": "1"})

@@ -1,4 +1,5 @@
-"""Handlers of the panel API's service backups: list, create, detail, delete, restore.
+"""Handlers of the panel API's service backups: list, create, detail, delete, restore,
+verify.
 The work itself runs in the background (``app.workers.backups``)."""
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ def backup_json(b) -> dict:
                    "requested_at": rfc3339(b.restore_requested_at), "completed_at": rfc3339(b.restore_completed_at),
                    "error": b.restore_error}
     return {"id": b.id, "service_id": b.service_id, "status": b.status, "progress": b.progress,
-            "size_bytes": b.size_bytes, "sha256": b.sha256, "volumes": list(b.volumes),
+            "size_bytes": b.size_bytes, "sha256": b.sha256, "checksum_sha256": b.sha256, "volumes": list(b.volumes),
+            "destination": b.destination, "kind": b.kind,
             "created_at": rfc3339(b.created_at), "completed_at": rfc3339(b.completed_at), "error": b.error,
+            "verify_status": b.verify_status, "verified_at": rfc3339(b.verified_at), "verify_error": b.verify_error,
             "scheduled": b.scheduled, "restore": restore, "restored_service_id": b.restore_service_id}
 
 
@@ -33,7 +36,8 @@ class BackupsHandlers:
 
     def handlers(self) -> dict:
         return {"listBackups": self.list_backups, "createBackup": self.create_backup, "getBackup": self.get_backup,
-                "deleteBackup": self.delete_backup, "restoreBackup": self.restore_backup}
+                "deleteBackup": self.delete_backup, "restoreBackup": self.restore_backup,
+                "verifyBackup": self.verify_backup}
 
     async def list_backups(self, call):
         p = call.params
@@ -43,8 +47,10 @@ class BackupsHandlers:
                            "per_page": p["per_page"]})
 
     async def create_backup(self, call):
+        body = call.body if isinstance(call.body, dict) else {}
         backup = await self.store.run(backups.create_backup, self.store.uow(), self.clock, call.caller,
-                                      call.params["id"], self.parse)
+                                      call.params["id"], self.parse, archives=self.archives,
+                                      destination=body.get("destination"))
         self.wake()
         return Reply(202, backup_json(backup))
 
@@ -62,5 +68,11 @@ class BackupsHandlers:
         backup = await self.store.run(backups.restore_backup, self.store.uow(), self.clock, call.caller,
                                       call.params["id"], call.params["backup_id"], call.body,
                                       self.create_service)
+        self.wake()
+        return Reply(202, backup_json(backup))
+
+    async def verify_backup(self, call):
+        backup = await self.store.run(backups.verify_backup, self.store.uow(), self.clock, call.caller,
+                                      call.params["id"], call.params["backup_id"])
         self.wake()
         return Reply(202, backup_json(backup))

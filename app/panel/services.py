@@ -65,7 +65,7 @@ class ServicesHandlers:
 
     ``calls`` runs calls that reach the container engine (``app.engine_calls``, each
     tenant its share: ``tenant``); ``wake()`` tells the deploy worker a job is queued;
-    ``deleted(service_id)`` runs after a service is deleted (its backup archives go);
+    ``deleted(service)`` runs after a service is deleted (its backup archives go);
     ``quota`` holds the operator's customer limits; ``base_domain`` and ``parse`` (the
     compose parser) let start and restart write the route record again for the host
     port the engine published; ``reserved_hosts`` are refused as custom domains (the
@@ -73,7 +73,7 @@ class ServicesHandlers:
     so is a service name that would put the service's host name on one or above one."""
 
     def __init__(self, store, clock, runtime, methods: dict, catalog: dict, calls, wake=lambda: None,
-                 deleted=lambda service_id: None, quota: Quota = DEFAULT_QUOTA,
+                 deleted=lambda service: None, quota: Quota = DEFAULT_QUOTA,
                  base_domain: str | None = None, parse=None, reserved_hosts=()):
         self.store, self.clock, self.runtime, self.calls = store, clock, runtime, calls
         self.methods, self.catalog, self.quota = methods, catalog, quota
@@ -187,7 +187,7 @@ class ServicesHandlers:
                     runtime.remove_image(image)
                 except Exception:  # best effort: the service is gone either way
                     pass
-            self.deleted(service.id)  # in the same call: done even if the request gave up waiting
+            self.deleted(service)  # in the same call: done even if the request gave up waiting
 
         await self.calls.run_for(tenant(call.caller), delete)
         return Reply(204)

@@ -1,32 +1,48 @@
-"""Backup archives on disk, under ``SLIPWAY_BACKUP_DIR``: one file per backup,
-``<dir>/<service_id>/<backup_id>.tar``.
+"""Backup archives: their format, written and read as streams, and the destinations
+they are stored at (``ports.backups``: ``SLIPWAY_BACKUP_DESTINATIONS``, ``local`` always).
 
-The file is a tar archive holding one member per volume, ``volumes/<n>.tar`` (the
-volume's own tar archive, byte for byte as the engine exported it), and last a
-``manifest.json`` naming each volume with its member, size and SHA-256. It is written to
-``<backup_id>.tar.part`` and renamed once complete and synced, so a ``.tar`` file is
-always whole. Volume archives are streamed straight into the file: a member's header
-(``tarfile``'s) is written after its data, in the 512-byte block kept free for it, once
-its size is known. The SHA-256 of the whole file is recorded on the backup and checked
-before a restore touches anything.
+One object per backup, ``<customer id>/<service id>/<backup id>.tar`` below the
+destination's prefix (``core.panel.backups.archive_key``). The object is a tar archive
+(GNU format) written front to back without ever seeking, so it can be uploaded as it is
+made:
+
+- each *part* of the backup (``(name, kind, chunks)``: a volume's tar archive as the
+  engine exports it, kind ``volumes``; or a database component's dump, kind
+  ``postgres``, ``mysql``, ``redis``) becomes the members ``parts/<n>/000000``,
+  ``parts/<n>/000001``, ... of at most ``SEGMENT`` bytes each: a segment is held in memory
+  until it is full (or the part ends), then written with its header, whose size is known
+  by then. The part is the concatenation of its segments;
+- last, ``manifest.json``: what the backup is (``service_id``, ``backup_id``, ...),
+  ``"format": 2``, and ``parts``: ``{"name", "kind", "member" ("parts/<n>"),
+  "size_bytes", "sha256", "offset"}`` for each part in order, ``offset`` being where its
+  first segment's header starts in the object (a part is read from there, with a ranged
+  read, without reading what comes before).
+
+The SHA-256 of the whole object is recorded on the backup. Reading back (verification,
+and before any restore touches anything) streams the whole object from its destination:
+its SHA-256 must be the recorded one, the tar structure must read to its end, and every
+part must have the size and SHA-256 the manifest gives. Archives of format 1 (before
+destinations: one member ``volumes/<n>.tar`` per volume, the manifest's ``volumes``)
+read the same way, and at ``local`` one is found where it was written then,
+``<service id>/<backup id>.tar`` (``_legacy``).
 """
 from __future__ import annotations
 
 import hashlib
+import io
 import json
-import os
-import re
+import logging
 import tarfile
 import time
 
-from app.config import ConfigError
-from app.private_dirs import private_dir
+from ports.backups import DestinationError
 
 BLOCK = tarfile.BLOCKSIZE
-CHUNK = 1024 * 1024
+SEGMENT = 8 * 1024 * 1024  # bytes of a part held in memory before they are written as one member
+READ = 1024 * 1024  # bytes read from an archive at a time
 MANIFEST = "manifest.json"
-FORMAT = 1
-_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+FORMAT = 2
+log = logging.getLogger("slipway.backups")
 
 
 class ArchiveError(Exception):
@@ -36,154 +52,226 @@ class ArchiveError(Exception):
 def _header(name: str, size: int) -> bytes:
     info = tarfile.TarInfo(name)
     info.size, info.mtime, info.mode, info.type = size, int(time.time()), 0o600, tarfile.REGTYPE
-    header = info.tobuf(tarfile.GNU_FORMAT, "utf-8", "surrogateescape")
-    assert len(header) == BLOCK, name  # short names: one block, as reserved
-    return header
+    return info.tobuf(tarfile.GNU_FORMAT, "utf-8", "surrogateescape")
 
 
-def _pad(f, size: int) -> None:
-    f.write(b"\0" * (-size % BLOCK))
+def _padding(size: int) -> bytes:
+    return b"\0" * (-size % BLOCK)
 
 
-def sha256_of(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
+class ArchiveWriter:
+    """The bytes of one archive, made as they are read (``chunks()``); ``parts`` are
+    consumed one after the other, ``on_part(index)`` called after each."""
+
+    def __init__(self, manifest: dict, parts, on_part=lambda index: None, segment: int = SEGMENT):
+        self.manifest, self.parts, self.on_part, self.segment = manifest, parts, on_part, segment
+        self.entries: list[dict] = []
+        self.offset = 0
+
+    def _member(self, name: str, data: bytes):
+        """One member's header, data and padding, as three chunks (no joined copy)."""
+        for piece in (_header(name, len(data)), data, _padding(len(data))):
+            self.offset += len(piece)
+            yield piece
+
+    def chunks(self):
+        for index, (name, kind, chunks) in enumerate(self.parts):
+            member, start = f"parts/{index}", self.offset
+            size, digest, buffer, segments = 0, hashlib.sha256(), bytearray(), 0
+            for chunk in chunks:
+                size += len(chunk)
+                digest.update(chunk)
+                buffer += chunk
+                while len(buffer) >= self.segment:
+                    yield from self._member(f"{member}/{segments:06d}", bytes(memoryview(buffer)[:self.segment]))
+                    del buffer[:self.segment]
+                    segments += 1
+            if buffer or segments == 0:  # an empty part is one empty segment
+                yield from self._member(f"{member}/{segments:06d}", bytes(buffer))
+            self.entries.append({"name": name, "kind": kind, "member": member, "size_bytes": size,
+                                 "sha256": digest.hexdigest(), "offset": start})
+            self.on_part(index)
+        document = json.dumps({**self.manifest, "format": FORMAT, "parts": self.entries}, indent=2).encode()
+        yield from self._member(MANIFEST, document)
+        end = b"\0" * (2 * BLOCK)  # end of archive, then padding to a whole record
+        yield end + b"\0" * (-(self.offset + len(end)) % tarfile.RECORDSIZE)
+
+
+class _Stream(io.RawIOBase):
+    """A readable file over a generator of chunks (for ``tarfile``'s stream mode),
+    hashing every byte it hands out."""
+
+    def __init__(self, chunks):
+        self.chunks, self.current, self.pos = chunks, b"", 0
+        self.digest, self.size = hashlib.sha256(), 0
+
+    def readable(self):
+        return True
+
+    def read(self, n=-1):
+        pieces, need = [], n if n is not None and n >= 0 else float("inf")
+        while need > 0:
+            if self.pos >= len(self.current):
+                chunk = next(self.chunks, None)
+                if chunk is None:
+                    break
+                self.current, self.pos = chunk, 0
+                continue
+            piece = self.current[self.pos:self.pos + need] if need != float("inf") else self.current[self.pos:]
+            self.pos += len(piece)
+            need -= len(piece)
+            pieces.append(piece)
+        out = b"".join(pieces)
+        self.digest.update(out)
+        self.size += len(out)
+        return out
+
+    def drain(self) -> None:
+        while self.read(1024 * 1024):
+            pass
+
+    def close(self):
+        close = getattr(self.chunks, "close", None)
+        if close is not None:
+            close()
+        super().close()
+
+
+def _belongs(name: str, member: str) -> bool:
+    return name == member or name.startswith(member + "/")
+
+
+def _normalized(manifest: dict) -> dict:
+    """Format 1's ``volumes`` as format 2's ``parts``."""
+    if "parts" not in manifest:
+        manifest = {**manifest, "parts": [{**v, "kind": "volumes"} for v in manifest.get("volumes", ())]}
+    return manifest
 
 
 class BackupArchives:
-    def __init__(self, root: str):
-        self.root = os.path.abspath(root)
-        if os.path.exists(self.root) and not os.path.isdir(self.root):
-            raise ConfigError(f"SLIPWAY_BACKUP_DIR: {self.root} exists and is not a directory")
+    """The configured destinations by name and the default one; archives written to and
+    read from them (``core.panel.backups``'s ``archives`` collaborator)."""
 
-    def _dir(self, service_id: str) -> str:
-        if not _ID.fullmatch(service_id):
-            raise ValueError(f"not a service id: {service_id!r}")
-        return os.path.join(self.root, service_id)
+    def __init__(self, destinations: dict, default: str = "local"):
+        self.destinations, self.default = dict(destinations), default
 
-    def path(self, service_id: str, backup_id: str) -> str:
-        if not _ID.fullmatch(backup_id):
-            raise ValueError(f"not a backup id: {backup_id!r}")
-        return os.path.join(self._dir(service_id), f"{backup_id}.tar")
+    def names(self) -> list[str]:
+        return sorted(self.destinations)
 
-    def write(self, service_id: str, backup_id: str, manifest: dict, volumes, on_volume=lambda index: None):
-        """Stream each ``(volume name, chunks)`` of ``volumes`` into the archive; calls
-        ``on_volume(index)`` after each. Returns ``(size in bytes, sha256 hex)`` of the
-        finished file. On failure the partial file is removed and the error raised."""
-        final = self.path(service_id, backup_id)
-        part = final + ".part"
-        private_dir(self.root)  # the folders and the archive: the server user's only, whatever the umask
-        private_dir(os.path.dirname(final))
-        entries = []
+    def has(self, name: str) -> bool:
+        return name in self.destinations
+
+    def destination(self, name: str):
         try:
-            fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-            os.fchmod(fd, 0o600)  # a .part left from before keeps no wider mode
-            with os.fdopen(fd, "wb") as f:
-                for index, source in enumerate(volumes):
-                    # a part: (volume name, chunks), or (name, kind, chunks) with kind
-                    # ``volumes`` or a database engine's (a component's dump)
-                    name, kind, chunks = source if len(source) == 3 else (source[0], "volumes", source[1])
-                    member = f"volumes/{index}.tar" if kind == "volumes" else f"dumps/{index}.{kind}"
-                    start = f.tell()
-                    f.write(b"\0" * BLOCK)  # the header's place, filled in once the size is known
-                    size, digest = 0, hashlib.sha256()
-                    for chunk in chunks:
-                        f.write(chunk)
-                        size += len(chunk)
-                        digest.update(chunk)
-                    _pad(f, size)
-                    end = f.tell()
-                    f.seek(start)
-                    f.write(_header(member, size))
-                    f.seek(end)
-                    entries.append({"name": name, "kind": kind, "member": member, "size_bytes": size,
-                                    "sha256": digest.hexdigest()})
-                    on_volume(index)
-                document = json.dumps({**manifest, "format": FORMAT, "volumes": entries}, indent=2).encode()
-                f.write(_header(MANIFEST, len(document)))
-                f.write(document)
-                _pad(f, len(document))
-                f.write(b"\0" * (2 * BLOCK))  # end of archive
-                _pad_record(f)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(part, final)
-            _sync_dir(os.path.dirname(final))
-        except BaseException:
-            _unlink(part)
-            raise
-        return os.path.getsize(final), sha256_of(final)
+            return self.destinations[name]
+        except KeyError:
+            raise ArchiveError(f"backup destination {name!r} is not configured (SLIPWAY_BACKUP_DESTINATIONS)") \
+                from None
 
-    def verify(self, service_id: str, backup_id: str, sha256: str | None) -> dict:
-        """The manifest of an archive whose SHA-256 is ``sha256`` and whose volume members
-        are all there; :class:`ArchiveError` otherwise."""
-        path = self.path(service_id, backup_id)
-        if not os.path.isfile(path):
-            raise ArchiveError(f"the archive of backup {backup_id} is missing ({path})")
-        if sha256 is None or sha256_of(path) != sha256:
-            raise ArchiveError(f"the archive of backup {backup_id} is damaged: its SHA-256 is not the recorded one")
+    def _legacy(self, destination: str, key: str) -> str:
+        """``key``, or where a backup made before destinations keeps its archive at
+        ``local`` (``<service id>/<backup id>.tar``, without the customer) when only that
+        is there."""
+        place = self.destination(destination)
+        if getattr(place, "kind", None) != "local" or key.count("/") != 2 or place.exists(key):
+            return key
+        older = key.split("/", 1)[1]
+        return older if place.exists(older) else key
+
+    def write(self, destination: str, key: str, manifest: dict, parts, on_part=lambda index: None):
+        """Stream each ``(name, kind, chunks)`` of ``parts`` into the object ``key`` at
+        ``destination``; ``on_part(index)`` after each. Returns ``(size in bytes, sha256
+        hex)`` of the stored object. On failure nothing is stored and the error raised."""
+        writer = ArchiveWriter(manifest, parts, on_part)
+        return self.destination(destination).put(key, writer.chunks())
+
+    def verify(self, destination: str, key: str, sha256: str | None) -> dict:
+        """Read the whole object back: the manifest (with ``parts``) when its SHA-256 is
+        ``sha256``, its tar structure whole and each part of the size and SHA-256 the
+        manifest records; :class:`ArchiveError` saying what is wrong otherwise."""
+        place = self.destination(destination)
+        key = self._legacy(destination, key)
+        if not place.exists(key):
+            raise ArchiveError(f"the archive {key} is missing at backup destination {destination}")
+        stream = _Stream(place.get(key))
+        manifest, seen, broken = None, {}, None
         try:
-            with tarfile.open(path, "r:") as tar:
-                manifest = json.loads(tar.extractfile(MANIFEST).read())
-                members = {m.name: m.size for m in tar.getmembers()}
-        except (tarfile.TarError, KeyError, ValueError) as exc:
-            raise ArchiveError(f"the archive of backup {backup_id} is unreadable: {exc}") from exc
-        for volume in manifest.get("volumes", ()):
-            if members.get(volume["member"]) != volume["size_bytes"]:
-                raise ArchiveError(f"the archive of backup {backup_id} lacks {volume['member']}")
+            try:
+                with tarfile.open(fileobj=stream, mode="r|", bufsize=READ) as tar:
+                    for info in tar:
+                        source = tar.extractfile(info)
+                        if info.name == MANIFEST:
+                            manifest = json.loads(source.read())
+                            continue
+                        top = info.name.rsplit("/", 1)[0] if info.name.startswith("parts/") else info.name
+                        size, digest = seen.setdefault(top, [0, hashlib.sha256()])
+                        while chunk := source.read(1024 * 1024):
+                            seen[top][0] += len(chunk)
+                            digest.update(chunk)
+            except (tarfile.TarError, ValueError, EOFError, OSError) as exc:
+                broken = f"its tar structure is unreadable: {exc}"
+            stream.drain()
+        except DestinationError as exc:
+            raise ArchiveError(str(exc)) from exc
+        finally:
+            stream.close()
+        actual = stream.digest.hexdigest()
+        if sha256 is None or actual != sha256:
+            raise ArchiveError(f"the archive {key} at backup destination {destination} is damaged: its SHA-256 is "
+                               f"{actual}, the backup recorded {sha256}")
+        if broken:
+            raise ArchiveError(f"the archive {key} at backup destination {destination} is damaged: {broken}")
+        if manifest is None:
+            raise ArchiveError(f"the archive {key} at backup destination {destination} has no {MANIFEST}")
+        manifest = _normalized(manifest)
+        for part in manifest["parts"]:
+            size, digest = seen.get(part["member"], [0, hashlib.sha256()])
+            if size != part["size_bytes"] or ("sha256" in part and digest.hexdigest() != part["sha256"]):
+                raise ArchiveError(f"the archive {key} at backup destination {destination} is damaged: "
+                                   f"{part['member']} ({part['name']}) is not what its manifest records")
         return manifest
 
-    def volume_chunks(self, service_id: str, backup_id: str, member: str):
-        """A generator of one volume's tar archive, read from the backup's file in chunks."""
-        with tarfile.open(self.path(service_id, backup_id), "r:") as tar:
-            source = tar.extractfile(member)
-            while chunk := source.read(CHUNK):
-                yield chunk
-
-    def remove(self, service_id: str, backup_id: str) -> None:
-        """Remove the archive (and any partial one); the service's directory too once empty."""
-        final = self.path(service_id, backup_id)
-        _unlink(final)
-        _unlink(final + ".part")
-        _rmdir(os.path.dirname(final))
-
-    def remove_service(self, service_id: str) -> None:
-        """Remove every archive of the service (files that are not backups are left alone)."""
-        directory = self._dir(service_id)
+    def part_chunks(self, destination: str, key: str, part: dict):
+        """A generator of one part's bytes (``part``: its manifest entry), read from the
+        object from the part's ``offset``. :class:`ArchiveError` at the end when they are
+        not what the manifest records."""
+        key = self._legacy(destination, key)
+        stream = _Stream(self.destination(destination).get(key, part.get("offset", 0)))
+        size, digest, started = 0, hashlib.sha256(), False
         try:
-            names = os.listdir(directory)
-        except FileNotFoundError:
-            return
-        for name in names:
-            if re.fullmatch(r"bkp_[A-Za-z0-9_-]+\.tar(\.part)?", name):
-                _unlink(os.path.join(directory, name))
-        _rmdir(directory)
+            with tarfile.open(fileobj=stream, mode="r|", bufsize=READ) as tar:
+                for info in tar:
+                    if not _belongs(info.name, part["member"]):
+                        if started:
+                            break
+                        continue
+                    started = True
+                    source = tar.extractfile(info)
+                    while chunk := source.read(1024 * 1024):
+                        size += len(chunk)
+                        digest.update(chunk)
+                        yield chunk
+        except (tarfile.TarError, DestinationError) as exc:
+            raise ArchiveError(f"reading {part['member']} of the archive {key}: {exc}") from exc
+        finally:
+            stream.close()
+        if size != part["size_bytes"] or ("sha256" in part and digest.hexdigest() != part["sha256"]):
+            raise ArchiveError(f"{part['member']} of the archive {key} at backup destination {destination} is not "
+                               "what its manifest records")
 
+    def remove(self, destination: str, key: str) -> None:
+        """Remove the object (and any partial one); an unknown destination has nothing."""
+        if destination in self.destinations:
+            self.destinations[destination].delete(self._legacy(destination, key))
 
-def _pad_record(f) -> None:
-    f.write(b"\0" * (-f.tell() % tarfile.RECORDSIZE))
-
-
-def _unlink(path: str) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
-
-
-def _rmdir(path: str) -> None:
-    try:
-        os.rmdir(path)
-    except OSError:  # not empty, or already gone
-        pass
-
-
-def _sync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    def remove_service(self, prefix: str) -> None:
+        """Remove every object under ``prefix`` (a service's, ``core.panel.backups.service_prefix``)
+        at every destination. Best effort (the service is gone either way): a destination
+        that fails is logged and does not keep the others from being cleaned."""
+        for destination in self.destinations.values():
+            try:
+                destination.delete_prefix(prefix)
+                if destination.kind == "local" and prefix.count("/") == 2:  # archives made before destinations
+                    destination.delete_prefix(prefix.split("/", 1)[1])
+            except (DestinationError, OSError) as exc:
+                log.warning("the backups under %s stay at backup destination %s: %s", prefix, destination.name, exc)

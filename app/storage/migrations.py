@@ -602,6 +602,19 @@ def _v21_event_outbox(db):
     ])
 
 
+def _v22_backup_destinations(db):
+    """Backups gain where their archive is stored (``destination``: existing ones are at
+    ``local``), what they hold (``kind``: existing ones are ``volumes``) and their
+    verification (a job on the row, like the restore: ``verify_status``; ``verified_at``,
+    ``verify_error``). The archive's checksum stays in ``sha256``."""
+    _add_columns(db, "backup", {"destination": peewee.CharField(max_length=64, default="local"),
+                                "kind": peewee.CharField(max_length=16, default="volumes"),
+                                "verify_status": peewee.CharField(max_length=16, null=True),
+                                "verified_at": peewee.DateTimeField(null=True),
+                                "verify_error": peewee.TextField(null=True)})
+    _run(db, ['CREATE INDEX IF NOT EXISTS "backup_verify_status" ON "backup" ("verify_status")'])
+
+
 _V24 = (
     'CREATE TABLE IF NOT EXISTS "backup_policy" ("service_id" VARCHAR(40) NOT NULL PRIMARY KEY, '
     '"schedule" VARCHAR(200) NOT NULL, "destination" VARCHAR(64) NOT NULL, "keep_last" INTEGER NOT NULL, '
@@ -649,6 +662,7 @@ MIGRATIONS = [
     (20, "ledger events: migration 18's triggers made anew on databases its first form migrated",
      _v20_ledger_reach_again),
     (21, "event outbox for the plugins' event subscribers, and its deliveries", _v21_event_outbox),
+    (22, "backups: their destination, kind and verification", _v22_backup_destinations),
     (24, "backup policies; backups record whether a policy made them", _v24_backup_policies),
     (25, "backups: the service a restore goes into when not the backup's own", _v25_restore_into_new_service),
 ]

@@ -1,5 +1,5 @@
-"""The backup worker inside the server: runs queued backup and restore jobs one at a
-time on the engine-call threads, off the event loop. On start-up it settles the jobs a
+"""The backup worker inside the server: runs queued backup, restore and verification
+jobs one at a time on the engine-call threads, off the event loop. On start-up it settles the jobs a
 stopped process left running (``core.panel.backups.recover_interrupted``, under the worker
 leases of ``core.panel.leases``): backups become
 ``failed``, restores run again. After a scheduled backup, its policy's retention runs
@@ -21,6 +21,9 @@ class BackupWorker(JobWorker):
         #: queues the verification of a completed scheduled backup whose policy says ``verify``
         #: (``verify(backup)``); None: no verification is queued
         self.verify = verify
+        # the engine's own check of a database dump during a verification, after the checksum
+        # and the archive's structure (core.panel.backups.run_verify); None: those only
+        self.engine_check = None
 
     def recover(self) -> list:
         return backups.recover_interrupted(self.store.uow(), self.clock, self.archives)
@@ -29,6 +32,6 @@ class BackupWorker(JobWorker):
         return backups.claim_next(self.store.uow(), self.clock, owner)
 
     def work(self, claimed) -> None:
-        backup = backups.run(self.store.uow(), self.clock, self.runtime, self.archives, claimed)
+        backup = backups.run(self.store.uow(), self.clock, self.runtime, self.archives, claimed, self.engine_check)
         if claimed[0] == "backup":
             backup_policies.after_backup(self.store.uow(), self.archives, backup, verify=self.verify)

@@ -172,7 +172,7 @@ def run_policy(uow, clock, policy: BackupPolicy, parse) -> backups.Backup | None
         if service is None:
             return None  # deleted meanwhile: its policy went with it
         try:
-            backup = backups.queue_backup(uow, clock, service, parse, scheduled=True)
+            backup = backups.queue_backup(uow, clock, service, parse, destination=policy.destination, scheduled=True)
         except backups.Busy:
             return None  # nothing written: still due
         except Conflict as exc:  # refused for good: the run is claimed without a backup
@@ -194,7 +194,8 @@ def after_backup(uow, archives, backup: backups.Backup, verify=None) -> list[str
         return []
     with uow:
         policy = uow.backup_policies.get(backup.service_id)
-        if policy is None:
+        service = uow.services.get(backup.service_id)
+        if policy is None or service is None:
             return []
         kept = uow.backups.completed_scheduled(backup.service_id)  # newest first
         gone = []
@@ -205,7 +206,7 @@ def after_backup(uow, archives, backup: backups.Backup, verify=None) -> list[str
                 continue
         uow.commit()
     for old in gone:
-        backups.remove_archive(archives, old)
+        backups.remove_archive(archives, service.customer_id, old)
     if policy.verify and verify is not None:
         verify(backup)
     return [b.id for b in gone]

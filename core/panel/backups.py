@@ -1,10 +1,15 @@
 """Service backups: an archive of a service's volumes and of its database components'
 dumps (``core.panel.dumps``), made and restored by background jobs through the runtime
-port (``export_volume`` / ``import_volume``; ``exec_output`` / ``exec_input`` for dumps).
+port (``export_volume`` / ``import_volume``; ``exec_output`` / ``exec_input`` for dumps),
+stored at a backup destination the operator configured (``local`` unless the request or
+the default names another).
 
 The backup row is the job: ``pending`` (queued) → ``running`` → ``completed`` or
-``failed``. A restore is a job on the same row (``restore_status``). One backup or restore
-runs per service at a time; none starts while the service is ``deploying``.
+``failed``. A restore is a job on the same row (``restore_status``), and so is a
+verification (``verify_status``: the archive read back from its destination, its
+checksum and structure checked; a backup that does not verify becomes ``failed``). One
+backup or restore runs per service at a time; none starts while the service is
+``deploying``.
 
 Decisions:
 
@@ -16,12 +21,14 @@ Decisions:
   (it is idempotent: the volumes are emptied and filled again, then the containers that
   ran before the first attempt are started).
 
-Where archives live is the ``archives`` collaborator's business (``app.storage.backup_archives``):
-``write(service_id, backup_id, manifest, parts, on_volume) -> (size, sha256)`` (parts
-``(name, kind, chunks)``, kind ``volumes`` or an engine's),
-``verify(service_id, backup_id, sha256) -> manifest``,
-``volume_chunks(service_id, backup_id, member)``, ``remove(service_id, backup_id)``,
-``remove_service(service_id)``.
+Where archives live is the ``archives`` collaborator's business (``app.storage.backup_archives``),
+by destination name and object key (``archive_key``):
+``default`` (the default destination's name), ``has(name)``,
+``write(destination, key, manifest, parts, on_part) -> (size, sha256)`` (``parts``: an
+iterable of ``(name, kind, chunks)``), ``verify(destination, key, sha256) -> manifest``
+(every part's entry under ``parts``: ``name``, ``kind``, ``member``, ``size_bytes``,
+``sha256``), ``part_chunks(destination, key, entry)``, ``remove(destination, key)``,
+``remove_service(prefix)``.
 """
 from __future__ import annotations
 
@@ -40,6 +47,16 @@ BUSY = ("pending", "running")
 # Backups and restores are on the service's timeline too (event types ``backup`` and
 # ``restore``): ``started`` when asked for, then ``success`` or ``failed`` with the reason.
 INTERRUPTED = "interrupted by a restart of Slipway"
+
+
+def service_prefix(customer_id: str, service_id: str) -> str:
+    """Where a service's backup objects are, below a destination's own prefix."""
+    return f"{customer_id}/{service_id}/"
+
+
+def archive_key(customer_id: str, service_id: str, backup_id: str) -> str:
+    """The object of one backup: ``<customer id>/<service id>/<backup id>.tar``."""
+    return f"{service_prefix(customer_id, service_id)}{backup_id}.tar"
 
 
 @dataclass(frozen=True)
@@ -63,13 +80,22 @@ class Backup:
     restore_containers: tuple | None = None  # recorded once per restore, before it stops anything
     scheduled: bool = False  # made by the service's backup policy (core.panel.backup_policies), not asked for
     restore_service_id: str | None = None  # the restore's target when not this service (a new service)
+    destination: str = "local"  # the backup destination its archive is stored at
+    kind: str = "volumes"  # volumes, postgres, mysql, redis
+    verify_status: str | None = None  # None: never verified; pending, running, completed, failed
+    verified_at: datetime | None = None  # when it last verified
+    verify_error: str | None = None  # why it did not
 
 
 def progress_event(service, backup: Backup, operation: str = "backup") -> Event:
     """``backup.progress`` ``{service_id, backup_id, progress, status, operation}``: for a
-    restore (``operation`` ``restore``) progress and status are the restore's."""
+    restore (``operation`` ``restore``) progress and status are the restore's; for a
+    verification (``verify``) the status is the verification's (progress 0, then 100)."""
     if operation == "restore":
         progress, status = backup.restore_progress, backup.restore_status
+    elif operation == "verify":
+        status = backup.verify_status
+        progress = 100 if status in ("completed", "failed") else 0
     else:
         progress, status = backup.progress, backup.status
     return Event("backup.progress", {"service_id": backup.service_id, "backup_id": backup.id, "progress": progress,
@@ -93,22 +119,31 @@ def _service_idle(uow, service) -> None:
 # --- requests ----------------------------------------------------------------------------
 
 
-def create_backup(uow, clock, principal, service_id: str, parse) -> Backup:
+def create_backup(uow, clock, principal, service_id: str, parse, *, archives=None,
+                  destination: str | None = None) -> Backup:
     """Queue a backup of the service's volumes (``parse(compose, variables)`` gives the
-    plan that names them)."""
+    plan that names them) to ``destination`` (a name ``archives`` has; its default when
+    None)."""
     principal.require("backups:write")
     with uow:
         service = visible(principal, uow.services.get(service_id, for_update=True), service_id)
-        backup = queue_backup(uow, clock, service, parse)
+        if destination is None:
+            destination = archives.default if archives is not None else "local"
+        elif archives is not None and not archives.has(destination):
+            raise Invalid("invalid backup", fields={"destination": f"no backup destination {destination!r} "
+                                                                   "is configured"})
+        backup = queue_backup(uow, clock, service, parse, destination=destination)
         uow.commit()
     return backup
 
 
-def queue_backup(uow, clock, service, parse, *, scheduled: bool = False) -> Backup:
+def queue_backup(uow, clock, service, parse, *, destination: str = "local", scheduled: bool = False) -> Backup:
     """Inside the caller's transaction (``service`` read ``for_update``): the rules every
     backup keeps, asked for or scheduled: ``Busy`` while the service deploys or another
-    backup or restore of it is queued or running, ``Conflict`` without volumes; then the
-    ``pending`` backup, its progress event and its ``started`` timeline event."""
+    backup or restore of it is queued or running, ``Conflict`` with nothing to back up
+    (no volumes, no database component); then the ``pending`` backup to ``destination``
+    (its ``kind`` the first database component's, else ``volumes``), its progress event
+    and its ``started`` timeline event."""
     _service_idle(uow, service)
     try:
         volumes = tuple(parse(service.compose, service.variables or {}).volumes)
@@ -120,11 +155,12 @@ def queue_backup(uow, clock, service, parse, *, scheduled: bool = False) -> Back
         raise Conflict("the service has no volumes to back up")
     now = clock.now()
     backup = Backup(id=new_id("bkp"), service_id=service.id, status="pending", created_at=now, updated_at=now,
-                    volumes=volumes, scheduled=scheduled)
+                    volumes=volumes, scheduled=scheduled, destination=destination, kind=dumps.backup_kind(engines))
     uow.backups.add(backup)
     uow.emit(progress_event(service, backup))
     what = "scheduled" if scheduled else "asked for"
-    record(uow, clock, service.id, "backup", "started", f"backup {backup.id} of {', '.join((*volumes, *engines))} {what}")
+    record(uow, clock, service.id, "backup", "started",
+           f"backup {backup.id} of {', '.join((*volumes, *engines))} to {destination} {what}")
     return backup
 
 
@@ -147,6 +183,8 @@ def restore_backup(uow, clock, principal, service_id: str, backup_id: str, body=
         backup = _backup_of(uow, service, backup_id)
         if backup.status != "completed":
             raise Conflict(f"backup {backup.id} is {backup.status}: only a completed backup can be restored")
+        if backup.verify_status in BUSY:
+            raise Conflict(f"backup {backup.id} is being verified")
         _service_idle(uow, service)
         now = clock.now()
         backup = replace(backup, restore_status="pending", restore_progress=0, restore_requested_at=now,
@@ -205,6 +243,57 @@ def _restorable(backup: Backup) -> None:
         raise Conflict(f"backup {backup.id} is {backup.status}: only a completed backup can be restored")
 
 
+def verify_backup(uow, clock, principal, service_id: str, backup_id: str) -> Backup:
+    """Queue a verification of a ``completed`` backup (``run_verify``)."""
+    principal.require("backups:write")
+    with uow:
+        service = visible(principal, uow.services.get(service_id, for_update=True), service_id)
+        backup = _backup_of(uow, service, backup_id)
+        if backup.status != "completed":
+            raise Conflict(f"backup {backup.id} is {backup.status}: only a completed backup can be verified")
+        if backup.verify_status in BUSY:
+            raise Conflict(f"backup {backup.id} is being verified")
+        if backup.restore_status in BUSY:  # one job at a time on a row: each writes the whole row
+            raise Conflict(f"backup {backup.id} is being restored")
+        backup = queue_verification(uow, clock, service, backup)
+        uow.commit()
+    return backup
+
+
+def queue_verification_of(uow, clock, backup_id: str) -> Backup | None:
+    """In a transaction of its own: queue the verification of a completed backup that is
+    not being verified or restored (a policy with ``verify``, after its backup
+    completed); None when it is gone or busy."""
+    with uow:
+        backup = uow.backups.get(backup_id)
+        if backup is None or backup.status != "completed" or backup.verify_status in BUSY \
+                or backup.restore_status in BUSY:
+            return None
+        backup = queue_verification(uow, clock, uow.services.get(backup.service_id), backup)
+        uow.commit()
+    return backup
+
+
+def check_dumps(runtime):
+    """The verification's engine check (``run_verify``'s ``engine_check``): each dump of
+    the archive restored in a scratch container and checked there
+    (``core.panel.dumps.verify_parts``), its bytes read from the backup's destination."""
+    def check(service, backup: Backup, manifest: dict, archives, key: str) -> None:
+        entries = {part["member"]: part for part in dumps.manifest_parts(manifest)}
+        dumps.verify_parts(runtime, manifest,
+                           lambda member: archives.part_chunks(backup.destination, key, entries[member]))
+    return check
+
+
+def queue_verification(uow, clock, service, backup: Backup) -> Backup:
+    """Mark a completed backup's verification queued, inside the caller's transaction
+    (the verify route; a policy with ``verify`` after its backup completed)."""
+    backup = replace(backup, verify_status="pending", verify_error=None, updated_at=clock.now())
+    uow.backups.update(backup)
+    uow.emit(progress_event(service, backup, "verify"))
+    return backup
+
+
 def _backup_of(uow, service, backup_id: str) -> Backup:
     backup = uow.backups.get(backup_id)
     if backup is None or backup.service_id != service.id:
@@ -226,45 +315,57 @@ def list_backups(uow, principal, service_id: str, *, page: int, per_page: int, s
         return uow.backups.page(service_id, page=page, per_page=per_page, status=status)
 
 
-def delete_backup(uow, archives, principal, service_id: str, backup_id: str) -> None:
-    """Forget the backup and remove its archive; 409 while it or a restore from it runs."""
-    principal.require("backups:write")
-    with uow:
-        service = visible(principal, uow.services.get(service_id), service_id)
-        backup = forget_backup(uow, _backup_of(uow, service, backup_id))
-        uow.commit()
-    remove_archive(archives, backup)
-
-
-def forget_backup(uow, backup: Backup) -> Backup:
-    """Inside the caller's transaction: delete the backup's row; 409 while it or a restore
-    from it runs. Its archive goes with ``remove_archive`` once the transaction committed
-    (a rollback must not leave a row without its archive)."""
+def _deletable(backup: Backup) -> None:
     if backup.status in BUSY:
         raise Conflict(f"backup {backup.id} is {backup.status}: wait until it ends")
     if backup.restore_status in BUSY:
         raise Conflict(f"backup {backup.id} is being restored")
+    if backup.verify_status in BUSY:
+        raise Conflict(f"backup {backup.id} is being verified")
+
+
+def delete_backup(uow, archives, principal, service_id: str, backup_id: str) -> None:
+    """Remove the backup's archive from its destination, then forget the backup; 409
+    while it, a restore from it or its verification runs. A destination that fails
+    raises its error and the backup stays (the request may be tried again)."""
+    principal.require("backups:write")
+    with uow.reading():
+        service = visible(principal, uow.services.get(service_id), service_id)
+        backup = _backup_of(uow, service, backup_id)
+        _deletable(backup)
+    archives.remove(backup.destination, archive_key(service.customer_id, service.id, backup.id))
+    with uow:
+        _deletable(_backup_of(uow, service, backup_id))  # nothing started meanwhile
+        uow.backups.delete(backup_id)
+        uow.commit()
+
+
+def forget_backup(uow, backup: Backup) -> Backup:
+    """Inside the caller's transaction: delete the backup's row; 409 while it, a restore
+    from it or its verification runs. Its archive goes with ``remove_archive`` once the
+    transaction committed (a policy's retention: a rollback must not leave a row without
+    its archive)."""
+    _deletable(backup)
     uow.backups.delete(backup.id)
     return backup
 
 
-def remove_archive(archives, backup: Backup) -> None:
-    """Remove a forgotten backup's archive from where it lives (the delete route and a
-    policy's retention both end here)."""
-    archives.remove(backup.service_id, backup.id)
+def remove_archive(archives, customer_id: str, backup: Backup) -> None:
+    """Remove a forgotten backup's archive from its destination."""
+    archives.remove(backup.destination, archive_key(customer_id, backup.service_id, backup.id))
 
 
-def forget_service(archives, service_id: str) -> None:
+def forget_service(archives, service) -> None:
     """After a service is deleted: its backup rows went with it (the database cascades),
-    its archives go now."""
-    archives.remove_service(service_id)
+    its archives go now, from every destination."""
+    archives.remove_service(service_prefix(service.customer_id, service.id))
 
 
 # --- jobs (worker threads) --------------------------------------------------------------------
 
 
 def claim_next(uow, clock, owner: str | None = None):
-    """The oldest queued job as ``(kind, backup)`` with kind ``backup`` or ``restore``,
+    """The oldest queued job as ``(kind, backup)`` with kind ``backup``, ``restore`` or ``verify``,
     now marked running (SKIP LOCKED on PostgreSQL); None when nothing is queued."""
     with uow:
         claimed = uow.backups.claim_queued(clock.now(), owner)
@@ -278,8 +379,9 @@ def claim_next(uow, clock, owner: str | None = None):
 
 def recover_interrupted(uow, clock, archives) -> list[str]:
     """Backups a stopped process left ``running`` (its worker lease is stale or gone,
-    ``core.panel.leases``) become ``failed`` (their partial archives are removed); restores it
-    left ``running`` are queued again; live workers' jobs stay. Returns the ids touched."""
+    ``core.panel.leases``) become ``failed`` (their partial archives are removed from their
+    destinations); restores and verifications it left ``running`` are queued again; live
+    workers' jobs stay. Returns the ids touched."""
     now = clock.now()
     failed = []
     with uow:
@@ -287,25 +389,35 @@ def recover_interrupted(uow, clock, archives) -> list[str]:
         for backup in uow.backups.orphaned(live):
             backup = replace(backup, status="failed", error=INTERRUPTED, updated_at=now)
             uow.backups.update(backup)
-            uow.emit(progress_event(uow.services.get(backup.service_id), backup))
+            service = uow.services.get(backup.service_id)
+            uow.emit(progress_event(service, backup))
             record(uow, clock, backup.service_id, "backup", "failed", f"backup {backup.id} failed: {INTERRUPTED}")
-            failed.append(backup)
+            failed.append((service, backup))
         requeued = uow.backups.orphaned(live, restore=True)
         for backup in requeued:
             backup = replace(backup, restore_status="pending", restore_progress=0, updated_at=now)
             uow.backups.update(backup)
             uow.emit(progress_event(uow.services.get(backup.service_id), backup, "restore"))
+        reverify = uow.backups.orphaned(live, verify=True)
+        for backup in reverify:
+            uow.backups.update(replace(backup, verify_status="pending", updated_at=now))
         uow.commit()
-    for backup in failed:
-        archives.remove(backup.service_id, backup.id)
-    return [b.id for b in failed] + [b.id for b in requeued]
+    for service, backup in failed:
+        if service is not None:
+            try:
+                archives.remove(backup.destination, archive_key(service.customer_id, service.id, backup.id))
+            except Exception:  # an unreachable destination: its partial upload is never an object anyway
+                pass
+    return [b.id for _, b in failed] + [b.id for b in requeued] + [b.id for b in reverify]
 
 
-def run(uow, clock, runtime, archives, claimed) -> Backup:
+def run(uow, clock, runtime, archives, claimed, engine_check=None) -> Backup:
     """Run a claimed job; answers the backup as the job left it."""
     kind, backup = claimed
     if kind == "restore":
         return run_restore(uow, clock, runtime, archives, backup)
+    if kind == "verify":
+        return run_verify(uow, clock, archives, backup, engine_check)
     return run_backup(uow, clock, runtime, archives, backup)
 
 
@@ -339,17 +451,23 @@ def run_backup(uow, clock, runtime, archives, backup: Backup) -> Backup:
         backup = replace(backup, progress=min(99, int(100 * (index + 1) / (total + 1))), updated_at=clock.now())
         _save(uow, service, backup, "backup")
 
+    key = archive_key(service.customer_id, service.id, backup.id) if service is not None else None
     try:
         if service is None:
             raise RuntimeError("the service was deleted")
-        sources, engines = _parts(runtime, service, backup)
-        total = len(sources)
-        manifest = {"service_id": service.id, "service_name": service.name, "backup_id": backup.id,
-                    "created_at": backup.created_at.isoformat(), "kind": dumps.backup_kind(engines),
+        parts, engines = backup_parts(runtime, service, backup)
+        total = len(parts)
+        manifest = {"service_id": service.id, "service_name": service.name, "customer_id": service.customer_id,
+                    "backup_id": backup.id, "created_at": backup.created_at.isoformat(),
+                    "kind": dumps.backup_kind(engines),
                     "engines": {name: {"kind": e["kind"], "image": e["image"]} for name, e in engines.items()}}
-        size, digest = archives.write(service.id, backup.id, manifest, sources, volume_done)
+        size, digest = archives.write(backup.destination, key, manifest, parts, volume_done)
     except Exception as exc:  # the reason goes to the backup
-        archives.remove(backup.service_id, backup.id)
+        if key is not None:
+            try:  # a destination's put leaves nothing when it fails; this clears what a stranger path left
+                archives.remove(backup.destination, key)
+            except Exception:
+                pass
         now = clock.now()
         backup = replace(backup, status="failed", error=_reason(exc), updated_at=now)
         _save(uow, service, backup, "backup", clock)
@@ -358,7 +476,47 @@ def run_backup(uow, clock, runtime, archives, backup: Backup) -> Backup:
     backup = replace(backup, status="completed", progress=100, size_bytes=size, sha256=digest, completed_at=now,
                      updated_at=now, error=None)
     if not _save(uow, service, backup, "backup", clock):
-        archives.remove(backup.service_id, backup.id)
+        archives.remove(backup.destination, key)
+    return backup
+
+
+def run_verify(uow, clock, archives, backup: Backup, engine_check=None) -> Backup:
+    """Fetch the backup's archive from its destination, compare its SHA-256 with the
+    recorded one and read its structure (``archives.verify``); then, when given,
+    ``engine_check(service, backup, manifest, archives, key)`` (the engine's own check of
+    a database dump, which raises with the reason when it does not pass). Success sets
+    ``verified_at``; failure marks the backup ``failed`` with ``verify_error`` and puts a
+    ``backup`` ``failed`` event on the timeline. Never raises."""
+    with uow.reading():
+        service = uow.services.get(backup.service_id)
+    try:
+        if service is None:
+            raise RuntimeError("the service was deleted")
+        key = archive_key(service.customer_id, service.id, backup.id)
+        manifest = archives.verify(backup.destination, key, backup.sha256)
+        if engine_check is not None:
+            engine_check(service, backup, manifest, archives, key)
+    except Exception as exc:
+        return fail_verification(uow, clock, service, backup, _reason(exc))
+    now = clock.now()
+    backup = replace(backup, verify_status="completed", verified_at=now, verify_error=None, updated_at=now)
+    _save(uow, service, backup, "verify")
+    return backup
+
+
+def fail_verification(uow, clock, service, backup: Backup, reason: str) -> Backup:
+    """The backup did not verify: ``failed``, with the reason, on the timeline too."""
+    now = clock.now()
+    backup = replace(backup, status="failed", verify_status="failed", verify_error=reason,
+                     error=f"verification failed: {reason}", updated_at=now)
+    with uow:
+        if uow.backups.get(backup.id) is not None:
+            uow.backups.update(backup)
+            uow.emit(progress_event(service, backup, "verify"))
+            uow.emit(progress_event(service, backup))
+            record(uow, clock, backup.service_id, "backup", "failed",
+                   f"backup {backup.id} failed verification: {reason}")
+        uow.commit()
     return backup
 
 
@@ -407,7 +565,8 @@ def _restore(uow, clock, runtime, archives, backup: Backup, service, lease: str)
     try:
         if service is None:
             raise RuntimeError("the service was deleted")
-        manifest = archives.verify(service.id, backup.id, backup.sha256)  # before anything is touched
+        key = archive_key(service.customer_id, service.id, backup.id)
+        manifest = archives.verify(backup.destination, key, backup.sha256)  # before anything is touched
         if backup.restore_service_id is not None:
             target = _deployed(uow, clock, backup.restore_service_id, lease)
         states = runtime.containers(target.id)
@@ -422,7 +581,7 @@ def _restore(uow, clock, runtime, archives, backup: Backup, service, lease: str)
                 runtime.stop(state.id)
         volumes = dumps.manifest_parts(manifest)
         for index, volume in enumerate(volumes):
-            chunks = _beating(archives.volume_chunks(service.id, backup.id, volume["member"]), uow, clock, lease)
+            chunks = _beating(archives.part_chunks(backup.destination, key, volume), uow, clock, lease)
             if volume["kind"] == dumps.VOLUMES:
                 runtime.import_volume(resource_names(target, volume=volume["name"]), chunks)
             else:
@@ -494,7 +653,7 @@ def _engines(service) -> dict:
     return dumps.engine_components(_document(service))
 
 
-def _parts(runtime, service, backup: Backup):
+def backup_parts(runtime, service, backup: Backup):
     """The archive's parts ``(name, kind, chunks)``: the volumes the backup names, then a
     dump of each engine component of the service's compose; and those components."""
     engines = _engines(service)

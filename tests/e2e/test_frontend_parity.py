@@ -193,6 +193,9 @@ def test_releases_rollback_settings_and_cancel_from_the_page(engine_site, open_p
     _tab(page, "backups")
     page.get_by_test_id("backup-create").click()
     expect(page.get_by_test_id("backup-row").first).to_contain_text("completed", timeout=DEPLOY_S * 1000)
+    expect(page.get_by_test_id("backup-destination").first).to_have_text("local")
+    page.get_by_test_id("backup-verify").first.click()  # read back from its destination, checked
+    expect(page.get_by_test_id("backup-verified").first).to_be_visible(timeout=DEPLOY_S * 1000)
     shot(page, screenshots, "service-backups", readme=True)
     _tab(page, "overview")
     events = page.get_by_test_id("event")

@@ -145,12 +145,15 @@ def test_runs_missed_while_stopped_make_one_backup_at_start(store, clock, world)
 
 def test_retention_deletes_rows_beyond_keep_last(store, clock, world, tmp_path):
     from app.storage.backup_archives import BackupArchives
+    from plugins.backup_local import LocalFactory
+    from ports.settings import Settings
 
     admin, acme = world
     service = _service(store, clock, acme, "site")
     backup_policies.put_policy(store.uow(), clock, admin, service.id, {"schedule": "0 * * * *", "keep_last": 2},
                                PLACES)
-    archives = BackupArchives(str(tmp_path / "backups"))
+    local = LocalFactory().create(Settings({"kind": "local", "path": str(tmp_path / "backups"), "name": "local"}))
+    archives = BackupArchives({"local": local})
     by_hand = backups.create_backup(store.uow(), clock, admin, service.id, parse_compose)
     _complete(store, by_hand.id, clock)
     gone = []

@@ -57,6 +57,15 @@ def _wait_backup(client, path, done, seconds=90):
         time.sleep(0.2)
 
 
+def _volume_in(data: bytes) -> dict:
+    """The files of the first part (a volume's tar) of a backup archive, by name."""
+    with tarfile.open(fileobj=io.BytesIO(data)) as outer:
+        manifest = json.loads(outer.extractfile("manifest.json").read())
+        assert [(p["name"], p["kind"], p["member"]) for p in manifest["parts"]] == [("site", "volumes", "parts/0")]
+        segments = sorted(n for n in outer.getnames() if n.startswith("parts/0/"))
+        return _tree(b"".join(outer.extractfile(n).read() for n in segments))
+
+
 def _fetch(url: str, seconds: float = 30) -> httpx.Response:
     deadline = time.monotonic() + seconds
     while True:
@@ -89,13 +98,12 @@ def test_backup_change_restore_delete(panel):
     path = f"{backups}/{accepted.json()['id']}"
     backup = _wait_backup(client, path, lambda b: b["status"] == "completed")
     assert backup["progress"] == 100 and backup["completed_at"] and backup["volumes"] == ["site"]
-    archive = backup_dir / service_id / f"{backup['id']}.tar"
+    assert (backup["destination"], backup["kind"]) == ("local", "volumes")
+    archive = backup_dir / customer["id"] / service_id / f"{backup['id']}.tar"
     data = archive.read_bytes()
-    assert backup["size_bytes"] == len(data) and backup["sha256"] == hashlib.sha256(data).hexdigest()
-    with tarfile.open(fileobj=io.BytesIO(data)) as outer:
-        manifest = json.loads(outer.extractfile("manifest.json").read())
-        assert [(v["name"], v["member"]) for v in manifest["volumes"]] == [("site", "volumes/0.tar")]
-        assert _tree(outer.extractfile("volumes/0.tar").read()) == snapshot
+    assert backup["size_bytes"] == len(data) and backup["checksum_sha256"] == hashlib.sha256(data).hexdigest()
+    assert backup["sha256"] == backup["checksum_sha256"]
+    assert _volume_in(data) == snapshot
     assert client.get(backups).json()["total"] == 1
 
     mutator = engine.run(ContainerSpec(
@@ -125,9 +133,9 @@ def test_backup_change_restore_delete(panel):
 
     second = client.post(backups).json()
     _wait_backup(client, f"{backups}/{second['id']}", lambda b: b["status"] == "completed")
-    assert (backup_dir / service_id / f"{second['id']}.tar").exists()
+    assert (backup_dir / customer["id"] / service_id / f"{second['id']}.tar").exists()
     assert client.delete(f"/api/services/{service_id}").status_code == 204
-    assert not (backup_dir / service_id).exists()  # the service's archives went with it
+    assert not (backup_dir / customer["id"] / service_id).exists()  # the service's archives went with it
     assert client.get(backups).status_code == 404
 
 
@@ -151,6 +159,7 @@ def test_backup_archives_and_their_folders_are_the_server_users_only(panel):
                               lambda b: b["status"] == "completed")
     first = client.get(backups).json()["data"]
     assert len(first) == 2
-    expected = {".": 0o700, service_id: 0o700}
-    expected.update({os.path.join(service_id, f"{b['id']}.tar"): 0o600 for b in first})
+    folder = os.path.join(customer["id"], service_id)
+    expected = {".": 0o700, customer["id"]: 0o700, folder: 0o700}
+    expected.update({os.path.join(folder, f"{b['id']}.tar"): 0o600 for b in first})
     assert modes(backup_dir) == expected, backup

@@ -964,14 +964,16 @@ class InMemoryBackups(_Repo):
     def in_restore_state(self, status):
         return _sorted([b for b in self.rows.values() if b.restore_status == status], "created_at", "id")
 
-    def orphaned(self, live_owners, *, restore=False):
+    def orphaned(self, live_owners, *, restore=False, verify=False):
         owners = self.uow._rows(self.owners)
-        rows = [b for b in self.rows.values() if (b.restore_status if restore else b.status) == "running"
+        rows = [b for b in self.rows.values()
+                if (b.restore_status if restore else b.verify_status if verify else b.status) == "running"
                 and (owners.get(b.id) is None or owners.get(b.id) not in live_owners)]
         return _sorted(rows, "created_at", "id")
 
     def claim_queued(self, now, owner=None):
-        queued = [b for b in self.rows.values() if b.status == "pending" or b.restore_status == "pending"]
+        queued = [b for b in self.rows.values()
+                  if b.status == "pending" or b.restore_status == "pending" or b.verify_status == "pending"]
         if not queued:
             return None
         backup = _sorted(queued, "updated_at", "id")[0]
@@ -980,9 +982,13 @@ class InMemoryBackups(_Repo):
             claimed = replace(backup, status="running", updated_at=now)
             self._put(backup.id, claimed)
             return "backup", claimed
-        claimed = replace(backup, restore_status="running", updated_at=now)
+        if backup.restore_status == "pending":
+            claimed = replace(backup, restore_status="running", updated_at=now)
+            self._put(backup.id, claimed)
+            return "restore", claimed
+        claimed = replace(backup, verify_status="running", updated_at=now)
         self._put(backup.id, claimed)
-        return "restore", claimed
+        return "verify", claimed
 
     def completed_scheduled(self, service_id):
         rows = [b for b in self.rows.values() if b.service_id == service_id and b.status == "completed"
@@ -1421,35 +1427,43 @@ class FakeRuntime:
 
 
 class FakeArchives:
-    """Backup archives in a dict (``core.panel.backups``'s ``archives`` collaborator)."""
+    """Backup archives in a dict (``core.panel.backups``'s ``archives`` collaborator), at
+    destinations ``local`` (the default) and ``offsite``."""
+
+    default = "local"
 
     def __init__(self):
-        self.stored: dict = {}  # (service, backup) -> {volume: bytes}
+        self.stored: dict = {}  # (destination, key) -> {part name: bytes}
         self.removed: list = []
         self.fail_write = False
+        self.damaged: set = set()  # (destination, key) whose verification fails
 
-    def write(self, service_id, backup_id, manifest, volumes, on_volume):
+    def has(self, name):
+        return name in ("local", "offsite")
+
+    def write(self, destination, key, manifest, parts, on_part):
         content = {}
-        for index, part in enumerate(volumes):  # (name, kind, chunks), or (name, chunks)
-            name, chunks = part[0], part[-1]
+        for index, (name, kind, chunks) in enumerate(parts):
             content[name] = b"".join(chunks)
-            on_volume(index)
+            on_part(index)
         if self.fail_write:
             raise OSError("disk full")
-        self.stored[(service_id, backup_id)] = content
+        self.stored[(destination, key)] = content
         blob = b"".join(content.values())
         return len(blob), hashlib.sha256(blob).hexdigest()
 
-    def verify(self, service_id, backup_id, sha256):
-        content = self.stored[(service_id, backup_id)]
-        return {"volumes": [{"name": n, "member": n} for n in content]}
+    def verify(self, destination, key, sha256):
+        if (destination, key) in self.damaged:
+            raise ValueError("checksum mismatch")
+        content = self.stored[(destination, key)]
+        return {"parts": [{"name": n, "kind": "volumes", "member": n} for n in content]}
 
-    def volume_chunks(self, service_id, backup_id, member):
-        return iter([self.stored[(service_id, backup_id)][member]])
+    def part_chunks(self, destination, key, part):
+        return iter([self.stored[(destination, key)][part["member"]]])
 
-    def remove(self, service_id, backup_id):
-        self.removed.append(backup_id)
-        self.stored.pop((service_id, backup_id), None)
+    def remove(self, destination, key):
+        self.removed.append(key)
+        self.stored.pop((destination, key), None)
 
-    def remove_service(self, service_id):
-        self.removed.append(service_id)
+    def remove_service(self, prefix):
+        self.removed.append(prefix)

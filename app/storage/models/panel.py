@@ -224,6 +224,11 @@ def define(Base) -> dict:
         restore_containers = peewee.TextField(null=True)  # JSON: containers to start again afterwards
         restore_service_id = peewee.CharField(max_length=40, null=True)  # a restore into another (new) service
         owner = peewee.CharField(max_length=40, null=True)  # the worker running its job (WorkerLease)
+        destination = peewee.CharField(max_length=64, default="local")  # SLIPWAY_BACKUP_DESTINATIONS' name
+        kind = peewee.CharField(max_length=16, default="volumes")  # volumes, postgres, mysql, redis
+        verify_status = peewee.CharField(max_length=16, null=True, index=True)  # its verification job
+        verified_at = UtcDateTimeField(null=True)
+        verify_error = peewee.TextField(null=True)
         # made by the service's backup policy (migration 24)
         scheduled = peewee.BooleanField(default=False, constraints=[peewee.SQL("DEFAULT FALSE")])
 

@@ -26,6 +26,8 @@ class PeeweeBackups:
                       restore_requested_at=row.restore_requested_at,
                       restore_completed_at=row.restore_completed_at, restore_error=row.restore_error,
                       restore_containers=tuple(containers) if containers is not None else None,
+                      destination=row.destination, kind=row.kind, verify_status=row.verify_status,
+                      verified_at=row.verified_at, verify_error=row.verify_error,
                       scheduled=bool(row.scheduled), restore_service_id=row.restore_service_id)
 
     @staticmethod
@@ -76,20 +78,23 @@ class PeeweeBackups:
         B = self.m.Backup
         return [self._entity(r) for r in B.select().where(B.restore_status == status).order_by(B.created_at, B.id)]
 
-    def orphaned(self, live_owners, *, restore: bool = False) -> list[Backup]:
-        """Backups (or, with ``restore``, restores) running for a worker that is not among
-        ``live_owners`` (a sub-query): left by a process that stopped."""
+    def orphaned(self, live_owners, *, restore: bool = False, verify: bool = False) -> list[Backup]:
+        """Backups (or, with ``restore``, restores; with ``verify``, verifications) running
+        for a worker that is not among ``live_owners`` (a sub-query): left by a process that
+        stopped."""
         B = self.m.Backup
-        state = B.restore_status if restore else B.status
+        state = B.restore_status if restore else B.verify_status if verify else B.status
         query = B.select().where((state == "running") & (B.owner.is_null() | B.owner.not_in(live_owners)))
         return [self._entity(r) for r in query.order_by(B.created_at, B.id)]
 
     def claim_queued(self, now, owner: str | None = None):
-        """The oldest queued backup or restore, marked running: ``(kind, backup)`` or None.
-        On PostgreSQL the row is locked SKIP LOCKED, so several processes share the queue."""
+        """The oldest queued backup, restore or verification, marked running: ``(kind,
+        backup)`` or None. On PostgreSQL the row is locked SKIP LOCKED, so several processes
+        share the queue."""
         B = self.m.Backup
         db = B._meta.database
-        query = (B.select().where((B.status == "pending") | (B.restore_status == "pending"))
+        query = (B.select().where((B.status == "pending") | (B.restore_status == "pending")
+                                  | (B.verify_status == "pending"))
                  .order_by(B.updated_at, B.id).limit(1))
         if isinstance(db, peewee.PostgresqlDatabase):
             query = query.for_update("FOR UPDATE SKIP LOCKED")
@@ -99,8 +104,11 @@ class PeeweeBackups:
         if row.status == "pending":
             B.update(status="running", updated_at=now, owner=owner).where(B.id == row.id).execute()
             return "backup", self._entity(self.m.Backup.get_by_id(row.id))
-        B.update(restore_status="running", updated_at=now, owner=owner).where(B.id == row.id).execute()
-        return "restore", self._entity(self.m.Backup.get_by_id(row.id))
+        if row.restore_status == "pending":
+            B.update(restore_status="running", updated_at=now, owner=owner).where(B.id == row.id).execute()
+            return "restore", self._entity(self.m.Backup.get_by_id(row.id))
+        B.update(verify_status="running", updated_at=now, owner=owner).where(B.id == row.id).execute()
+        return "verify", self._entity(self.m.Backup.get_by_id(row.id))
 
     def completed_scheduled(self, service_id: str) -> list[Backup]:
         B = self.m.Backup

@@ -37,6 +37,12 @@ class Setup:
         self.acme = customers.create_customer(store.uow(), clock, name="Acme")
         self.other = customers.create_customer(store.uow(), clock, name="Other")
         self.admin = self.key("admin")
+        self.customer_of = {}  # service id -> customer id
+
+    def path(self, service_id, backup_id):
+        """Where the ``local`` destination keeps a backup's archive."""
+        key = backups.archive_key(self.customer_of[service_id], service_id, backup_id)
+        return self.archives.destination("local").path(key)
 
     def key(self, role, **kw):
         return access.create_api_key(self.store.uow(), self.clock, name=role, role=role, rate_limit_rpm=10000,
@@ -46,6 +52,7 @@ class Setup:
         """A service whose deploy job ran (and failed: no engine), so it is not deploying."""
         created = self.client.post("/api/services", token=self.admin, expect=201, json_body={
             "name": name, "customer_id": (customer or self.acme).id, "deploy_method": "compose", "compose": compose}).json
+        self.customer_of[created["id"]] = (customer or self.acme).id
         if settle:
             job = deploys.claim_next(self.store.uow(), self.clock)
             run_job(self.store.uow(), Deployer(self.clock, self.dead), job)
@@ -93,8 +100,8 @@ def test_create_queues_a_pending_backup_and_a_failed_job_says_why(setup, store):
     assert s.run_next()[0] == "backup"
     failed = s.client.get(f"{s.backups(service_id)}/{created['id']}", token=s.admin, expect=200).json
     assert failed["status"] == "failed" and "exporting volume slw-" in failed["error"] and failed["completed_at"] is None
-    assert not os.path.exists(s.archives.path(service_id, created["id"]))
-    assert not os.path.exists(s.archives.path(service_id, created["id"]) + ".part")
+    assert not os.path.exists(s.path(service_id, created["id"]))
+    assert not os.path.exists(s.path(service_id, created["id"]) + ".part")
     assert backups.claim_next(store.uow(), s.clock) is None  # nothing else queued
 
 
@@ -135,7 +142,8 @@ def test_unauthenticated_requests_are_401(setup):
     backup_id = s.failed_backup(service_id)
     base = s.backups(service_id)
     for method, path in (("GET", base), ("POST", base), ("GET", f"{base}/{backup_id}"),
-                         ("DELETE", f"{base}/{backup_id}"), ("POST", f"{base}/{backup_id}/restore")):
+                         ("DELETE", f"{base}/{backup_id}"), ("POST", f"{base}/{backup_id}/restore"),
+                         ("POST", f"{base}/{backup_id}/verify")):
         for token in (None, "slw_0000000000000000_" + "x" * 43):
             result = s.client.request(method, path, token=token, expect=401)
             assert result.json["error"]["code"] == "unauthorized"
@@ -150,7 +158,8 @@ def test_roles_and_denied_permissions_are_403(setup):
     backup_id = s.failed_backup(service_id)
     base = s.backups(service_id)
     reads = (("GET", base), ("GET", f"{base}/{backup_id}"))
-    writes = (("POST", base), ("DELETE", f"{base}/{backup_id}"), ("POST", f"{base}/{backup_id}/restore"))
+    writes = (("POST", base), ("DELETE", f"{base}/{backup_id}"), ("POST", f"{base}/{backup_id}/restore"),
+              ("POST", f"{base}/{backup_id}/verify"))
     for token in (s.key("customer", customer_id=s.acme.id), s.key("viewer")):
         for method, path in reads + writes:
             result = s.client.request(method, path, token=token, expect=403)
@@ -174,11 +183,12 @@ def test_unknown_services_and_backups_are_404(setup):
     for method, path in (("GET", s.backups("svc_nope")), ("POST", s.backups("svc_nope")),
                          ("GET", f"{s.backups('svc_nope')}/{backup_id}"),
                          ("DELETE", f"{s.backups('svc_nope')}/{backup_id}"),
-                         ("POST", f"{s.backups('svc_nope')}/{backup_id}/restore")):
+                         ("POST", f"{s.backups('svc_nope')}/{backup_id}/restore"),
+                         ("POST", f"{s.backups('svc_nope')}/{backup_id}/verify")):
         assert "svc_nope" in s.client.request(method, path, token=s.admin, expect=404).json["error"]["message"]
     for service, backup in ((service_id, "bkp_nope"), (other_id, backup_id)):  # the backup of another service too
         base = f"{s.backups(service)}/{backup}"
-        for method, path in (("GET", base), ("DELETE", base), ("POST", f"{base}/restore")):
+        for method, path in (("GET", base), ("DELETE", base), ("POST", f"{base}/restore"), ("POST", f"{base}/verify")):
             result = s.client.request(method, path, token=s.admin, expect=404)
             assert result.json["error"]["code"] == "not_found" and backup in result.json["error"]["message"]
     s.client.get(f"{s.backups(service_id)}/{backup_id}", token=s.admin, expect=200)
@@ -197,9 +207,10 @@ def test_conflicts_are_409(setup, store):
     pending = s.client.post(base, token=s.admin, expect=202).json["id"]
     # another backup while one is queued, then while it runs
     assert s.client.post(base, token=s.admin, expect=409).json["error"]["code"] == "conflict"
-    for backup_id in (pending, failed):  # only a completed backup can be restored
-        message = s.client.post(f"{base}/{backup_id}/restore", token=s.admin, expect=409).json["error"]["message"]
-        assert "only a completed backup" in message
+    for backup_id in (pending, failed):  # only a completed backup can be restored or verified
+        for action in ("restore", "verify"):
+            message = s.client.post(f"{base}/{backup_id}/{action}", token=s.admin, expect=409).json["error"]["message"]
+            assert "only a completed backup" in message
     s.client.delete(f"{base}/{pending}", token=s.admin, expect=409)  # pending
     claimed = backups.claim_next(store.uow(), s.clock)
     assert claimed[1].id == pending and claimed[1].status == "running"
@@ -214,6 +225,7 @@ def test_conflicts_are_409(setup, store):
     # while a restore is queued: no backup, no other restore, no delete of that backup
     s.client.post(base, token=s.admin, expect=409)
     s.client.post(f"{base}/{pending}/restore", token=s.admin, expect=409)
+    assert "being restored" in s.client.post(f"{base}/{pending}/verify", token=s.admin, expect=409).json["error"]["message"]
     assert "being restored" in s.client.delete(f"{base}/{pending}", token=s.admin, expect=409).json["error"]["message"]
     s.client.delete(f"{base}/{failed}", token=s.admin, expect=204)  # another, finished backup may go
 
@@ -222,7 +234,7 @@ def test_delete_removes_the_row_and_the_archive(setup):
     s = setup
     service_id = s.service("site")
     backup_id = s.failed_backup(service_id)
-    path = s.archives.path(service_id, backup_id)
+    path = s.path(service_id, backup_id)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "wb") as f:  # as if an archive had been written
         f.write(b"archive")
@@ -262,7 +274,7 @@ def test_jobs_interrupted_by_a_restart_are_not_left_running(setup, store):
     with store.uow() as uow:  # the restore had recorded which containers to start again
         uow.backups.update(replace(restoring, restore_containers=("slw-second-app",), restore_progress=40))
         uow.commit()
-    part = s.archives.path(first, interrupted) + ".part"
+    part = s.path(first, interrupted) + ".part"
     os.makedirs(os.path.dirname(part), exist_ok=True)
     with open(part, "wb") as f:
         f.write(b"half an archive")
@@ -314,18 +326,19 @@ def test_deleting_a_service_takes_its_backups_along(setup, store):
     service_id, kept = s.service("site"), s.service("kept")
     gone, stays = s.failed_backup(service_id), s.failed_backup(kept)
     for sid, bid in ((service_id, gone), (kept, stays)):
-        path = s.archives.path(sid, bid)
+        path = s.path(sid, bid)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "wb") as f:
             f.write(b"archive")
     with store.uow() as uow:  # the row goes as core.panel.services.delete_service removes it
+        gone_service = uow.services.get(service_id)
         uow.services.delete(service_id)
         uow.commit()
-    backups.forget_service(s.archives, service_id)  # what the delete handler calls afterwards
+    backups.forget_service(s.archives, gone_service)  # what the delete handler calls afterwards
     with store.uow() as uow:
         assert uow.backups.get(gone) is None and uow.backups.get(stays) is not None
-    assert not os.path.exists(os.path.dirname(s.archives.path(service_id, gone)))
-    assert os.path.exists(s.archives.path(kept, stays))
+    assert not os.path.exists(os.path.dirname(s.path(service_id, gone)))
+    assert os.path.exists(s.path(kept, stays))
 
 
 def test_use_cases_scope_a_customer_to_its_own_services(setup, store):
@@ -346,6 +359,10 @@ def test_use_cases_scope_a_customer_to_its_own_services(setup, store):
         backups.create_backup(store.uow(), s.clock, principal, theirs, parse_compose)
     with pytest.raises(NotFound):
         backups.delete_backup(store.uow(), s.archives, principal, theirs, backup_id)
+    with pytest.raises(NotFound):
+        backups.verify_backup(store.uow(), s.clock, principal, theirs, backup_id)
+    with pytest.raises(NotFound):
+        backups.restore_backup(store.uow(), s.clock, principal, theirs, backup_id)
     assert backups.create_backup(store.uow(), s.clock, principal, mine, parse_compose).status == "pending"
 
 
@@ -403,7 +420,8 @@ def test_a_restore_into_a_new_service_creates_it_with_the_restore_queued(setup, 
     s.clock.advance(1)
     done = s.failed_backup(service_id)
     s.complete(done)
-    _, sha = s.archives.write(service_id, done, {}, [("data", "volumes", iter([b"not a tar"]))])
+    key = backups.archive_key(s.customer_of[service_id], service_id, done)
+    _, sha = s.archives.write("local", key, {}, [("data", "volumes", iter([b"not a tar"]))])
     with store.uow() as uow:  # an archive there, so the restore gets as far as the new service
         uow.backups.update(replace(uow.backups.get(done), sha256=sha))
         uow.commit()
@@ -440,3 +458,73 @@ def test_a_restore_into_a_new_service_creates_it_with_the_restore_queued(setup, 
     # into the service again: restored_service_id goes back to null
     again = s.client.post(restore, token=s.admin, json_body={"target": "service"}, expect=202).json
     assert again["restored_service_id"] is None
+
+
+def test_a_backup_names_a_configured_destination_or_is_422(make_app, store, clock, tmp_path, dead_engine):
+    """``{"destination": name}`` picks one of the operator's destinations; another name is
+    422 on ``destination``, as is a body that is not the contract's; without a body the
+    default (``SLIPWAY_BACKUP_DEFAULT``) is used."""
+    from tests.support.contract_client import ContractClient
+
+    app = make_app(backup_dir=str(tmp_path / "backups"), backup_default="spare",
+                   backup_destinations={"spare": {"kind": "local", "path": str(tmp_path / "spare")}})
+    s = Setup(ContractClient(app), store, clock, app.parts.backup_archives, dead_engine)
+    service_id = s.service("site")
+    base = s.backups(service_id)
+    refused = s.client.post(base, token=s.admin, json_body={"destination": "nowhere"}, expect=422).json
+    assert "destination" in refused["error"]["fields"] and "nowhere" in refused["error"]["fields"]["destination"]
+    for body in ({"destination": ""}, {"destination": 3}, {"where": "local"}):
+        refused = s.client.post(base, token=s.admin, json_body=body, expect=422).json
+        assert refused["error"]["code"] == "validation_error"
+    assert s.client.get(base, token=s.admin, expect=200).json["total"] == 0  # nothing was queued
+    default = s.client.post(base, token=s.admin, expect=202).json
+    assert (default["destination"], default["kind"], default["checksum_sha256"]) == ("spare", "volumes", None)
+    assert (default["verify_status"], default["verified_at"], default["verify_error"]) == (None, None, None)
+    s.run_next()
+    named = s.client.post(base, token=s.admin, json_body={"destination": "local"}, expect=202).json
+    assert named["destination"] == "local"
+    events = s.client.get(f"/api/services/{service_id}/events", token=s.admin, expect=200).json["data"]
+    assert any("to spare asked for" in e["message"] for e in events)
+    s.client.post(s.backups("svc_nope"), token=s.admin, json_body={"destination": "nowhere"}, expect=404)
+
+
+def test_a_verification_of_a_missing_archive_fails_the_backup(setup, store):
+    """Verifying a completed backup whose archive is not at its destination: 202, then
+    the backup is ``failed`` with the reason, and the timeline says so."""
+    s = setup
+    service_id = s.service("site")
+    backup_id = s.failed_backup(service_id)
+    s.complete(backup_id)
+    base = f"{s.backups(service_id)}/{backup_id}"
+    queued = s.client.post(f"{base}/verify", token=s.admin, expect=202).json
+    assert queued["verify_status"] == "pending" and queued["status"] == "completed"
+    assert "being verified" in s.client.post(f"{base}/verify", token=s.admin, expect=409).json["error"]["message"]
+    assert "being verified" in s.client.delete(base, token=s.admin, expect=409).json["error"]["message"]
+    assert "being verified" in s.client.post(f"{base}/restore", token=s.admin, expect=409).json["error"]["message"]
+    assert s.run_next()[0] == "verify"
+    got = s.client.get(base, token=s.admin, expect=200).json
+    assert (got["status"], got["verify_status"], got["verified_at"]) == ("failed", "failed", None)
+    assert "missing" in got["verify_error"] and got["error"].startswith("verification failed")
+    events = s.client.get(f"/api/services/{service_id}/events", token=s.admin, expect=200).json["data"]
+    assert (events[0]["type"], events[0]["status"]) == ("backup", "failed") and "verification" in events[0]["message"]
+
+
+def test_a_destination_that_fails_keeps_the_backup_on_delete(make_app, store, clock, tmp_path, dead_engine):
+    """Deleting a backup removes its archive first: at a destination that cannot be
+    reached the answer is 503 and the backup stays, to be deleted later."""
+    from tests.support.contract_client import ContractClient
+    from tests.support.processes import free_port
+
+    nowhere = {"kind": "s3", "endpoint": f"http://127.0.0.1:{free_port()}", "bucket": "b", "access_key_id": "k",
+               "secret_access_key": "s"}
+    app = make_app(backup_dir=str(tmp_path / "backups"), backup_destinations={"nowhere": nowhere})
+    s = Setup(ContractClient(app), store, clock, app.parts.backup_archives, dead_engine)
+    service_id = s.service("site")
+    backup_id = s.client.post(s.backups(service_id), token=s.admin, json_body={"destination": "nowhere"},
+                              expect=202).json["id"]
+    s.run_next()
+    s.complete(backup_id)
+    path = f"{s.backups(service_id)}/{backup_id}"
+    failed = s.client.delete(path, token=s.admin, expect=503).json
+    assert "backup destination failed" in failed["error"]["message"] and "nowhere" in failed["error"]["message"]
+    assert s.client.get(path, token=s.admin, expect=200).json["status"] == "completed"

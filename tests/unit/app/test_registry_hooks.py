@@ -119,3 +119,19 @@ def test_hook_register_templates():
     mine = dict(built_in[some], name="Replaced")
     plugin = type("P", (), {"register_templates": hookimpl(lambda self: [mine])})()
     assert templates(make_plugin_manager([plugin]))[some]["name"] == "Replaced"  # a plugin's replaces a built-in
+
+
+def test_hook_register_backup_destinations(tmp_path):
+    """One factory per kind; each destination of ``SLIPWAY_BACKUP_DESTINATIONS`` is made
+    once by its kind's factory with its own options; ``local`` always."""
+    _registry_round("backup_destinations", "register_backup_destinations", "SLIPWAY_BACKUP_DESTINATIONS",
+                    {"local", "s3"})
+    config = Config(database_url="sqlite:///:memory:", backup_dir=str(tmp_path / "b"),
+                    plugins=(_plugin("register_backup_destinations", "probe"),),
+                    backup_destinations={"tape": {"kind": "probe", "drive": "st0"}}, backup_default="tape")
+    parts = Composition(config)
+    made = parts.backup_destinations
+    assert sorted(made) == ["local", "tape"] and made["local"].kind == "local"
+    assert made["tape"][:2] == ("made", "probe") and dict(made["tape"][2]) == {"kind": "probe", "drive": "st0",
+                                                                                 "name": "tape"}
+    assert parts.backup_archives.default == "tape"

@@ -237,7 +237,7 @@ def test_retention_keeps_the_newest_completed_scheduled_backups(uow, clock, admi
     assert [gone for _, gone in made] == [[], [], [made[0][0].id], [made[1][0].id]]
     listed = [b.id for b in backups.list_backups(uow, admin, running.id, page=1, per_page=20)[0]]
     assert listed == [made[3][0].id, made[2][0].id, by_hand.id]  # the backup asked for stays
-    assert archives.removed == [made[0][0].id, made[1][0].id]
+    assert archives.removed == [backups.archive_key(running.customer_id, running.id, made[i][0].id) for i in (0, 1)]
     assert [b.id for b in verified] == [d.id for d, _ in made]
 
 

@@ -78,7 +78,8 @@ def test_a_failed_backup_leaves_no_archive(uow, clock, admin, running, runtime, 
     _, claimed = backups.claim_next(uow, clock)
     archives.fail_write = True
     failed = backups.run_backup(uow, clock, runtime, archives, claimed)
-    assert (failed.status, failed.error) == ("failed", "disk full") and claimed.id in archives.removed
+    assert (failed.status, failed.error) == ("failed", "disk full")
+    assert backups.archive_key(running.customer_id, running.id, claimed.id) in archives.removed
     backups.delete_backup(uow, archives, admin, running.id, failed.id)  # a failed backup may go
     assert backups.list_backups(uow, admin, running.id, page=1, per_page=10) == ([], 0)
 
@@ -119,7 +120,8 @@ def test_interrupted_backups_fail_and_restores_run_again(uow, clock, admin, runn
     leases.beat(uow, clock, "wkr_live")
     backups.claim_next(uow, clock, owner="wkr_gone")
     touched = backups.recover_interrupted(uow, clock, archives)
-    assert set(touched) == {done.id, "bkp_stuck"} and "bkp_stuck" in archives.removed
+    assert set(touched) == {done.id, "bkp_stuck"}
+    assert backups.archive_key(running.customer_id, running.id, "bkp_stuck") in archives.removed
     assert backups.get_backup(uow, admin, service.id, "bkp_stuck").error == backups.INTERRUPTED
     assert backups.get_backup(uow, admin, service.id, done.id).restore_status == "pending"
     assert backups.recover_interrupted(uow, clock, archives) == []
@@ -128,10 +130,10 @@ def test_interrupted_backups_fail_and_restores_run_again(uow, clock, admin, runn
 def test_deleting_a_service_takes_its_backups(uow, clock, admin, running, runtime, archives):
     _backup(uow, clock, admin, running)
     services.delete_service(uow, runtime, admin, running.id)
-    backups.forget_service(archives, running.id)
+    backups.forget_service(archives, running)
     with uow:
         assert uow.backups.busy_for_service(running.id) is None
-    assert archives.removed == [running.id]
+    assert archives.removed == [f"{running.customer_id}/{running.id}/"]
 
 
 def test_the_health_check_leaves_a_service_being_restored_alone(uow, clock, admin, running, runtime, archives):
@@ -144,10 +146,10 @@ def test_the_health_check_leaves_a_service_being_restored_alone(uow, clock, admi
     checks = []
     import_volume = runtime.import_volume
 
-    volume_chunks = archives.volume_chunks
+    part_chunks = archives.part_chunks
 
     def in_pieces(*member):  # a volume of several chunks
-        data = b"".join(volume_chunks(*member))
+        data = b"".join(part_chunks(*member))
         yield from (data[i:i + 4] for i in range(0, len(data), 4))
 
     def slow_import(name, chunks):  # the containers are stopped now; the monitor runs meanwhile
@@ -159,7 +161,7 @@ def test_the_health_check_leaves_a_service_being_restored_alone(uow, clock, admi
 
         import_volume(name, slowly())
 
-    archives.volume_chunks = in_pieces
+    archives.part_chunks = in_pieces
 
     runtime.import_volume = slow_import
     backups.run(uow, clock, runtime, archives, backups.claim_next(uow, clock))
@@ -169,3 +171,46 @@ def test_the_health_check_leaves_a_service_being_restored_alone(uow, clock, admi
     assert after.status == "running" and after.health_failures == 0
     with uow.reading():
         assert leases.operating(uow, clock, [running.id]) == set()  # the lease went with the restore
+
+
+def test_a_backup_goes_to_the_named_or_default_destination(uow, clock, admin, running, runtime, archives):
+    from core.errors import Invalid
+
+    default = backups.create_backup(uow, clock, admin, running.id, parse, archives=archives)
+    assert default.destination == "local" and default.kind == "volumes"
+    done = backups.run_backup(uow, clock, runtime, archives, backups.claim_next(uow, clock)[1])
+    assert ("local", backups.archive_key(running.customer_id, running.id, done.id)) in archives.stored
+    with pytest.raises(Invalid) as refused:
+        backups.create_backup(uow, clock, admin, running.id, parse, archives=archives, destination="nowhere")
+    assert "destination" in refused.value.fields
+    offsite = backups.create_backup(uow, clock, admin, running.id, parse, archives=archives, destination="offsite")
+    done = backups.run_backup(uow, clock, runtime, archives, backups.claim_next(uow, clock)[1])
+    assert done.destination == "offsite" == offsite.destination
+    assert ("offsite", backups.archive_key(running.customer_id, running.id, done.id)) in archives.stored
+
+
+def test_verification_sets_verified_at_or_fails_the_backup(uow, clock, admin, running, runtime, archives):
+    _backup(uow, clock, admin, running)
+    done = backups.run_backup(uow, clock, runtime, archives, backups.claim_next(uow, clock)[1])
+    queued = backups.verify_backup(uow, clock, admin, running.id, done.id)
+    assert queued.verify_status == "pending"
+    with pytest.raises(Conflict, match="being verified"):
+        backups.verify_backup(uow, clock, admin, running.id, done.id)
+    kind, claimed = backups.claim_next(uow, clock)
+    assert kind == "verify"
+    backups.run(uow, clock, runtime, archives, (kind, claimed))
+    ok = backups.get_backup(uow, admin, running.id, done.id)
+    assert (ok.status, ok.verify_status, ok.verified_at, ok.verify_error) == ("completed", "completed", clock.now(),
+                                                                              None)
+    verifying = [(e.data["status"], e.data["progress"]) for e in uow.published
+                 if e.type == "backup.progress" and e.data["operation"] == "verify"]
+    assert verifying == [("pending", 0), ("running", 0), ("completed", 100)]
+    checked = []
+    backups.verify_backup(uow, clock, admin, running.id, done.id)
+    backups.run(uow, clock, runtime, archives, backups.claim_next(uow, clock),
+                engine_check=lambda *args: checked.append(args[2]) or (_ for _ in ()).throw(RuntimeError("no rows")))
+    failed = backups.get_backup(uow, admin, running.id, done.id)
+    assert checked and (failed.status, failed.verify_status) == ("failed", "failed")
+    assert failed.verify_error == "no rows" and "verification failed: no rows" in failed.error
+    with pytest.raises(Conflict, match="only a completed backup"):
+        backups.verify_backup(uow, clock, admin, running.id, done.id)

@@ -1,5 +1,6 @@
-// Backups of a service: list, create, restore, delete, with progress from the real-time
-// channel's backup.progress messages applied to the rows in place. "Back up now" only for
+// Backups of a service: list, create, restore, verify, delete, with progress from the
+// real-time channel's backup.progress messages applied to the rows in place. Each row says
+// where its archive is (the destination) and whether it verified. "Back up now" only for
 // a service with volumes (the detail's `volumes`): without any there is nothing to archive.
 import { useEffect, useRef, useState } from "../vendor/hooks.mjs";
 import { api, on } from "../api.js";
@@ -41,6 +42,7 @@ export function Backups({ id, session, status, volumes = [] }) {
       setBackups((old) => old.map((b) => {
         if (b.id !== d.backup_id) return b;
         if (d.operation === "restore") return { ...b, restore: { ...(b.restore || {}), status: d.status, progress: d.progress } };
+        if (d.operation === "verify") return { ...b, verify_status: d.status };
         return { ...b, status: d.status, progress: d.progress };
       }));
       if (d.status === "completed" || d.status === "failed") refreshOne(d.backup_id);
@@ -54,8 +56,8 @@ export function Backups({ id, session, status, volumes = [] }) {
       if (kind === "create") {
         const b = await api(base, { method: "POST" });
         setBackups((list) => [b, ...(list || []).filter((x) => x.id !== b.id)]);
-      } else if (kind === "restore") {
-        const b = await api(`${base}/${encodeURIComponent(backupId)}/restore`, { method: "POST" });
+      } else if (kind === "restore" || kind === "verify") {
+        const b = await api(`${base}/${encodeURIComponent(backupId)}/${kind}`, { method: "POST" });
         setBackups((list) => list.map((x) => (x.id === b.id ? b : x)));
       } else if (kind === "delete") {
         await api(`${base}/${encodeURIComponent(backupId)}`, { method: "DELETE" });
@@ -90,6 +92,10 @@ export function Backups({ id, session, status, volumes = [] }) {
           <div class="row-meta">
             <span>${b.status === "completed" ? fmtBytes(b.size_bytes) : `${b.progress || 0} %`}</span>
             ${b.volumes && b.volumes.length ? html`<span title="Volumes">${b.volumes.join(", ")}</span>` : null}
+            ${b.destination ? html`<span title="Destination" data-testid="backup-destination">${b.destination}</span>` : null}
+            ${b.kind && b.kind !== "volumes" ? html`<span title="Kind">${b.kind}</span>` : null}
+            ${b.verify_status === "pending" || b.verify_status === "running" ? html`<span>Verifying…</span>`
+              : b.verified_at && b.status === "completed" ? html`<span data-testid="backup-verified">Verified ${fmtDate(b.verified_at)}</span>` : null}
             ${b.restore ? html`<span>Restore: ${b.restore.status}${b.restore.status === "running" || b.restore.status === "pending" ? ` ${b.restore.progress || 0} %` : ""}</span>` : null}
           </div>
           ${b.status === "pending" || b.status === "running" ? html`<progress max="100" value=${b.progress || 0} aria-label="Backup progress"></progress>` : null}
@@ -102,6 +108,10 @@ export function Backups({ id, session, status, volumes = [] }) {
               <button type="button" class="danger" onClick=${() => run(confirm.kind, b.id)}>${confirm.kind === "restore" ? "Restore" : "Delete"}</button>
               <button type="button" onClick=${() => setConfirm(null)}>Cancel</button>` : html`
               <button type="button" class="small" disabled=${!!busy || working || b.status !== "completed"} onClick=${() => setConfirm({ kind: "restore", id: b.id })}>Restore…</button>
+              <button type="button" class="small" data-testid="backup-verify" disabled=${!!busy || b.status !== "completed"
+                || b.verify_status === "pending" || b.verify_status === "running"
+                || (b.restore && (b.restore.status === "pending" || b.restore.status === "running"))}
+                onClick=${() => run("verify", b.id)}>${busy === "verify" + b.id ? "Verifying…" : "Verify"}</button>
               <button type="button" class="small ghost" disabled=${!!busy || b.status === "pending" || b.status === "running"} onClick=${() => setConfirm({ kind: "delete", id: b.id })}>Delete…</button>`}
           </div>` : null}
         </li>`)}
