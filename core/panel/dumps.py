@@ -310,16 +310,21 @@ def verify_parts(runtime, manifest: dict, read_part) -> None:
         if not image:
             raise DumpError(f"part {part.get('name')}: the backup does not record the component's image")
         try:
-            verify_dump(runtime, kind, image, read_part(part["member"]), int(part["size_bytes"]))
+            verify_dump(runtime, kind, image, read_part(part["member"]), int(part["size_bytes"]),
+                        of=str(manifest.get("backup_id") or ""))
         except DumpError as exc:
             raise DumpError(f"{kind} dump of {part.get('name')}: {exc}") from exc
 
 
-def verify_dump(runtime, kind: str, image: str, chunks, size: int) -> None:
+VERIFY_OF_LABEL = "slipway.verify-of"  # the backup a scratch container and network verify
+
+
+def verify_dump(runtime, kind: str, image: str, chunks, size: int, of: str = "") -> None:
     """One dump restored and checked in a scratch container of ``image`` on a network of
-    its own; both are removed afterwards, whatever the outcome."""
+    its own, both labelled ``slipway.helper=verify`` and ``slipway.verify-of=<of>`` (the
+    backup's id); both are removed afterwards, whatever the outcome."""
     token = secrets.token_hex(6)
-    labels = {HELPER_LABEL: "verify"}
+    labels = {HELPER_LABEL: "verify", VERIFY_OF_LABEL: of}
     network = f"slw-verify-{token}"
     container = None
     try:

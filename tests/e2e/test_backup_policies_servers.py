@@ -135,7 +135,7 @@ def test_two_servers_make_one_backup_per_due_run_and_keep_the_newest(panel, data
 
     listed = _wait("retention", lambda: _retained(one, backups, ids))
     assert len(set(ids)) == len(ids) == 5
-    assert sorted(_scheduled_events(one, service_id)) == sorted(f"backup {i} of site scheduled" for i in ids)
+    assert sorted(_scheduled_events(one, service_id)) == sorted(f"backup {i} of site to local scheduled" for i in ids)
     assert [b["id"] for b in listed if not b["scheduled"]] == [by_hand]
     assert all(b["status"] == "completed" for b in listed)
     assert _archives(backup_dir) == {by_hand, *ids[-KEEP:]}  # the older scheduled archives are gone from disk
@@ -148,7 +148,7 @@ def test_two_servers_make_one_backup_per_due_run_and_keep_the_newest(panel, data
     _wait("it to complete", lambda: again.get(f"{backups}/{latest}").json()["status"] == "completed")
     ids.append(latest)
     _wait("retention", lambda: _retained(again, backups, ids))
-    assert sorted(_scheduled_events(again, service_id)) == sorted(f"backup {i} of site scheduled" for i in ids)
+    assert sorted(_scheduled_events(again, service_id)) == sorted(f"backup {i} of site to local scheduled" for i in ids)
     next_run = datetime.fromisoformat(again.get(policy_path).json()["next_run_at"].replace("Z", "+00:00"))
     assert next_run > datetime.now(timezone.utc)  # the next 1 January, counted from now, not from 2000
     assert _archives(backup_dir) == {by_hand, *ids[-KEEP:]}

@@ -7,9 +7,7 @@ PostgreSQL without pause restores to a consistent state. A dump verifies in a sc
 container; a damaged or cut one fails with the reason."""
 from __future__ import annotations
 
-import json
 import os
-import tarfile
 import threading
 import time
 
@@ -17,6 +15,10 @@ import pytest
 
 from app.storage.backup_archives import BackupArchives
 from core.panel import dumps
+from core.panel.backups import archive_key
+from core.panel.dumps import manifest_parts
+from plugins.backup_local import LocalFactory
+from ports.settings import Settings
 from tests.support.dbimages import mariadb_image, postgres_image, redis_image  # noqa: F401 (fixtures)
 from tests.support.engine import engine_for, engine_settings
 from tests.support.panel_server import _until, admin_key, serve_panel
@@ -144,13 +146,19 @@ class Panel:
         return wait_backup(self.client, path, lambda b: (b["restore"] or {}).get("status") == "completed",
                            seconds=240)
 
+    def _archives(self, service_id: str, backup: dict):
+        """The ``local`` destination the server writes to, and the backup's object key there."""
+        local = LocalFactory().create(Settings({"kind": "local", "path": str(self.backup_dir), "name": "local"}))
+        return BackupArchives({"local": local}), archive_key(self.customer["id"], service_id, backup["id"])
+
     def manifest(self, service_id: str, backup: dict) -> dict:
-        with tarfile.open(self.backup_dir / service_id / f"{backup['id']}.tar") as tar:
-            return json.loads(tar.extractfile("manifest.json").read())
+        archives, key = self._archives(service_id, backup)
+        return archives.verify("local", key, backup["checksum_sha256"])
 
     def reader(self, service_id: str, backup: dict):
-        archives = BackupArchives(str(self.backup_dir))
-        return lambda member: archives.volume_chunks(service_id, backup["id"], member)
+        archives, key = self._archives(service_id, backup)
+        entries = {part["member"]: part for part in manifest_parts(self.manifest(service_id, backup))}
+        return lambda member: archives.part_chunks("local", key, entries[member])
 
 
 def wait_backup(client, path, done, seconds=180):
@@ -217,10 +225,10 @@ def test_postgres_backup_change_restore_and_verify(panel, postgres_image):
         dumps.verify_parts(panel.engine, manifest, damaged)
     cut = truncated(panel.reader(service_id, backup), part)
     with pytest.raises(dumps.DumpError, match="incomplete"):
-        dumps.verify_parts(panel.engine, {**manifest, "volumes": [{**part, "size_bytes": part["size_bytes"] // 2}]},
+        dumps.verify_parts(panel.engine, {**manifest, "parts": [{**part, "size_bytes": part["size_bytes"] // 2}]},
                            cut)
     # the scratch containers and networks are gone
-    helpers = {"label": "slipway.helper=verify"}
+    helpers = {"label": f"{dumps.VERIFY_OF_LABEL}={backup['id']}"}  # this test's, not another's
     assert not panel.engine.client.containers.list(all=True, filters=helpers)
     assert not panel.engine.client.networks.list(filters=helpers)
 
@@ -348,7 +356,7 @@ def test_redis_backup_change_restore_and_verify(panel, redis_image):
     dumps.verify_parts(panel.engine, manifest, panel.reader(service_id, backup))
     part = next(p for p in dumps.manifest_parts(manifest) if p["kind"] == "redis")
     cut = truncated(panel.reader(service_id, backup), part)
-    short = {**manifest, "volumes": [{**part, "size_bytes": part["size_bytes"] // 2}]}
+    short = {**manifest, "parts": [{**part, "size_bytes": part["size_bytes"] // 2}]}
     with pytest.raises(dumps.DumpError, match="redis dump of cache"):
         dumps.verify_parts(panel.engine, short, cut)
 
