@@ -602,6 +602,16 @@ def _v21_event_outbox(db):
     ])
 
 
+def _v23_service_secrets(db):
+    """Secret template variables stored encrypted (their values in ``secret_values``,
+    AES-GCM; ``variables`` keeps ``***`` in their place), on services and on the releases
+    that recorded them; and each service's choice to join its customer's network."""
+    _add_columns(db, "service", {
+        "secret_values": peewee.TextField(null=True),
+        "customer_network": peewee.BooleanField(default=False, constraints=[peewee.SQL("DEFAULT FALSE")])})
+    _add_columns(db, "service_release", {"secret_values": peewee.TextField(null=True)})
+
+
 MIGRATIONS = [
     (1, "partners, partner API tokens, contracts", _v1_identity),
     (2, "customers, contacts, notes, editions, licenses, transfers, activity ledger", _v2_licensing),
@@ -625,6 +635,8 @@ MIGRATIONS = [
     (20, "ledger events: migration 18's triggers made anew on databases its first form migrated",
      _v20_ledger_reach_again),
     (21, "event outbox for the plugins' event subscribers, and its deliveries", _v21_event_outbox),
+    (23, "secret variables stored encrypted on services and releases; services on their customer's network",
+     _v23_service_secrets),
 ]
 LATEST = max(version for version, _, _ in MIGRATIONS)
 

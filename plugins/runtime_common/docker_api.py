@@ -103,7 +103,10 @@ class DockerRuntime(ClientRuntime):
 
     def _after_create(self, container, spec: ContainerSpec) -> None:
         """Make sure the aliases arrived (engines before API 1.44 could drop them), else
-        reconnect the container to its network with them before it starts."""
+        reconnect the container to its network with them before it starts; then connect
+        it to its further networks (``spec.networks``: a container is created on one)."""
+        for name, aliases in spec.networks:
+            self._read(lambda name=name: self.client.networks.get(name)).connect(container, aliases=list(aliases))
         if not (spec.network and spec.aliases):
             return
         networks = (container.attrs.get("NetworkSettings") or {}).get("Networks") or {}

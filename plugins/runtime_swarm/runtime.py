@@ -195,6 +195,9 @@ class SwarmRuntime(DockerRuntime):
             template["Placement"] = {"Constraints": [f"node.id=={self._manager()}"]}
         if spec.network:
             template["Networks"] = [{"Target": spec.network, "Aliases": [str(a) for a in spec.aliases]}]
+            # its customer's overlay network (core.panel.networks), made by create_network like the job's
+            template["Networks"] += [{"Target": name, "Aliases": [str(a) for a in aliases]}
+                                     for name, aliases in spec.networks]
         # DNS round robin: an alias answers the task's own address (a virtual IP would need
         # IPVS on every node; it gains nothing for one replica)
         body = {"Name": spec.name, "Labels": labels, "TaskTemplate": template,

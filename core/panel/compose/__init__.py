@@ -35,7 +35,7 @@ from core.panel.compose.plan import Component, DeployPlan
 from core.panel.containers import Healthcheck, PortSpec
 
 SERVICE_KEYS = {"image", "command", "environment", "ports", "volumes", "depends_on", "healthcheck", "cpus",
-                "mem_limit"}
+                "mem_limit", "labels"}
 TOP_KEYS = {"services", "volumes", "version"}
 DEFAULT_HOST_PORTS = (20000, 29999)
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
@@ -169,6 +169,20 @@ def _environment(raw, where: str) -> dict:
             env[key] = value
         return env
     raise _bad(f"{where}: environment must be a map or a list")
+
+
+def _labels(raw, where: str) -> dict:
+    """A component's ``labels`` (a map, or a list of ``key=value``): read by Slipway (e.g.
+    ``slipway.backup``), never put on its container, whose ``slipway.*`` labels are Slipway's."""
+    if raw is None:
+        return {}
+    if isinstance(raw, dict):
+        if any(isinstance(v, (dict, list)) for v in raw.values()):
+            raise _bad(f"{where}: label values are strings")
+        return {str(k): "" if v is None else str(v) for k, v in raw.items()}
+    if isinstance(raw, list):
+        return dict(str(item).partition("=")[::2] for item in raw)
+    raise _bad(f"{where}: labels must be a map or a list")
 
 
 def _healthcheck(raw, where: str):
@@ -321,6 +335,7 @@ def _parse(text: str, variables: dict, host_ports: tuple[int, int]) -> DeployPla
         components[name] = Component(
             name=name, image=str(raw["image"]), command=tuple(str(c) for c in command) if command else None,
             environment=_environment(raw.get("environment"), f"{where}.environment"),
+            labels=_labels(raw.get("labels"), f"{where}.labels"),
             ports=_ports(raw.get("ports"), f"{where}.ports", host_ports),
             volumes=_volumes(raw.get("volumes"), declared, f"{where}.volumes"),
             depends_on=tuple(str(d) for d in depends), healthcheck=_healthcheck(raw.get("healthcheck"),
