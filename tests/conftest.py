@@ -25,7 +25,7 @@ def pytest_configure(config):
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     # the key of the secret variables, for the servers and CLIs the tests start (a server
     # refuses to start without one; `slipway init` writes no key file while it is set)
-    os.environ.setdefault("SLIPWAY_SECRET_KEY", "dGVzdHMtb2Ytc2xpcHdheS1zZWNyZXQta2V5LTMyYg==")
+    os.environ.setdefault("SLIPWAY_SECRET_KEY", "dGVzdHMtb2Ytc2xpcHdheS1zZWNyZXQta2V5LTMyYnk=")
     if POSTGRES and worker:
         os.environ["SLIPWAY_DATABASE_URL"] = worker_database(os.environ["SLIPWAY_DATABASE_URL"], worker)
 
