@@ -179,6 +179,10 @@ class ServiceRepository(Protocol):
         """How many services the customer has."""
 
     @abstractmethod
+    def on_customer_network(self, customer_id: str) -> int:
+        """How many of the customer's services join its network (``customer_network``)."""
+
+    @abstractmethod
     def existing(self, service_ids) -> set:
         """Which of ``service_ids`` are services (not deleted)."""
 
