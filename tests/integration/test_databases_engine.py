@@ -63,7 +63,8 @@ def _create(client, made, customer, name, **body):
 
 
 def _client(engine, helpers, network: str, image: str, script: str, env: dict) -> tuple[int, str]:
-    """Run ``script`` in a one-off container of ``image`` on ``network``: (exit code, output)."""
+    """Run ``script`` in a one-off container of ``image`` on ``network``: (exit code, output).
+    The container is removed (a container left on the network, even stopped, keeps it)."""
     helper = f"svc_dbclient{time.monotonic_ns() % 10**9}"
     helpers.append(helper)
     container = engine.run(ContainerSpec(name=f"slw-{helper}", image=image, labels={SERVICE_LABEL: helper},
@@ -72,14 +73,16 @@ def _client(engine, helpers, network: str, image: str, script: str, env: dict) -
     while (state := engine.inspect(container)).running:
         assert time.monotonic() < deadline, "the client did not finish"
         time.sleep(0.3)
-    return state.exit_code, "\n".join(line.message for line in engine.logs(container, tail=None))
+    output = "\n".join(line.message for line in engine.logs(container, tail=None))
+    engine.remove_service(helper)
+    return state.exit_code, output
 
 
 def _verdicts(client, service_id: str, targets) -> dict:
     """What the app service's log says of each target ("yes" reached, "no" not), once it said so of all."""
     deadline = time.monotonic() + 90
     while True:
-        lines = client.get(f"/api/services/{service_id}/logs", params={"tail": 200}).json()["data"]
+        lines = client.get(f"/api/services/{service_id}/logs", params={"tail": 200}).json()["logs"]
         said = {}
         for line in lines:
             words = line["message"].split()
