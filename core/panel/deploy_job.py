@@ -204,7 +204,8 @@ def check_images(ctx: DeployContext) -> None:
 
 def clear_slate(ctx: DeployContext) -> None:
     """A resumed or repeated job starts from a clean slate of its own containers. Without
-    a gate (nothing serves, or a fixed host port that cannot be held twice) the old set
+    a gate (nothing serves, a fixed host port that cannot be held twice, or a database
+    whose volume must have one server: :func:`_single_writer`) the old set
     goes first, its route record before it (the host ports it held are given up);
     volumes stay."""
     runtime, service = ctx.runtime, ctx.service
@@ -212,7 +213,8 @@ def clear_slate(ctx: DeployContext) -> None:
         if state.labels.get(JOB_LABEL) == ctx.job.id:
             runtime.remove_container(state.id)
     ctx.serving = runtime.containers(service.id)
-    ctx.gated = ctx.gated and any(s.running for s in ctx.serving) and not _fixed_ports(ctx.plan)
+    ctx.gated = ctx.gated and any(s.running for s in ctx.serving) and not _fixed_ports(ctx.plan) \
+        and not _single_writer(ctx.plan)
     if ctx.gated:
         return
     with ctx.uow:
@@ -474,6 +476,18 @@ def _keep_source(uow, settings: DeploySettings, service) -> None:
 
 def _fixed_ports(plan) -> bool:
     return any(p.host_port is not None for c in plan.components for p in c.ports)
+
+
+#: the compose label of a database component (``postgres``, ``mysql``, ``redis``): backups dump it
+BACKUP_LABEL = "slipway.backup"
+
+
+def _single_writer(plan) -> bool:
+    """Whether a component is a database (labelled ``slipway.backup``): two servers must
+    never run on its data volume at once (PostgreSQL in another container does not see
+    the first one's lock, Redis would write one append-only file twice), so its redeploys
+    stop the old set first, as a fixed host port does."""
+    return any(c.labels.get(BACKUP_LABEL) for c in plan.components)
 
 
 def _kept_images(runtime, plan, target):

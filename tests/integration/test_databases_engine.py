@@ -192,11 +192,27 @@ def test_databases_with_generated_passwords_on_the_customer_network(panel, postg
     for password in (pg_password, maria_password, redis_password):
         assert password not in everything
 
-    # a PATCH sending *** back keeps the password; the customer network goes with its last service
+    # a PATCH sending *** back keeps the password, one sending a new one changes it at the
+    # redeploy (which stops the old server first: one server per data volume); the data stays
     kept = client.patch(f"/api/services/{pg_id}", json={"variables": {**details[pg_id]["variables"],
                                                                        "POSTGRES_DB": "app"}})
     assert kept.status_code == 200, kept.text
     assert client.get(f"/api/services/{pg_id}/secrets").json()["secrets"]["POSTGRES_PASSWORD"] == pg_password
+    code, out = _client(engine, helpers, acme_net, postgres_image,
+                        f"psql -h {pg} -U postgres -d app -Atc 'create table kept (n int); insert into kept values (7)'",
+                        {"PGPASSWORD": pg_password})
+    assert code == 0, out
+    changed = client.patch(f"/api/services/{pg_id}", json={"variables": {**details[pg_id]["variables"],
+                                                                          "POSTGRES_PASSWORD": "n3w-pass'word"}})
+    assert changed.status_code == 200 and changed.json()["variables"]["POSTGRES_PASSWORD"] == "***"
+    assert client.post(f"/api/services/{pg_id}/redeploy").status_code == 200
+    _until(client, pg_id, "running", seconds=180)
+    code, out = _client(engine, helpers, acme_net, postgres_image,
+                        f"psql -h {pg} -U postgres -d app -Atc 'select n from kept'", {"PGPASSWORD": "n3w-pass'word"})
+    assert (code, out.strip()) == (0, "7"), out
+    code, out = _client(engine, helpers, acme_net, postgres_image,
+                        f"psql -h {pg} -U postgres -d app -Atc 'select 1'", {"PGPASSWORD": pg_password})
+    assert code != 0, out
     for sid in (pg_id, maria_id, app):
         assert client.delete(f"/api/services/{sid}").status_code == 204
     assert not engine.client.networks.exists(acme_net)
