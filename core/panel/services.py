@@ -370,8 +370,9 @@ def delete_service(uow, runtime, principal, service_id: str) -> Service:
         uow.services.delete(service.id)
         uow.emit(service_status(service, "deleted"))
         uow.commit()
-    if service.customer_network:  # the last of the customer's services on it takes its network along
-        networks.drop_if_unused(uow, runtime, service.customer_id)
+    # the last of the customer's services on its network takes the network along (also one
+    # whose customer_network was turned off without a redeploy: its containers were on it)
+    networks.drop_if_unused(uow, runtime, service.customer_id)
     return service
 
 
