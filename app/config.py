@@ -148,13 +148,13 @@ def secret_key(environ, work_dir: str) -> tuple[bytes | None, str | None]:
     init`` writes in the work folder (``SLIPWAY_WORK_DIR``). An invalid one is a
     ``ConfigError``; a missing one is ``(None, why)``: the server refuses to start
     (``Config.require_secret_key``), commands that need no key still run."""
-    from app.storage.secrets import KeyError_, MissingKey, load_key
+    from app.storage.secrets import BadKey, MissingKey, load_key
 
     try:
         return load_key(environ, os.path.abspath(os.path.expanduser(work_dir))), None
     except MissingKey as exc:
         return None, str(exc)
-    except KeyError_ as exc:
+    except BadKey as exc:
         raise ConfigError(str(exc)) from None
 
 

@@ -23,11 +23,11 @@ KEY_FILE = "secret.key"  # in SLIPWAY_WORK_DIR
 VERSION = "v1:"
 
 
-class KeyError_(ValueError):
+class BadKey(ValueError):
     """The key is missing or not 32 bytes of base64; the message says where it came from."""
 
 
-class MissingKey(KeyError_):
+class MissingKey(BadKey):
     """Neither the setting nor the key file is there."""
 
 
@@ -41,14 +41,14 @@ def new_key() -> str:
 
 
 def parse_key(text: str, where: str) -> bytes:
-    """The 32 bytes of a base64 key (standard or URL-safe alphabet), else :class:`KeyError_`."""
+    """The 32 bytes of a base64 key (standard or URL-safe alphabet), else :class:`BadKey`."""
     raw = (text or "").strip()
     try:
         key = base64.b64decode(raw.replace("-", "+").replace("_", "/"), validate=True)
     except (binascii.Error, ValueError):
         key = b""
     if len(key) != 32:
-        raise KeyError_(f"{where} must be 32 random bytes in base64 (44 characters, e.g. from "
+        raise BadKey(f"{where} must be 32 random bytes in base64 (44 characters, e.g. from "
                         "`slipway init` or `openssl rand -base64 32`)")
     return key
 
@@ -59,7 +59,7 @@ def key_path(work_dir: str) -> str:
 
 def load_key(environ, work_dir: str) -> bytes:
     """``SLIPWAY_SECRET_KEY`` when set, else the key file in ``work_dir``;
-    :class:`KeyError_` when neither holds a valid key."""
+    :class:`BadKey` when neither holds a valid key."""
     given = environ.get("SLIPWAY_SECRET_KEY")
     if given is not None and given.strip():
         return parse_key(given, "SLIPWAY_SECRET_KEY")
@@ -71,7 +71,7 @@ def load_key(environ, work_dir: str) -> bytes:
         raise MissingKey(f"no secret key: set SLIPWAY_SECRET_KEY or run `slipway init`, which writes one to {path}") \
             from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise KeyError_(f"the secret key file {path} cannot be read: {exc}") from None
+        raise BadKey(f"the secret key file {path} cannot be read: {exc}") from None
     return parse_key(text, f"the secret key file {path}")
 
 
