@@ -24,10 +24,11 @@ pytestmark = pytest.mark.runtime
 
 @pytest.fixture(params=["podman"])
 def panel(request, runtime_url, database_url, engine_ulimits, tmp_path):
-    """A real server on the Podman service, through the Podman client. (Through the Docker
-    client, Podman's Docker-compatible API, the psql client on the customer network did not
-    resolve the database's name in this environment: not yet understood, so not claimed;
-    the attachment itself passes the runtime conformance suite with every client.)"""
+    """A real server on the Podman service, through the Podman client. Through the Docker
+    client (Podman's Docker-compatible API) the database's name on the customer network
+    was not served to every client within 30 s in this environment (sometimes it was):
+    not understood yet, so not claimed here; the attachment itself passes the runtime
+    conformance suite with the Podman, Docker and Swarm runtimes."""
     from app.pluginmanager import make_plugin_manager, runtimes
     from tests.support.engine import engine_settings
 
@@ -82,20 +83,27 @@ def _client(engine, helpers, network: str, image: str, script: str, env: dict) -
     return state.exit_code, output
 
 
-def _verdicts(client, service_id: str, targets) -> dict:
-    """What the app service's log says of each target ("yes" reached, "no" not), once it said so of all."""
-    deadline = time.monotonic() + 90
+def _verdicts(client, service_id: str, expected: dict) -> dict:
+    """What the app service's log said last of each target ("yes" reached, "no" not): once
+    it says what is ``expected`` of every target (names may take a moment to be served on
+    a network a container just joined), or what it said at the deadline."""
+    deadline = time.monotonic() + 60
     while True:
-        lines = client.get(f"/api/services/{service_id}/logs", params={"tail": 200}).json()["logs"]
+        lines = client.get(f"/api/services/{service_id}/logs", params={"tail": 400}).json()["logs"]
         said = {}
         for line in lines:
             words = line["message"].split()
             if len(words) == 3 and words[0] == "reach":
                 said[words[1]] = words[2]
-        if all(t in said for t in targets):
+        if said == expected or (time.monotonic() > deadline and set(said) == set(expected)):
             return said
-        assert time.monotonic() < deadline, lines
+        assert time.monotonic() < deadline + 30, lines
         time.sleep(0.5)
+
+
+def _until_it_answers(script: str) -> str:
+    """``script`` tried for up to 30 s (a name may take a moment to be served on the network)."""
+    return f"for i in $(seq 1 60); do {script} && exit 0; sleep 0.5; done; exit 1"
 
 
 #: a customer's app: says every second whether it can open a TCP connection to each target
@@ -141,21 +149,23 @@ def test_databases_with_generated_passwords_on_the_customer_network(panel, postg
     # clients on the customer network connect by the service's name with the password, not without it
     acme_net, other_net = f"slw-net-{acme['id']}", f"slw-net-{other['id']}"
     code, out = _client(engine, helpers, acme_net, postgres_image,
-                        f"psql -h {pg} -U postgres -d app -Atc 'select 40 + 2'", {"PGPASSWORD": pg_password})
-    assert (code, out.strip()) == (0, "42"), out
+                        _until_it_answers(f"psql -h {pg} -U postgres -d app -Atc 'select 40 + 2'"),
+                        {"PGPASSWORD": pg_password})
+    assert (code, out.strip().splitlines()[-1]) == (0, "42"), out
     code, out = _client(engine, helpers, acme_net, postgres_image,
                         f"psql -h {pg} -U postgres -d app -Atc 'select 1'", {"PGPASSWORD": "wrong"})
     assert code != 0 and "password authentication failed" in out, out
     code, out = _client(engine, helpers, acme_net, mariadb_image,
-                        f"mariadb -h {maria} -uroot -N -e 'select 40 + 2; show databases like \"app\"'",
+                        _until_it_answers(f"mariadb -h {maria} -uroot -N -e 'select 40 + 2; show databases like \"app\"'"),
                         {"MYSQL_PWD": maria_password})
-    assert code == 0 and out.split() == ["42", "app"], out
+    assert code == 0 and out.split()[-2:] == ["42", "app"], out
     code, out = _client(engine, helpers, acme_net, mariadb_image, f"mariadb -h {maria} -uroot -e 'select 1'",
                         {"MYSQL_PWD": "wrong"})
     assert code != 0 and "Access denied" in out, out
     code, out = _client(engine, helpers, other_net, redis_image,
-                        f"redis-cli -h {cache} set k v && redis-cli -h {cache} get k", {"REDISCLI_AUTH": redis_password})
-    assert code == 0 and out.split() == ["OK", "v"], out
+                        _until_it_answers(f"redis-cli -h {cache} set k v | grep -q OK && redis-cli -h {cache} get k"),
+                        {"REDISCLI_AUTH": redis_password})
+    assert code == 0 and out.split()[-1] == "v", out
     code, out = _client(engine, helpers, other_net, redis_image, f"redis-cli -h {cache} get k", {})
     assert "NOAUTH" in out, out
 
@@ -178,10 +188,10 @@ def test_databases_with_generated_passwords_on_the_customer_network(panel, postg
                         customer_network=True, variables={"TARGETS": f"{cache}:6379 {pg}:5432"})
     _until(client, app, "running", seconds=120)
     _until(client, other_app, "running", seconds=120)
-    assert _verdicts(client, app, [f"{pg}:5432", f"{maria}:3306", f"{cache}:6379"]) == {
-        f"{pg}:5432": "yes", f"{maria}:3306": "yes", f"{cache}:6379": "no"}
-    assert _verdicts(client, other_app, [f"{cache}:6379", f"{pg}:5432"]) == {f"{cache}:6379": "yes",
-                                                                             f"{pg}:5432": "no"}
+    mine = {f"{pg}:5432": "yes", f"{maria}:3306": "yes", f"{cache}:6379": "no"}
+    assert _verdicts(client, app, mine) == mine
+    theirs = {f"{cache}:6379": "yes", f"{pg}:5432": "no"}
+    assert _verdicts(client, other_app, theirs) == theirs
 
     # the passwords are in no answer but /secrets, in no event and not in the server's log
     admin_seen = []
@@ -213,8 +223,9 @@ def test_databases_with_generated_passwords_on_the_customer_network(panel, postg
     assert client.post(f"/api/services/{pg_id}/redeploy").status_code == 200
     _until(client, pg_id, "running", seconds=180)
     code, out = _client(engine, helpers, acme_net, postgres_image,
-                        f"psql -h {pg} -U postgres -d app -Atc 'select n from kept'", {"PGPASSWORD": "n3w-pass'word"})
-    assert (code, out.strip()) == (0, "7"), out
+                        _until_it_answers(f"psql -h {pg} -U postgres -d app -Atc 'select n from kept'"),
+                        {"PGPASSWORD": "n3w-pass'word"})
+    assert (code, out.strip().splitlines()[-1]) == (0, "7"), out
     code, out = _client(engine, helpers, acme_net, postgres_image,
                         f"psql -h {pg} -U postgres -d app -Atc 'select 1'", {"PGPASSWORD": pg_password})
     assert code != 0, out
