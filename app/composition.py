@@ -119,6 +119,8 @@ class Composition:
     @cached_property
     def store(self) -> Store:
         store = self._given_store or Store(self.config.database_url, threads=self.config.db_threads)
+        if self.config.secret_key is not None:  # SLIPWAY_SECRET_KEY or the key file (app.storage.secrets)
+            store.use_secret_key(self.config.secret_key)
         store.require_current_schema()
         return store
 

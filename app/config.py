@@ -169,6 +169,21 @@ def default_log_format(stream=None) -> str:
 DATABASE_FILE = "slipway.db"
 
 
+def secret_key(environ, work_dir: str) -> tuple[bytes | None, str | None]:
+    """The secret variables' key: ``SLIPWAY_SECRET_KEY``, else the key file ``slipway
+    init`` writes in the work folder (``SLIPWAY_WORK_DIR``). An invalid one is a
+    ``ConfigError``; a missing one is ``(None, why)``: the server refuses to start
+    (``Config.require_secret_key``), commands that need no key still run."""
+    from app.storage.secrets import BadKey, MissingKey, load_key
+
+    try:
+        return load_key(environ, os.path.abspath(os.path.expanduser(work_dir))), None
+    except MissingKey as exc:
+        return None, str(exc)
+    except BadKey as exc:
+        raise ConfigError(str(exc)) from None
+
+
 def data_dir(environ) -> str:
     """Where Slipway keeps its SQLite database when ``SLIPWAY_DATABASE_URL`` is unset:
     ``SLIPWAY_DATA_DIR``, else ``$XDG_DATA_HOME/slipway`` (``~/.local/share/slipway``);
@@ -333,6 +348,12 @@ class Config:
     #: (low, high), inclusive: the host ports a compose definition may name, whatever its
     #: deploy method (SLIPWAY_HOST_PORTS, default 20000-29999); None: read from ``settings``
     host_ports: tuple | None = None
+    #: the key of the secret variables (AES-GCM, 32 bytes): SLIPWAY_SECRET_KEY, else the key
+    #: file ``slipway init`` writes in ``work_dir`` (app.storage.secrets); None (a Config
+    #: made in code, as tests do): the store's own random key
+    secret_key: bytes | None = None
+    #: why ``from_env`` found no key (None: it found one, or the Config was made in code)
+    secret_key_missing: str | None = None
     #: plugin settings (the environment): each plugin reads its own SLIPWAY_* variables
     settings: dict = field(default_factory=dict)
     clock: Clock = field(default_factory=SystemClock)
@@ -421,4 +442,12 @@ class Config:
         )
         values["default_memory_mb"], values["default_cpus"] = container_defaults(env)
         values.update(overrides)
+        if "secret_key" not in overrides:
+            values["secret_key"], values["secret_key_missing"] = secret_key(env, values["work_dir"])
         return cls(**values)
+
+    def require_secret_key(self) -> None:
+        """A ``ConfigError`` when ``from_env`` found no key: the server does not start
+        without one (it would store secret variables it could not read again)."""
+        if self.secret_key_missing:
+            raise ConfigError(self.secret_key_missing)

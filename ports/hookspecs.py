@@ -85,8 +85,12 @@ def register_templates():
     Called once when the app is built. Each template has ``id``, ``name``, ``category``,
     ``description``, ``compose`` (the compose text it deploys, with ``${VARIABLE}``
     placeholders) and ``variables`` (a list of ``{name, default, required,
-    description}``). A later plugin's template replaces a built-in one with the same id
-    (built-ins are registered ``trylast``).
+    description, secret}``). A variable with ``secret: true`` (a password) is generated
+    (32 random URL-safe characters) when the request gives no value and it has no
+    default, stored encrypted (``SLIPWAY_SECRET_KEY``), shown as ``***`` in every answer
+    and read in the clear only through ``GET /api/services/{id}/secrets``. A later
+    plugin's template replaces a built-in one with the same id (built-ins are registered
+    ``trylast``).
     """
 
 

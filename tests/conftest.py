@@ -23,6 +23,9 @@ def pytest_configure(config):
     variable is rewritten before any test reads it, so servers and CLIs the tests start
     inherit it too."""
     worker = os.environ.get("PYTEST_XDIST_WORKER")
+    # the key of the secret variables, for the servers and CLIs the tests start (a server
+    # refuses to start without one; `slipway init` writes no key file while it is set)
+    os.environ.setdefault("SLIPWAY_SECRET_KEY", "dGVzdHMtb2Ytc2xpcHdheS1zZWNyZXQta2V5LTMyYnk=")
     if POSTGRES and worker:
         os.environ["SLIPWAY_DATABASE_URL"] = worker_database(os.environ["SLIPWAY_DATABASE_URL"], worker)
 

@@ -14,6 +14,7 @@ import sys
 from app.config import Config, ConfigError, sqlite_file
 from app.http.errors import DOMAIN_STATUS, PARTNER_CODES
 from app.storage.database import DatabaseUrlError
+from app.storage.secrets import ensure_key_file
 from app.storage.store import SchemaOutOfDate
 from core.errors import DomainError
 
@@ -205,6 +206,13 @@ def run(argv, environ=None) -> tuple[int, dict | None]:
     from app.cli import commands
 
     args = build_parser().parse_args(argv)
+    if args.command == "init":  # the key of the secret variables, when none is set or kept yet
+        env = os.environ if environ is None else environ
+        work_dir = os.path.abspath(os.path.expanduser(env.get("SLIPWAY_WORK_DIR") or "./work"))
+        try:
+            initialised_key = ensure_key_file(env, work_dir)
+        except OSError as exc:
+            raise ConfigError(f"cannot write the secret key file in {work_dir} (SLIPWAY_WORK_DIR): {exc}") from None
     config = Config.from_env(environ)
     if args.command not in NO_DATABASE + CREATES_DATABASE:
         require_database(config)
@@ -214,7 +222,10 @@ def run(argv, environ=None) -> tuple[int, dict | None]:
         return commands.serve(config, args.host, args.port, args.workers)
     handler = getattr(commands, args.command if args.command in NO_DATABASE + CREATES_DATABASE else
                       f"{args.command}_{args.action}".replace("-", "_"))
-    return 0, handler(config, args)
+    document = handler(config, args)
+    if args.command == "init" and initialised_key:
+        document["secretKeyFile"] = initialised_key
+    return 0, document
 
 
 def main(argv=None) -> int:

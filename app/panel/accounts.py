@@ -32,7 +32,8 @@ def template_json(t) -> dict:
     return {"id": t["id"], "name": t["name"], "category": t.get("category", ""),
             "description": t.get("description", ""), "compose": t.get("compose", ""),
             "variables": [{"name": v["name"], "default": v.get("default"), "required": bool(v.get("required")),
-                           "description": v.get("description", "")} for v in t.get("variables", [])]}
+                           "description": v.get("description", ""), "secret": bool(v.get("secret"))}
+                          for v in t.get("variables", [])]}
 
 
 def _listing(items, total, params) -> dict:

@@ -5,7 +5,7 @@ from app.http.pipeline import Reply, time_param
 from app.panel.usage import Resources
 from ports.runtime import EngineError
 from app.http.timefmt import rfc3339
-from core.panel import releases, services
+from core.panel import networks, releases, secrets, services
 from core.panel.customers import DEFAULT_QUOTA, Quota
 from core.redaction import redact_url
 
@@ -16,9 +16,12 @@ def service_item(s, resources: dict) -> dict:
             "updated_at": rfc3339(s.updated_at), "resources": resources}
 
 
-def service_detail(s, resources: dict, customer_name: str, volumes=()) -> dict:
+def service_detail(s, resources: dict, customer_name: str, volumes=(), connections=()) -> dict:
+    """The detail of service ``s``; its secret variables masked (``core.panel.secrets``)."""
     out = service_item(s, resources)
-    out.update({"customer_name": customer_name, "compose": s.compose, "variables": s.variables or {},
+    out.update({"customer_name": customer_name, "compose": s.compose,
+                "variables": secrets.masked(s.variables, s.secrets),
+                "customer_network": bool(s.customer_network), "connections": list(connections),
                 "custom_domains": list(s.custom_domains), "deployed_at": rfc3339(s.deployed_at),
                 "health": {"status": s.health_status, "last_check": rfc3339(s.health_checked_at),
                            "consecutive_failures": s.health_failures},
@@ -39,7 +42,7 @@ def release_json(r) -> dict:
     return {"id": r.id, "service_id": r.service_id, "number": r.number, "deploy_job_id": r.deploy_job_id,
             "images": [{"component": i["component"], "image": i["image"], "image_id": i.get("image_id")}
                        for i in r.images],
-            "compose": r.compose, "variables": r.variables or {}, "commit": r.commit,
+            "compose": r.compose, "variables": secrets.masked(r.variables, r.secrets), "commit": r.commit,
             "created_at": rfc3339(r.created_at), "created_by": r.created_by}
 
 
@@ -89,7 +92,8 @@ class ServicesHandlers:
                 "getService": self.get_service, "updateService": self.update_service,
                 "startService": self.start, "stopService": self.stop, "restartService": self.restart,
                 "redeployService": self.redeploy, "deleteService": self.delete_service,
-                "listServiceEvents": self.list_events, "getServiceLogs": self.get_logs}
+                "listServiceEvents": self.list_events, "getServiceLogs": self.get_logs,
+                "getServiceSecrets": self.get_secrets}
 
     async def list_services(self, call):
         p = call.params
@@ -131,16 +135,29 @@ class ServicesHandlers:
             used = await self.calls.run_for(tenant(call.caller), self.resources.for_detail, service.id)
         except EngineError:  # a hung engine: the detail still answers, from the database
             used = self.resources.unknown(detail=True)
-        return service_detail(service, used, customer_name, self._volumes(service))
+        plan = self._plan(service)
+        return service_detail(service, used, customer_name, list(plan.volumes) if plan is not None else [],
+                              networks.connections(service, plan))
 
-    def _volumes(self, service) -> list:
-        """The compose volume names a backup would archive (none: nothing to back up)."""
+    def _plan(self, service):
+        """The service's kept compose read by the parser (its volumes are what a backup
+        archives, its ports what ``connections`` lists); None when there is none to read."""
         if self.parse is None or not service.compose:
-            return []
+            return None
         try:
-            return list(self.parse(service.compose, service.variables or {}).volumes)
-        except Exception:  # noqa: BLE001 (a compose the parser refuses has nothing to back up)
-            return []
+            return self.parse(service.compose, service.variables or {})
+        except Exception:  # noqa: BLE001 (a compose the parser refuses has nothing to back up or connect)
+            return None
+
+    async def get_secrets(self, call):
+        """``GET /api/services/{id}/secrets``: the clear values of its secret variables."""
+        store = self.store
+
+        def read():
+            service = services.get_service(store.uow(write=False), call.caller, call.params["id"])
+            return secrets.clear(service, call.caller)
+
+        return Reply(200, {"secrets": await store.run(read)})
 
     async def update_service(self, call):
         store = self.store

@@ -615,6 +615,16 @@ def _v22_backup_destinations(db):
     _run(db, ['CREATE INDEX IF NOT EXISTS "backup_verify_status" ON "backup" ("verify_status")'])
 
 
+def _v23_service_secrets(db):
+    """Secret template variables stored encrypted (their values in ``secret_values``,
+    AES-GCM; ``variables`` keeps ``***`` in their place), on services and on the releases
+    that recorded them; and each service's choice to join its customer's network."""
+    _add_columns(db, "service", {
+        "secret_values": peewee.TextField(null=True),
+        "customer_network": peewee.BooleanField(default=False, constraints=[peewee.SQL("DEFAULT FALSE")])})
+    _add_columns(db, "service_release", {"secret_values": peewee.TextField(null=True)})
+
+
 _V24 = (
     'CREATE TABLE IF NOT EXISTS "backup_policy" ("service_id" VARCHAR(40) NOT NULL PRIMARY KEY, '
     '"schedule" VARCHAR(200) NOT NULL, "destination" VARCHAR(64) NOT NULL, "keep_last" INTEGER NOT NULL, '
@@ -663,6 +673,8 @@ MIGRATIONS = [
      _v20_ledger_reach_again),
     (21, "event outbox for the plugins' event subscribers, and its deliveries", _v21_event_outbox),
     (22, "backups: their destination, kind and verification", _v22_backup_destinations),
+    (23, "secret variables stored encrypted on services and releases; services on their customer's network",
+     _v23_service_secrets),
     (24, "backup policies; backups record whether a policy made them", _v24_backup_policies),
     (25, "backups: the service a restore goes into when not the backup's own", _v25_restore_into_new_service),
 ]

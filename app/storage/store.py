@@ -6,6 +6,7 @@ from app.storage.database import open_database
 from app.storage.migrations import LATEST, current_version, migrate
 from app.storage.models import define_models
 from app.storage.readpath import ELSEWHERE, LoopReads
+from app.storage.secrets import SecretBox
 from app.storage.threads import WorkerThreads
 from app.storage.uow import PeeweeUnitOfWork
 
@@ -15,12 +16,20 @@ class SchemaOutOfDate(RuntimeError):
 
 
 class Store:
-    def __init__(self, url: str, threads: int = 4):
+    def __init__(self, url: str, threads: int = 4, secret_key: bytes | None = None):
+        """``secret_key``: the key of the secret variables (``app.storage.secrets``); the
+        app's composition sets the configured one (``use_secret_key``). Without one a
+        store has a random key of its own, good for its own lifetime only (tests)."""
         self.url = url
         self.db = open_database(url, max_connections=threads + 4)
+        #: encrypts and decrypts secret variables, shared by every set of models
+        self.secret_box = SecretBox(secret_key)
         self.models = define_models(self.db)
+        self.models.secret_box = self.secret_box
         #: SQLite: reads on the event loop, on a connection of their own (app.storage.readpath)
         self.loop_reads = LoopReads.for_database(self.db, define_models, PeeweeUnitOfWork)
+        if self.loop_reads is not None:
+            self.loop_reads.models.secret_box = self.secret_box
         self._threads = threads
         self._workers: WorkerThreads | None = None
         #: closed: a connection given back from now on is closed, not kept in the pool
@@ -28,6 +37,10 @@ class Store:
         self.bus = None  # the event bus (ports.events): attach_events
         #: write every event to the event outbox (when a plugin subscribes to events)
         self.outbox = False
+
+    def use_secret_key(self, key: bytes) -> None:
+        """Encrypt and decrypt secret variables with ``key`` (``SLIPWAY_SECRET_KEY``) from now on."""
+        self.secret_box.use(key)
 
     def attach_events(self, bus, *, outbox: bool = False) -> None:
         """Announce what units of work commit on ``bus`` (``ports.events.EventBus``) and,

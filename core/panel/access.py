@@ -13,7 +13,7 @@ from core.errors import Forbidden, Invalid, NotFound, Unauthorized
 KEY_PREFIX = "slw"
 PERMISSIONS = (
     "services:read", "services:create", "services:operate", "services:deploy", "services:delete",
-    "services:logs", "customers:read", "customers:write", "templates:read", "api_keys:manage",
+    "services:logs", "services:secrets", "customers:read", "customers:write", "templates:read", "api_keys:manage",
     "backups:read", "backups:write",
 )
 ROLES = {

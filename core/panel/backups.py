@@ -213,6 +213,8 @@ def _restore_into_new(uow, clock, principal, service_id: str, backup_id: str, bo
     queued = {}
 
     def queue(uow, service) -> None:
+        if source.secrets:  # the source's secret variables stay secret (masked, stored encrypted) in the copy
+            uow.services.update(replace(service, secrets=tuple(source.secrets)))
         current = uow.backups.get(backup.id)
         if current is None or current.service_id != source.id:
             raise NotFound(f"backup {backup_id} not found")

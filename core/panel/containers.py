@@ -51,6 +51,8 @@ class ContainerSpec:
     volumes: tuple = ()  # (volume name, mount path)
     network: str | None = None
     aliases: tuple = ()  # names other containers of the network reach it by
+    #: further networks it joins, each ``(network name, aliases)`` (its customer's network)
+    networks: tuple = ()
     healthcheck: Healthcheck | None = None
     cpus: float | None = None  # CPU limit in cores (compose ``cpus``); None: the runtime's SLIPWAY_DEFAULT_CPUS
     memory_mb: int | None = None  # memory limit (``mem_limit``); None: the runtime's SLIPWAY_DEFAULT_MEMORY_MB

@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from core.panel import containerfiles, routes
+from core.panel import containerfiles, networks, routes
 from core.panel.compose import DEFAULT_HOST_PORTS, parse_compose
 from core.panel.containerfiles import engine_local, image_refusal
 from core.panel.containers import COMPONENT_LABEL, JOB_LABEL, SERVICE_LABEL, ContainerSpec, keep_tag
@@ -177,6 +177,7 @@ def read_plan(ctx: DeployContext) -> None:
     target, service = ctx.target, ctx.service
     if target is not None:
         ctx.service = service = replace(service, compose=target.compose, variables=dict(target.variables or {}),
+                                        secrets=tuple(target.secrets),
                                         commit=target.commit if target.commit is not None else service.commit)
     ctx.plan = ctx.settings.parse(service.compose, service.variables or {})
     _own_builds_only(ctx.plan, service.id)
@@ -203,7 +204,8 @@ def check_images(ctx: DeployContext) -> None:
 
 def clear_slate(ctx: DeployContext) -> None:
     """A resumed or repeated job starts from a clean slate of its own containers. Without
-    a gate (nothing serves, or a fixed host port that cannot be held twice) the old set
+    a gate (nothing serves, a fixed host port that cannot be held twice, or a database
+    whose volume must have one server: :func:`_single_writer`) the old set
     goes first, its route record before it (the host ports it held are given up);
     volumes stay."""
     runtime, service = ctx.runtime, ctx.service
@@ -211,7 +213,8 @@ def clear_slate(ctx: DeployContext) -> None:
         if state.labels.get(JOB_LABEL) == ctx.job.id:
             runtime.remove_container(state.id)
     ctx.serving = runtime.containers(service.id)
-    ctx.gated = ctx.gated and any(s.running for s in ctx.serving) and not _fixed_ports(ctx.plan)
+    ctx.gated = ctx.gated and any(s.running for s in ctx.serving) and not _fixed_ports(ctx.plan) \
+        and not _single_writer(ctx.plan)
     if ctx.gated:
         return
     with ctx.uow:
@@ -223,10 +226,12 @@ def clear_slate(ctx: DeployContext) -> None:
 
 
 def create_network(ctx: DeployContext) -> None:
-    """Step ``network``: the job's own network (``slw-<service id>-<job suffix>``)."""
+    """Step ``network``: the job's own network (``slw-<service id>-<job suffix>``), and
+    the customer's network when the service joins it (``core.panel.networks``)."""
     ctx.enter("network", "creating the network", 30)
     ctx.runtime.create_network(resource_names(ctx.service, job=ctx.job),
                                {SERVICE_LABEL: ctx.service.id, JOB_LABEL: ctx.job.id})
+    networks.ensure(ctx.runtime, ctx.service)
 
 
 def create_volumes(ctx: DeployContext) -> None:
@@ -250,7 +255,8 @@ def start_containers(ctx: DeployContext) -> None:
             environment=component.environment, ports=component.ports,
             volumes=tuple((resource_names(service, volume=v), path) for v, path in component.volumes),
             network=network, aliases=(component.name,), healthcheck=component.healthcheck,
-            cpus=component.cpus, memory_mb=component.memory_mb))
+            cpus=component.cpus, memory_mb=component.memory_mb,
+            networks=networks.attachments(service, ctx.plan, component)))
 
 
 def wait_healthy(ctx: DeployContext) -> None:
@@ -285,7 +291,7 @@ def switch_release(ctx: DeployContext) -> None:
         if current is not None:
             if ctx.target is not None:  # the rollback's compose and variables are the service's again
                 current = replace(current, compose=ctx.target.compose, variables=dict(ctx.target.variables or {}),
-                                  commit=service.commit)
+                                  secrets=tuple(ctx.target.secrets), commit=service.commit)
             ctx.release = release = new_release(uow, clock, current, job, ctx.images)
             routes.follow(uow, current, upstream, settings.base_domain, now)  # the record the reverse proxy serves
             uow.services.update(replace(current, status="running", url=url, deployed_at=now, updated_at=now,
@@ -386,13 +392,16 @@ def open_job(uow, deployer: Deployer, job, *, workdir=None, cancel=None) -> Depl
 def retire_old_release(ctx: DeployContext) -> None:
     """What follows a success, outside the job's verdict (it has succeeded): retire the
     old set of a gated job, drop the networks of the sets removed, keep the release's
-    images, remove stale builds. Best effort: an engine error here leaves leftovers (the
+    images, remove stale builds, remove the customer's network a service left when no
+    other uses it. Best effort: an engine error here leaves leftovers (the
     next deploy or the delete removes them), never a failed job."""
     runtime, service_id, settings = ctx.runtime, ctx.service.id, ctx.settings
     steps = [(lambda: _retire(ctx.clock, runtime, service_id, ctx.serving, ctx.deployer.routes_changed,
                               settings.drain_seconds)) if ctx.gated
              else (lambda: _drop_networks(runtime, service_id, ctx.removed)),
              lambda: keep_images(ctx.uow, runtime, ctx.release)]
+    if not ctx.service.customer_network:  # it may have left its customer's network: the last one out removes it
+        steps.append(lambda: networks.drop_if_unused(ctx.uow, runtime, ctx.service.customer_id))
     steps += [(lambda image=image: runtime.remove_image(image)) for image in ctx.stale]  # an earlier deploy's builds
     for step in steps:
         try:
@@ -467,6 +476,18 @@ def _keep_source(uow, settings: DeploySettings, service) -> None:
 
 def _fixed_ports(plan) -> bool:
     return any(p.host_port is not None for c in plan.components for p in c.ports)
+
+
+#: the compose label of a database component (``postgres``, ``mysql``, ``redis``): backups dump it
+BACKUP_LABEL = "slipway.backup"
+
+
+def _single_writer(plan) -> bool:
+    """Whether a component is a database (labelled ``slipway.backup``): two servers must
+    never run on its data volume at once (PostgreSQL in another container does not see
+    the first one's lock, Redis would write one append-only file twice), so its redeploys
+    stop the old set first, as a fixed host port does."""
+    return any(c.labels.get(BACKUP_LABEL) for c in plan.components)
 
 
 def _kept_images(runtime, plan, target):

@@ -34,6 +34,8 @@ class Release:
     commit: str | None
     created_at: datetime
     created_by: str = "system"
+    #: the names of its secret variables (``core.panel.secrets``): stored encrypted, shown masked
+    secrets: tuple = ()
 
 
 def new_release(uow, clock, service, job, images) -> Release:
@@ -42,7 +44,7 @@ def new_release(uow, clock, service, job, images) -> Release:
     release = Release(id=new_id("rel"), service_id=service.id, number=number, deploy_job_id=job.id,
                       images=tuple(images), compose=service.compose, variables=dict(service.variables or {}),
                       commit=service.commit if service.git_url or service.ai_url else None,
-                      created_at=clock.now(), created_by=job.created_by)
+                      created_at=clock.now(), created_by=job.created_by, secrets=tuple(service.secrets))
     uow.releases.add(release)
     return release
 

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from core.panel import domains, leases, routes
+from core.panel import domains, leases, networks, routes, secrets as secret_variables
 from core.errors import Conflict, Forbidden, Invalid, NotFound
 from core.panel.containers import keep_tag
 from core.panel.events import service_status
@@ -49,6 +49,11 @@ class Service:
     #: its custom domains, by name (``core.panel.domains``; kept in ``uow.custom_domains``)
     custom_domains: tuple = ()
     release: int | None = None  # the number of the release running (``core.panel.releases``)
+    #: the names of its secret variables (``core.panel.secrets``): in ``variables`` in the
+    #: clear here, stored encrypted, shown as ``***``
+    secrets: tuple = ()
+    #: it also joins its customer's network, answering there as its name (``core.panel.networks``)
+    customer_network: bool = False
 
 
 @dataclass(frozen=True)
@@ -133,6 +138,9 @@ def create_service(uow, clock, principal, request: dict, methods: dict, catalog:
     method = methods.get(request.get("deploy_method"))
     if method is None:
         problems["deploy_method"] = "must be one of " + ", ".join(sorted(methods))
+    customer_network = request.get("customer_network", False)
+    if not isinstance(customer_network, bool):
+        problems["customer_network"] = "must be true or false"
     if problems:
         raise Invalid("invalid service", fields=problems)
     if principal.customer_id is not None and request["customer_id"] != principal.customer_id:
@@ -146,7 +154,8 @@ def create_service(uow, clock, principal, request: dict, methods: dict, catalog:
                       template_id=plan.template_id, compose=plan.compose, variables=plan.variables,
                       git_url=plan.source.get("git_url"), git_branch=plan.source.get("git_branch"),
                       ai_url=plan.source.get("ai_url"), memory_mb=footprint.memory_mb,
-                      millicpus=footprint.millicpus, containers=footprint.containers)
+                      millicpus=footprint.millicpus, containers=footprint.containers,
+                      secrets=tuple(plan.secrets), customer_network=customer_network)
     with uow:
         customer = uow.panel_customers.get(service.customer_id, for_update=True)
         if customer is None:
@@ -364,12 +373,15 @@ def delete_service(uow, runtime, principal, service_id: str) -> Service:
         uow.services.delete(service.id)
         uow.emit(service_status(service, "deleted"))
         uow.commit()
+    # the last of the customer's services on its network takes the network along (also one
+    # whose customer_network was turned off without a redeploy: its containers were on it)
+    networks.drop_if_unused(uow, runtime, service.customer_id)
     return service
 
 
 #: what PATCH /api/services/{id} changes; the other three belong to the deploy methods whose
 #: create request has them (``DeployMethod.request_schema``)
-PATCHABLE = ("variables", "custom_domains", "compose", "git_branch")
+PATCHABLE = ("variables", "custom_domains", "compose", "git_branch", "customer_network")
 
 
 def patch_service(uow, clock, principal, service_id: str, body: dict, methods: dict, catalog: dict, *,
@@ -377,8 +389,10 @@ def patch_service(uow, clock, principal, service_id: str, body: dict, methods: d
     """Change a service's settings in one transaction. ``variables`` (the whole map),
     ``compose`` and ``git_branch`` are validated as create validates them (the deploy
     method's ``plan``; a compose or variables that would take the customer past a limit
-    at the next redeploy: 409) and stored: they apply at the next redeploy.
-    ``custom_domains`` (the whole list) apply at once: names dropped lose their route
+    at the next redeploy: 409) and stored: they apply at the next redeploy. A secret
+    variable sent back as ``***`` or left out of ``variables`` keeps its value
+    (``core.panel.secrets``). ``customer_network`` (a boolean) applies at the next
+    redeploy too (``core.panel.networks``). ``custom_domains`` (the whole list) apply at once: names dropped lose their route
     records, new ones get records to the service's current upstream. 409 for a name
     another service has (also when two requests race for it: the database decides) and
     while the service is deploying. A refused request changes nothing. ``reserved_hosts``:
@@ -395,12 +409,19 @@ def patch_service(uow, clock, principal, service_id: str, body: dict, methods: d
     method = methods.get(found.deploy_method)
     allowed = set((getattr(method, "request_schema", None) or {}).get("properties", {}))
     problems.update({name: f"{found.deploy_method} services have no {name}" for name in body
-                     if name in PATCHABLE and name != "custom_domains" and name not in allowed})
+                     if name in PATCHABLE and name not in ("custom_domains", "customer_network")
+                     and name not in allowed})
+    if "customer_network" in body and not isinstance(body["customer_network"], bool):
+        problems["customer_network"] = "must be true or false"
     if problems:
         raise Invalid("invalid change", fields=problems)
     wanted = domains.check(body["custom_domains"], base_domain, reserved_hosts) if "custom_domains" in body else None
     changes, footprint = {}, None
     settings = {name: body[name] for name in ("variables", "compose", "git_branch") if name in body}
+    if "variables" in settings:  # a secret variable sent back as *** (or left out) keeps its value
+        settings["variables"] = secret_variables.kept(settings["variables"], found.variables, found.secrets)
+    if "customer_network" in body:
+        changes["customer_network"] = body["customer_network"]
     if settings:
         request = {"template_id": found.template_id, "compose": found.compose, "variables": found.variables or {},
                    "git_url": found.git_url, "git_branch": found.git_branch, "ai_url": found.ai_url,
@@ -411,7 +432,7 @@ def patch_service(uow, clock, principal, service_id: str, body: dict, methods: d
         if "git_branch" in settings:
             changes["git_branch"] = plan.source.get("git_branch", settings["git_branch"])
         if "compose" in settings or "variables" in settings:
-            changes.update(compose=plan.compose, variables=dict(plan.variables or {}))
+            changes.update(compose=plan.compose, variables=dict(plan.variables or {}), secrets=tuple(plan.secrets))
             footprint = quota.footprint(plan.components) if plan.components else None
     with uow:
         # the customer's row first, then the service's: the order create and redeploy take

@@ -2,10 +2,19 @@
 
 The catalog ships as data files (``templates/*.yaml``: id, name, category, description,
 the compose definition it deploys and its variables with defaults and which are
-required). A hosting company adds its own templates with a plugin implementing
-``register_templates``. A deploy fills the variables (defaults, then the request's;
-a missing required one is a 422 naming it) and runs the compose definition.
+required or ``secret``). A hosting company adds its own templates with a plugin
+implementing ``register_templates``. A deploy fills the variables (the request's, then
+defaults; a secret one without either is generated: :func:`generated`; a missing
+required one is a 422 naming it) and runs the compose definition. The plan names the
+secret variables (``DeployPlan.secrets``): they are stored encrypted and shown as
+``***`` (``core.panel.secrets``).
+
+The database templates (``postgres``, ``mariadb``, ``redis``) label their component
+``slipway.backup`` (backups dump it), keep its data on a volume, generate its password
+and start it with a portable ``sh -c`` that works on the official image and on an image
+with the server installed and no entrypoint.
 """
+import secrets
 from importlib import resources
 
 import yaml
@@ -30,13 +39,17 @@ class TemplateDeploy(DeployMethod):
         if template is None:
             raise Invalid("unknown template", fields={"template_id": f"no template {request['template_id']!r}"})
         given = request.get("variables") or {}
-        values, missing = {}, []
+        values, missing, hidden = {}, [], []
         for variable in template.get("variables", []):
             name = variable["name"]
+            if variable.get("secret"):
+                hidden.append(name)
             if name in given:
                 values[name] = given[name]
             elif variable.get("default") is not None:
                 values[name] = str(variable["default"])
+            elif variable.get("secret"):
+                values[name] = generated()
             elif variable.get("required"):
                 missing.append(name)
         if missing:
@@ -44,7 +57,13 @@ class TemplateDeploy(DeployMethod):
                           fields={f"variables.{name}": "is required by the template" for name in missing})
         plan = self.parse(template["compose"], values)
         return type(plan)(compose=plan.compose, components=plan.components, volumes=plan.volumes,
-                          variables=values, template_id=template["id"])
+                          variables=values, template_id=template["id"], secrets=tuple(hidden))
+
+
+def generated() -> str:
+    """A strong random value for a secret variable: 32 characters of ``A-Z a-z 0-9 - _``
+    (192 bits), safe in a shell word, a URL and an SQL string."""
+    return secrets.token_urlsafe(24)
 
 
 def load_catalog() -> list[dict]:

@@ -321,7 +321,9 @@ class ClientRuntime(ContainerRuntime):
             try:
                 self._create_network(name, dict(labels))
             except self.errors as exc:
-                if status_code(exc) == CONFLICT and self._exists(self.client.networks, name):
+                # made meanwhile by another job (a customer's network: two of its services
+                # deploying at once); Podman's compat API answers that with a 500
+                if (status_code(exc) == CONFLICT or "already" in str(exc)) and self._exists(self.client.networks, name):
                     return
                 raise
             if self._network_isolated(name) is False:

@@ -93,10 +93,13 @@ class DockerRuntime(ClientRuntime):
         kwargs["security_opt"] = ["no-new-privileges"]
         if spec.network:
             kwargs["network"] = spec.network
-            if spec.aliases:
-                # docker-py wants {network: EndpointConfig} here, not create_networking_config()
+            if spec.aliases or spec.networks:
+                # docker-py wants {network: EndpointConfig} here, not create_networking_config();
+                # the further networks too (API 1.44 and Podman take several at create)
+                endpoint = self.client.api.create_endpoint_config
                 kwargs["networking_config"] = {
-                    spec.network: self.client.api.create_endpoint_config(aliases=list(spec.aliases))}
+                    spec.network: endpoint(aliases=list(spec.aliases)) if spec.aliases else endpoint(),
+                    **{name: endpoint(aliases=list(aliases)) for name, aliases in spec.networks}}
         if spec.healthcheck is not None:
             kwargs["healthcheck"] = healthcheck_nanoseconds(spec.healthcheck)
         if self.ulimits:
@@ -105,7 +108,12 @@ class DockerRuntime(ClientRuntime):
 
     def _after_create(self, container, spec: ContainerSpec) -> None:
         """Make sure the aliases arrived (engines before API 1.44 could drop them), else
-        reconnect the container to its network with them before it starts."""
+        reconnect the container to its network with them before it starts; then connect
+        it to those of its further networks (``spec.networks``) the engine left out at create."""
+        joined = (container.attrs.get("NetworkSettings") or {}).get("Networks") or {}
+        for name, aliases in spec.networks:
+            if name not in joined:
+                self._read(lambda name=name: self.client.networks.get(name)).connect(container, aliases=list(aliases))
         if not (spec.network and spec.aliases):
             return
         networks = (container.attrs.get("NetworkSettings") or {}).get("Networks") or {}

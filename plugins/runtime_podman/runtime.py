@@ -42,6 +42,8 @@ class PodmanRuntime(ClientRuntime):
         kwargs["no_new_privileges"] = True  # podman-py maps security_opt to SELinux options
         if spec.network:
             kwargs["networks"] = {spec.network: {"aliases": list(spec.aliases)} if spec.aliases else {}}
+            for network, aliases in spec.networks:  # its customer's network (core.panel.networks)
+                kwargs["networks"][network] = {"aliases": list(aliases)} if aliases else {}
         if spec.healthcheck is not None:
             # libpod takes the Go field names; "start_period" would be silently ignored
             check = healthcheck_nanoseconds(spec.healthcheck)

@@ -9,7 +9,8 @@ How the port maps onto Swarm:
 - ``stop`` scales to 0 replicas (a task on the manager is stopped directly first, so the
   stop timeout holds); ``start`` scales to 1 and forces a new task; ``restart`` is both.
 - Networks are overlay networks (Swarm-scoped, isolated from one another); aliases are
-  set on the service's network attachment.
+  set on the service's network attachment. A customer's network (``ContainerSpec.networks``)
+  is one more overlay network, attached with its own aliases.
 - Volumes are the manager's local volumes: a component with a volume is placed on the
   manager node (``node.id==<manager>``), where its data stays across redeploys and where
   backups (export, import) reach it. So is a component whose image only the manager holds
@@ -195,6 +196,9 @@ class SwarmRuntime(DockerRuntime):
             template["Placement"] = {"Constraints": [f"node.id=={self._manager()}"]}
         if spec.network:
             template["Networks"] = [{"Target": spec.network, "Aliases": [str(a) for a in spec.aliases]}]
+            # its customer's overlay network (core.panel.networks), made by create_network like the job's
+            template["Networks"] += [{"Target": name, "Aliases": [str(a) for a in aliases]}
+                                     for name, aliases in spec.networks]
         # DNS round robin: an alias answers the task's own address (a virtual IP would need
         # IPVS on every node; it gains nothing for one replica)
         body = {"Name": spec.name, "Labels": labels, "TaskTemplate": template,

@@ -180,6 +180,10 @@ class ServiceRepository(Protocol):
         """How many services the customer has."""
 
     @abstractmethod
+    def on_customer_network(self, customer_id: str) -> int:
+        """How many of the customer's services join its network (``customer_network``)."""
+
+    @abstractmethod
     def existing(self, service_ids) -> set:
         """Which of ``service_ids`` are services (not deleted)."""
 
@@ -341,14 +345,14 @@ class BackupRepository(Protocol):
         """Backups of one restore status, oldest first."""
 
     @abstractmethod
-    def orphaned(self, live_owners, *, restore: bool = False) -> list[Backup]:
-        """Backups (or, with ``restore``, restores) running for a worker not among
-        ``live_owners``, oldest first."""
+    def orphaned(self, live_owners, *, restore: bool = False, verify: bool = False) -> list[Backup]:
+        """Backups (or, with ``restore``, restores; with ``verify``, verifications) running
+        for a worker not among ``live_owners``, oldest first."""
 
     @abstractmethod
     def claim_queued(self, now, owner: str | None = None):
-        """The oldest queued backup or restore (``updated_at``, then id), marked running
-        for ``owner``: ``(kind, backup)`` with kind ``backup`` or ``restore``, or None."""
+        """The oldest queued backup, restore or verification (``updated_at``, then id), marked running
+        for ``owner``: ``(kind, backup)`` with kind ``backup``, ``restore`` or ``verify``, or None."""
 
     @abstractmethod
     def completed_scheduled(self, service_id: str) -> list[Backup]:

@@ -235,6 +235,25 @@ def test_a_customer_key_reaches_no_other_customers_service(panel):
     assert panel.http.get("/api/services", params={"search": "intruder"}).json()["total"] == 0
 
 
+def test_tools_show_a_secret_variable_masked_and_none_reads_it(panel):
+    """A database template's generated password: ``***`` in what create_service and
+    get_service answer; no tool answers the clear value (only GET .../secrets does)."""
+    acme = panel.customer("Acme")
+
+    async def run():
+        async with panel.session(panel.admin, "auto") as mcp:
+            created = await mcp.call("create_service", {"name": "shop-db", "customer_id": acme,
+                                                        "deploy_method": "template", "template_id": "postgres"})
+            return created, await mcp.call("get_service", {"id": created[1]["id"]}), await mcp.tools()
+
+    (created_error, created), (detail_error, detail), tools = asyncio.run(run())
+    assert not created_error and not detail_error, (created, detail)
+    assert detail["variables"]["POSTGRES_PASSWORD"] == "***"
+    password = panel.http.get(f"/api/services/{created['id']}/secrets").json()["secrets"]["POSTGRES_PASSWORD"]
+    assert len(password) == 32 and password not in json.dumps([created, detail])
+    assert set(tools) == ALL_TOOLS  # no tool of /secrets
+
+
 def test_invalid_arguments_are_tool_errors_naming_the_fields(panel):
     customer = panel.customer("Acme")
 

@@ -174,6 +174,26 @@ class _NoEngine:
         pass
 
 
+def test_secret_variables_and_the_customer_network_read_back_as_written(uow, clock):
+    """The database encrypts secret variables and reads them back in the clear; the fake
+    keeps them as they are: a service reads back the same from both."""
+    admin = principal_of(uow, clock)
+    a = customers.create_customer(uow, clock, name="A")
+    _, job = services.create_service(uow, clock, admin, {"name": "db", "deploy_method": "compose",
+                                                         "customer_id": a.id, "customer_network": True},
+                                     {"compose": FakeMethod()}, {}, Quota(read_compose=parse))
+    with uow:
+        service = replace(uow.services.get(job.service_id), variables={"P": "s3cret", "D": "app"}, secrets=("P",))
+        uow.services.update(service)
+        uow.commit()
+    with uow:
+        again = uow.services.get(job.service_id)
+        assert (again.variables, again.secrets, again.customer_network) == ({"P": "s3cret", "D": "app"}, ("P",), True)
+        assert uow.services.on_customer_network(a.id) == 1
+        assert [s.variables for s in uow.services.page(page=1, per_page=5, status=None, customer_id=a.id,
+                                                        sort=None, order="asc", search=None)[0]] == [again.variables]
+
+
 def test_releases_job_pages_and_cancels(uow, clock):
     from core.panel.releases import Release
 

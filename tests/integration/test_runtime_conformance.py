@@ -112,6 +112,28 @@ def test_containers_reach_each_other_by_alias_and_share_a_volume(runtime, servic
     assert "stdout: hello-from-web" in output, output
 
 
+def test_a_container_joins_further_networks_under_their_aliases(runtime, service):
+    """``ContainerSpec.networks`` (a customer's network): the container is on its own
+    network and on the further one, where it answers by the aliases given; a container on
+    a third network neither resolves the alias nor reaches it."""
+    own, shared, elsewhere = service.name("own"), service.name("shared"), service.name("else")
+    for network in (own, shared, elsewhere):
+        runtime.create_network(network, service.labels)
+    service.run("db", "sh", "-c", "exec httpd -f -p 7000 -h /", network=own, aliases=("db",),
+                networks=((shared, ("shop-db", "shop-db-db")),))
+    probe = ("(for i in $(seq 1 {n}); do nc -w 2 {host} 7000 -e true 2>/dev/null && echo reached {host} && exit 0; "
+             "sleep 0.3; done; echo unreached {host})")
+    near = service.run("near", "sh", "-c", probe.format(n=100, host="shop-db") + "; " +
+                       probe.format(n=100, host="shop-db-db"), network=shared)
+    far = service.run("far", "sh", "-c", probe.format(n=5, host="shop-db"), network=elsewhere)
+    service.wait_exited(near)
+    service.wait_exited(far)
+    assert [line.message for line in runtime.logs(near, tail=None) if "reached" in line.message] == [
+        "reached shop-db", "reached shop-db-db"]
+    assert [line.message for line in runtime.logs(far, tail=None) if "reached" in line.message] == [
+        "unreached shop-db"]
+
+
 def test_published_ports_answer_on_loopback(runtime, service):
     fixed = free_port()
     web = service.run("web", "sh", "-c",

@@ -764,6 +764,9 @@ class InMemoryServices(_Repo):
     def count_for_customer(self, customer_id):
         return sum(1 for s in self.rows.values() if s.customer_id == customer_id)
 
+    def on_customer_network(self, customer_id):
+        return sum(1 for s in self.rows.values() if s.customer_id == customer_id and s.customer_network)
+
     def existing(self, service_ids):
         return {i for i in service_ids if i in self.rows}
 

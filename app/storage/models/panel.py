@@ -115,6 +115,10 @@ def define(Base) -> dict:
         millicpus = peewee.BigIntegerField(default=0, constraints=[peewee.SQL("DEFAULT 0")])
         containers = peewee.IntegerField(default=0, constraints=[peewee.SQL("DEFAULT 0")])  # migration 19
         release = peewee.IntegerField(null=True, column_name="release_number")  # migration 16: the one running
+        # migration 23: the secret variables' values, encrypted (app.storage.secrets); the
+        # service joins its customer's network
+        secret_values = peewee.TextField(null=True)
+        customer_network = peewee.BooleanField(default=False, constraints=[peewee.SQL("DEFAULT FALSE")])
 
     class ServiceRoute(Base):
         """A route record of a service: hostname -> upstream. Its name under
@@ -184,6 +188,7 @@ def define(Base) -> dict:
         commit = peewee.CharField(max_length=64, null=True, column_name="source_commit")
         created_at = UtcDateTimeField()
         created_by = peewee.CharField(max_length=80, default="system")
+        secret_values = peewee.TextField(null=True)  # migration 23, as on the service
 
         class Meta:
             table_name = "service_release"

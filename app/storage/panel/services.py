@@ -7,11 +7,15 @@ from dataclasses import asdict, fields, replace
 import peewee
 
 from app.storage.queries import _for_update
+from app.storage.secrets import split
+from core.panel.secrets import MASK
 from core.panel.releases import Release
 from core.panel.services import DeployJob, Service, ServiceEvent
 
 _SERVICE_FIELDS = [f.name for f in fields(Service)]
-_NOT_COLUMNS = ("custom_domains",)  # kept in custom_domain (app/storage/panel/routes.py)
+#: custom_domains: kept in custom_domain (app/storage/panel/routes.py); secrets: the names
+#: of the secret variables, the keys of the encrypted ``secret_values`` column
+_NOT_COLUMNS = ("custom_domains", "secrets")
 _COLUMN_FIELDS = [name for name in _SERVICE_FIELDS if name not in _NOT_COLUMNS]
 _DATETIME_FIELDS = ("created_at", "updated_at", "deployed_at", "health_checked_at")
 _CLAIM_LOCK = 0x736C7730  # pg_advisory_xact_lock key of deploy-job claims ("slw0")
@@ -24,8 +28,15 @@ class PeeweeServices:
 
     def _entity(self, row) -> Service:
         values = {name: getattr(row, name) for name in _SERVICE_FIELDS
-                  if name not in ("customer_id", "variables") + _NOT_COLUMNS}
-        return Service(customer_id=row.customer_id, variables=json.loads(row.variables or "{}"), **values)
+                  if name not in ("customer_id", "variables", "customer_network") + _NOT_COLUMNS}
+        variables, hidden = self._clear(row.id, row.variables, row.secret_values)
+        return Service(customer_id=row.customer_id, variables=variables, secrets=tuple(sorted(hidden)),
+                       customer_network=bool(row.customer_network), **values)
+
+    def _clear(self, row_id: str, variables: str | None, sealed: str | None) -> tuple[dict, dict]:
+        """The variables in the clear (the secret ones decrypted into their places), and the secret ones."""
+        hidden = self.m.secret_box.open(sealed, row_id)
+        return {**json.loads(variables or "{}"), **hidden}, hidden
 
     def _with_domains(self, services: list) -> list:
         D = self.m.CustomDomain
@@ -44,7 +55,9 @@ class PeeweeServices:
         for name in _NOT_COLUMNS:
             values.pop(name, None)
         values["customer"] = values.pop("customer_id")
-        values["variables"] = json.dumps(s.variables or {}, sort_keys=True)
+        shown, hidden = split(s.variables, s.secrets, MASK)
+        values["variables"] = json.dumps(shown, sort_keys=True)
+        values["secret_values"] = self.m.secret_box.seal(hidden, s.id)
         return values
 
     def add(self, s: Service) -> None:
@@ -111,15 +124,23 @@ class PeeweeServices:
 
     def _columns(self):
         S = self.m.Service
-        return [getattr(S, "customer" if name == "customer_id" else name) for name in _COLUMN_FIELDS]
+        return [getattr(S, "customer" if name == "customer_id" else name) for name in _COLUMN_FIELDS] + \
+            [S.secret_values]
 
     def _from_tuple(self, row) -> Service:
         values = dict(zip(_COLUMN_FIELDS, row))
+        sealed = row[len(_COLUMN_FIELDS)]
         S = self.m.Service
         for name in _DATETIME_FIELDS:
             values[name] = getattr(S, name).python_value(values[name])
-        values["variables"] = json.loads(values["variables"] or "{}")
-        return Service(**values)
+        values["variables"], hidden = self._clear(values["id"], values["variables"], sealed)
+        values["customer_network"] = bool(values["customer_network"])
+        return Service(secrets=tuple(sorted(hidden)), **values)
+
+    def on_customer_network(self, customer_id: str) -> int:
+        """How many of the customer's services join its network (``core.panel.networks``)."""
+        S = self.m.Service
+        return S.select().where((S.customer == customer_id) & (S.customer_network == True)).count()  # noqa: E712
 
     def customer_names(self, customer_ids) -> dict:
         C = self.m.PanelCustomer
@@ -244,19 +265,21 @@ class PeeweeReleases:
     def __init__(self, m):
         self.m = m
 
-    @staticmethod
-    def _entity(row) -> Release:
+    def _entity(self, row) -> Release:
+        hidden = self.m.secret_box.open(row.secret_values, row.id)
         return Release(id=row.id, service_id=row.service_id, number=row.number, deploy_job_id=row.deploy_job_id,
                        images=tuple(json.loads(row.images or "[]")), compose=row.compose,
-                       variables=json.loads(row.variables or "{}"), commit=row.commit, created_at=row.created_at,
-                       created_by=row.created_by)
+                       variables={**json.loads(row.variables or "{}"), **hidden}, commit=row.commit,
+                       created_at=row.created_at, created_by=row.created_by, secrets=tuple(sorted(hidden)))
 
     def add(self, release: Release) -> None:
         r = release
+        shown, hidden = split(r.variables, r.secrets, MASK)
         self.m.Release.insert(id=r.id, service_id=r.service_id, number=r.number, deploy_job_id=r.deploy_job_id,
                               images=json.dumps(list(r.images)), compose=r.compose,
-                              variables=json.dumps(r.variables or {}, sort_keys=True), commit=r.commit,
-                              created_at=r.created_at, created_by=r.created_by).execute()
+                              variables=json.dumps(shown, sort_keys=True), commit=r.commit,
+                              created_at=r.created_at, created_by=r.created_by,
+                              secret_values=self.m.secret_box.seal(hidden, r.id)).execute()
 
     def get(self, release_id: str) -> Release | None:
         row = self.m.Release.get_or_none(self.m.Release.id == release_id)

@@ -171,6 +171,20 @@ def _environment(raw, where: str) -> dict:
     raise _bad(f"{where}: environment must be a map or a list")
 
 
+def _labels(raw, where: str) -> dict:
+    """A component's ``labels`` (a map, or a list of ``key=value``): read by Slipway (e.g.
+    ``slipway.backup``), never put on its container, whose ``slipway.*`` labels are Slipway's."""
+    if raw is None:
+        return {}
+    if isinstance(raw, dict):
+        if any(isinstance(v, (dict, list)) for v in raw.values()):
+            raise _bad(f"{where}: label values are strings")
+        return {str(k): "" if v is None else str(v) for k, v in raw.items()}
+    if isinstance(raw, list):
+        return dict(str(item).partition("=")[::2] for item in raw)
+    raise _bad(f"{where}: labels must be a map or a list")
+
+
 def _healthcheck(raw, where: str):
     if raw is None:
         return None
@@ -321,6 +335,7 @@ def _parse(text: str, variables: dict, host_ports: tuple[int, int]) -> DeployPla
         components[name] = Component(
             name=name, image=str(raw["image"]), command=tuple(str(c) for c in command) if command else None,
             environment=_environment(raw.get("environment"), f"{where}.environment"),
+            labels=_labels(raw.get("labels"), f"{where}.labels"),
             ports=_ports(raw.get("ports"), f"{where}.ports", host_ports),
             volumes=_volumes(raw.get("volumes"), declared, f"{where}.volumes"),
             depends_on=tuple(str(d) for d in depends), healthcheck=_healthcheck(raw.get("healthcheck"),

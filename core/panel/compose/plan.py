@@ -22,6 +22,9 @@ class Component:
     healthcheck: Healthcheck | None = None
     cpus: float | None = None  # compose ``cpus``
     memory_mb: int | None = None  # compose ``mem_limit``
+    #: compose ``labels``, read by Slipway (``slipway.backup: postgres|mysql|redis``); not
+    #: put on the container
+    labels: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -33,3 +36,5 @@ class DeployPlan:
     template_id: str | None = None
     #: where the source comes from, kept on the service: ``git_url``, ``git_branch``, ``ai_url``
     source: dict = field(default_factory=dict)
+    #: the names of ``variables`` that are secret (a template's ``secret: true`` ones)
+    secrets: tuple = ()

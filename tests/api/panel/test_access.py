@@ -187,10 +187,10 @@ def test_templates_catalog(client, admin):
     ids = [t["id"] for t in listed["data"]]
     assert ids == sorted(ids) and {"static-site", "redis", "postgres", "wordpress"} <= set(ids)
     postgres = next(t for t in listed["data"] if t["id"] == "postgres")
-    assert {"name": "POSTGRES_PASSWORD", "default": None, "required": True,
-            "description": "Password of the postgres superuser"} in postgres["variables"]
+    assert {"name": "POSTGRES_PASSWORD", "default": None, "required": False, "secret": True,
+            "description": "Password of the postgres superuser (generated when not given)"} in postgres["variables"]
     databases = client.get("/api/templates", token=admin, params={"category": "database"}).json
-    assert {t["id"] for t in databases["data"]} == {"postgres", "redis"} and databases["total"] == 2
+    assert {t["id"] for t in databases["data"]} == {"postgres", "mariadb", "redis"} and databases["total"] == 3
     assert client.get("/api/templates", token=admin, params={"category": "games"}).json["data"] == []
     page = client.get("/api/templates", token=admin, params={"per_page": "1", "page": "2"}).json
     assert len(page["data"]) == 1 and page["total"] == len(ids)

@@ -44,7 +44,7 @@ def test_create_queues_a_deploy_job(setup, store):
     ({"deploy_method": "ai"}, "ai_url"),
     ({"deploy_method": "ftp"}, "deploy_method"),
     ({"deploy_method": "template", "template_id": "nope"}, "template_id"),
-    ({"deploy_method": "template", "template_id": "postgres"}, "variables.POSTGRES_PASSWORD"),
+    ({"deploy_method": "template", "template_id": "postgres", "customer_network": "yes"}, "customer_network"),
     ({"deploy_method": "compose", "compose": "services:\n  a:\n    image: x\n    privileged: true\n"}, "compose"),
     ({"deploy_method": "compose", "compose": "services: {}"}, "compose"),
     ({"deploy_method": "compose", "compose": "services:\n  a: {image: x}\n", "name": "Bad Name"}, "name"),

@@ -76,12 +76,16 @@ def test_refusals_name_the_problem(text, needle):
 def test_template_fills_defaults_and_requires_variables():
     catalog = {t["id"]: t for t in load_catalog()}
     method = TemplateDeploy()
+    mail = {"id": "mail", "compose": "services:\n  m: {image: x, environment: {K: '${KEY}'}}\n",
+            "variables": [{"name": "KEY", "required": True}]}
     with pytest.raises(Invalid) as info:
-        method.plan({"template_id": "postgres"}, catalog)
-    assert info.value.fields == {"variables.POSTGRES_PASSWORD": "is required by the template"}
+        method.plan({"template_id": "mail"}, {"mail": mail})
+    assert info.value.fields == {"variables.KEY": "is required by the template"}
     plan = method.plan({"template_id": "postgres", "variables": {"POSTGRES_PASSWORD": "s3cret"}}, catalog)
-    assert plan.components[0].environment == {"POSTGRES_PASSWORD": "s3cret", "POSTGRES_DB": "app"}
+    assert plan.components[0].environment == {"POSTGRES_PASSWORD": "s3cret", "POSTGRES_DB": "app",
+                                              "PGDATA": "/var/lib/postgresql/data/pgdata"}
     assert plan.template_id == "postgres" and plan.variables["POSTGRES_DB"] == "app"
+    assert plan.secrets == ("POSTGRES_PASSWORD",)
     with pytest.raises(Invalid) as info:
         method.plan({"template_id": "nope"}, catalog)
     assert "template_id" in info.value.fields

@@ -199,7 +199,8 @@ def test_a_template_variable_cannot_inject_yaml_either():
     catalog = {t["id"]: t for t in load_catalog()}
     evil = "s3cret\n        EVIL: 1\n      ports: ['22:22']"
     plan = TemplateDeploy().plan({"template_id": "postgres", "variables": {"POSTGRES_PASSWORD": evil}}, catalog)
-    assert plan.components[0].environment == {"POSTGRES_PASSWORD": evil, "POSTGRES_DB": "app"}
+    assert plan.components[0].environment == {"POSTGRES_PASSWORD": evil, "POSTGRES_DB": "app",
+                                              "PGDATA": "/var/lib/postgresql/data/pgdata"}
     assert plan.components[0].ports[0].host_port is None
 
 

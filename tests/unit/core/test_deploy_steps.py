@@ -197,3 +197,27 @@ def test_a_cancel_of_a_first_deploy_mid_wait_leaves_nothing(uow, clock, admin, c
     assert (service.status, job.state, job.error) == ("failed", "cancelled", "cancelled")
     assert runtime.containers(service.id) == [] and ("remove_network", f"slw-{service.id}-"
                                                      f"{deploys.job_suffix(job)}") in runtime.calls
+
+
+@pytest.mark.parametrize("labels, gated", [("{slipway.backup: postgres}", False), ("{role: cache}", True)])
+def test_a_database_is_not_gated_its_old_server_stops_before_the_new_one_starts(uow, clock, admin, runtime, deployed,
+                                                                               labels, gated):
+    """Two servers must never run on one data volume: a component labelled ``slipway.backup``
+    makes redeploys stop the old set first (other labels change nothing)."""
+    compose = (f"services:\n  db:\n    image: localhost/busybox:latest\n    labels: {labels}\n"
+               "    volumes: ['data:/data']\nvolumes:\n  data: {}\n")
+    with uow:
+        uow.services.update(replace(uow.services.get(deployed.id), compose=compose))
+        uow.commit()
+    (old,) = runtime.containers(deployed.id)
+    running_at_start, run = [], runtime.run
+
+    def run_watching(spec):
+        running_at_start.append([s.id for s in runtime.containers(deployed.id) if s.running])
+        return run(spec)
+
+    runtime.run = run_watching
+    _, job = services.redeploy(uow, clock, admin, deployed.id, QUOTA)
+    service, job = _run(uow, clock, runtime, job)
+    assert (service.status, job.state) == ("running", "succeeded")
+    assert running_at_start == ([[old.id]] if gated else [[]])

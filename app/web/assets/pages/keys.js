@@ -9,8 +9,8 @@ const ROLES = ["admin", "customer", "viewer"];
 // The contract's Permission enum (core's, not a plugin's): listed here so the keys page
 // needs no 60 KB contract download.
 const PERMISSIONS = ["services:read", "services:create", "services:operate", "services:deploy", "services:delete",
-  "services:logs", "customers:read", "customers:write", "templates:read", "api_keys:manage", "backups:read",
-  "backups:write"];
+  "services:logs", "services:secrets", "customers:read", "customers:write", "templates:read", "api_keys:manage",
+  "backups:read", "backups:write"];
 
 export function KeysPage({ session }) {
   const [list, setList] = useState(null);
