@@ -1,4 +1,4 @@
-"""``python -m bench [me|lists|licensing|realtime|compose-bomb|frontend|idempotency|webhooks|redaction]``: GET /v1/me on a bare Falcon app, then on Slipway
+"""``python -m bench [me|lists|licensing|realtime|compose-bomb|frontend|idempotency|webhooks|redaction|backups]``: GET /v1/me on a bare Falcon app, then on Slipway
 (``me``); or GET /v1/licenses and GET /api/services next to a bare Falcon app running the same SQL
 (``lists``, see bench/lists.py); or license list pages and the activity export on a small and a large generated
 database (``licensing``, see bench/licensing.py); or the web frontend's services list with
@@ -6,7 +6,8 @@ database (``licensing``, see bench/licensing.py); or the web frontend's services
 ``Idempotency-Key`` adds to a POST (``idempotency``, see bench/idempotency.py); or POST /v1/licenses
 with and without a webhook endpoint that never answers (``webhooks``, see bench/webhooks.py); or
 what the access log's redaction costs a 500-character path built against it next to a plain
-one (``redaction``, see bench/redaction.py).
+one (``redaction``, see bench/redaction.py); or backup and restore throughput to S3 of a volume and
+a PostgreSQL database next to ``tar`` and ``pg_dumpall`` by hand (``backups``, see bench/backups.py).
 Prints a table and one JSON line."""
 from __future__ import annotations
 
@@ -80,7 +81,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("scenario", nargs="?", default="me",
                         choices=["me", "lists", "licensing", "realtime", "compose-bomb", "frontend", "idempotency", "webhooks",
-                                 "redaction"],
+                                 "redaction", "backups"],
                         help="what to measure (default: me)")
     parser.add_argument("--connections", type=int, default=32, help="concurrent keep-alive connections (32)")
     parser.add_argument("--duration", type=float, default=5.0, help="seconds measured per target (5)")
@@ -112,6 +113,11 @@ def main(argv=None) -> int:
     webhooks = parser.add_argument_group("webhooks scenario")
     webhooks.add_argument("--senders", type=int, default=4, help="threads issuing licenses at once (4)")
     webhooks.add_argument("--warmup-requests", type=int, default=20, help="untimed licenses per thread first (20)")
+    backups = parser.add_argument_group("backups scenario")
+    backups.add_argument("--mb", type=int, default=1024, help="MB of random data in the volume (1024)")
+    backups.add_argument("--pg-mb", type=int, default=None,
+                         help="MB the PostgreSQL database is filled to (pg_database_size; default: --mb)")
+    backups.add_argument("--only", choices=["volume", "postgres"], default=None, help="one of the two (both)")
     args = parser.parse_args(argv)
     if args.rounds is None:
         args.rounds = 7 if args.scenario == "me" else 3
@@ -125,6 +131,15 @@ def main(argv=None) -> int:
             parser.error("--rounds and --list-services must be >= 1")
         args.licenses = 10_000 if "--licenses" not in (argv or sys.argv) else args.licenses
         print_lists(run_lists(args))
+        return 0
+
+    if args.scenario == "backups":
+        from bench.backups import print_backups, run_backups
+
+        args.pg_mb = args.mb if args.pg_mb is None else args.pg_mb
+        if min(args.mb, args.pg_mb) < 1:
+            parser.error("--mb and --pg-mb must be >= 1")
+        print_backups(run_backups(args))
         return 0
 
     if args.scenario == "compose-bomb":
