@@ -1,5 +1,6 @@
 """A service's Backups tab in headless Chromium against a real ``slipway serve`` on real
-Podman, signed in with a key: a service with a volume is backed up now, its row says the
+Podman, signed in with a key: a service with a volume is backed up now (an unknown
+destination is refused under the form first), its row says the
 destination (``local``), the kind (``volumes``) and the size, and Verify makes it
 "Verified"; a backup policy whose schedule or keep_last the API refuses shows the 422 next
 to that field, a good one saves and the summary says so, and it is removed again; the
@@ -58,7 +59,14 @@ def test_back_up_verify_policy_restore_as_new_and_delete_from_the_tab(engine_sit
     _tab(page, "backups")
     expect(page.get_by_text("No backups yet.")).to_be_visible()
     expect(page.get_by_test_id("policy-summary")).to_contain_text("No policy")
+    # a destination the operator did not configure is refused, said under the form
+    page.get_by_test_id("backup-create-destination").fill("nowhere")
     page.get_by_test_id("backup-create").click()
+    expect(page.get_by_test_id("field-error-destination")).to_contain_text("nowhere")
+    expect(page.get_by_text("No backups yet.")).to_be_visible()
+    page.get_by_test_id("backup-create-destination").fill("")
+    page.get_by_test_id("backup-create").click()
+    expect(page.get_by_test_id("field-error-destination")).to_have_count(0)
     row = page.get_by_test_id("backup-row")
     expect(row).to_have_count(1)
     expect(row.get_by_test_id("backup-status")).to_have_text("completed", timeout=DEPLOY_S * 1000)
@@ -137,8 +145,8 @@ def test_back_up_verify_policy_restore_as_new_and_delete_from_the_tab(engine_sit
     assert site.http.get(f"/api/services/{service_id}/backups").json()["total"] == 0
 
     assert not watched.exceptions, watched.exceptions
-    # the error answers are the refused policies and the taken name, and the browser logs them
-    problems = watched.problems(allowed_errors=(rf"PUT \S+{policy_url} 422$",
+    # the error answers are the refused destination, policies and name, and the browser logs them
+    problems = watched.problems(allowed_errors=(rf"PUT \S+{policy_url} 422$", rf"POST \S+/{service_id}/backups 422$",
                                                 rf"POST \S+/backups/{backup_id}/restore 409$"))
     assert not problems.get("error answers") and not problems.get("failed requests"), problems
     assert all(re.search(r"status of (422|409)", line) for line in problems.get("console errors", [])), problems
