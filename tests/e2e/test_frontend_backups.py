@@ -14,6 +14,8 @@ The docs' screenshot of the tab (``service-backups``) is this test's, refreshed 
 from __future__ import annotations
 
 import re
+import uuid
+from datetime import datetime, timezone
 
 import pytest
 
@@ -184,4 +186,43 @@ def test_only_keys_that_read_backups_get_the_tab(site, open_page):
     expect(page.get_by_text("No backups yet.")).to_be_visible()
     for control in ("backup-create", "policy-save", "policy-schedule"):
         expect(page.get_by_test_id(control)).to_have_count(0)
+    assert not watched.problems(), watched.problems()
+
+
+def test_the_tab_fits_a_360_pixel_wide_screen(site, open_page, screenshots):
+    """A completed backup whose verification failed (the longest row) and the policy
+    form: no sideways scrolling on a phone's width; the reason is shown."""
+    from playwright.sync_api import expect
+
+    from app.storage.store import Store
+    from core.panel.backups import Backup
+
+    acme = site.customer("Acme")
+    [service_id] = site.seed(acme["id"], ["narrow"])
+    store = Store(site.database_url, threads=1)
+    now = datetime.now(timezone.utc)
+    reason = "checksum mismatch: the object at the destination is not what was written"
+    try:
+        with store.uow() as uow:
+            uow.backups.add(Backup(id=f"bkp_{uuid.uuid4().hex[:16]}", service_id=service_id, status="completed",
+                                   created_at=now, updated_at=now, completed_at=now, progress=100,
+                                   size_bytes=123456, sha256="0" * 64, volumes=("data",), destination="offsite",
+                                   kind="postgres", verify_status="failed", verify_error=reason))
+            uow.commit()
+    finally:
+        store.close()
+    watched = open_page(site, width=360)
+    page = watched.page
+    sign_in(watched, site.admin)
+    page.wait_for_load_state("networkidle")
+    watched.load(f"/services/{service_id}?tab=backups", wait_until="networkidle")
+    row = page.get_by_test_id("backup-row")
+    expect(row.get_by_test_id("backup-destination")).to_have_text("offsite")
+    expect(row.get_by_test_id("backup-kind")).to_have_text("postgres")
+    expect(row.get_by_test_id("backup-size")).to_have_text("120.6 KB")
+    expect(row.get_by_test_id("backup-verify-error")).to_contain_text(reason)
+    expect(page.get_by_test_id("policy-save")).to_be_visible()
+    shot(page, screenshots, "service-backups-360")
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 360, f"{width} px wide: sideways scrolling"
     assert not watched.problems(), watched.problems()
