@@ -196,7 +196,10 @@ action-redeploy action-delete confirm-delete logs log-line logs-pause logs-searc
 search filter-status filter-customer sort page-next page-prev events event backup-create backup-row
 key-create key-secret key-row key-revoke customer-row template-card nav-docs page-load-failed
 page-load-retry release-row rollback deploy-row cancel-deploy custom-domains save-settings failure-reason
-log-origin logs-component""".split()
+log-origin logs-component backup-status backup-destination backup-kind backup-size backup-verify
+backup-verified backup-restore backup-restore-new restore-new-name restore-new-confirm backup-delete
+backup-confirm backup-policy policy-summary policy-schedule policy-keep-last policy-save policy-remove
+policy-saved""".split()
 HOOK_PREFIXES = ["field-error-", "method-", "field-"]
 
 

@@ -5,6 +5,7 @@
 // a service with volumes (the detail's `volumes`): without any there is nothing to back up.
 import { useEffect, useRef, useState } from "../vendor/hooks.mjs";
 import { api, on } from "../api.js";
+import { navigate } from "../router.js";
 import { Empty, Field, Loading, can, clearError, fmtBytes, fmtDate, html, showError } from "../ui.js";
 
 const BUSY = ["pending", "running"];
@@ -78,7 +79,7 @@ export function Backups({ id, session, status, volumes = [] }) {
       } else if (kind === "restore-new") {
         const b = await api(`${one}/restore`, { method: "POST", body: { target: "new", name: newName.trim() } });
         setBackups((list) => list.map((x) => (x.id === b.id ? b : x)));
-        if (b.restored_service_id) location.assign(`/services/${encodeURIComponent(b.restored_service_id)}`);
+        if (b.restored_service_id) navigate(`/services/${encodeURIComponent(b.restored_service_id)}`);
       } else if (kind === "verify") {
         const b = await api(`${one}/verify`, { method: "POST" });
         setBackups((list) => list.map((x) => (x.id === b.id ? b : x)));
@@ -88,10 +89,13 @@ export function Backups({ id, session, status, volumes = [] }) {
       }
       clearError();
     } catch (e) {
-      if (e.status === 422 && Object.keys(e.fields).length) {
-        setErrors(e.fields);
-        if (kind === "restore-new") setConfirm({ kind, id: backupId });
-      } else showError(e);
+      const fields = Object.keys(e.fields).length;
+      if (kind === "restore-new" && (e.status === 409 || (e.status === 422 && fields))) {
+        // a refused or taken name: said next to it, the form kept open to try another
+        setErrors(fields ? e.fields : { name: e.message });
+        setConfirm({ kind, id: backupId });
+      } else if (e.status === 422 && fields) setErrors(e.fields);
+      else showError(e);
     } finally {
       setBusy(null);
     }
@@ -226,7 +230,7 @@ function Policy({ id, write, known }) {
     <p class="muted small" data-testid="policy-summary">${policy
       ? `Backs up on "${policy.schedule}" (UTC) to ${policy.destination}, keeps the last ${policy.keep_last}${policy.verify ? ", verifies each" : ""}.`
       : "No policy: backups are made only when asked for."}</p>
-    ${write ? html`<form class="form-grid" onSubmit=${save}>
+    ${write ? html`<form class="form-grid" noValidate onSubmit=${save}>
       <${Field} label="Schedule (cron, UTC)" name="schedule" error=${errors.schedule} hint="Five fields: minute hour day month weekday">
         <input id="f-schedule" data-testid="policy-schedule" required value=${form.schedule} onInput=${set("schedule")} />
       </${Field}>
