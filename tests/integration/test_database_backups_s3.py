@@ -153,8 +153,8 @@ class Postgres:
 
     def __init__(self, panel, service_id, password):
         self.run = lambda sql: panel.engine.exec_run(panel.container(service_id), [
-            "sh", "-c", 'for b in /usr/lib/postgresql/*/bin; do PATH="$b:$PATH"; done; '
-            'psql -X -At -v ON_ERROR_STOP=1 -h 127.0.0.1 -U postgres -d app -c "$1"', "sh", sql],
+            "sh", "-c", ('for b in /usr/lib/postgresql/*/bin; do PATH="$b:$PATH"; done; '
+                         'psql -X -At -v ON_ERROR_STOP=1 -h 127.0.0.1 -U postgres -d app -c "$1"'), "sh", sql],
             env={"PGPASSWORD": password}).decode().strip()
 
     def ready(self):
