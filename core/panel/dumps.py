@@ -32,8 +32,12 @@ dropped, are expected and ignored, any other error fails the restore); ``mysql``
 to ``mariadb`` (or ``mysql``), which stops at the first error, then flushes privileges;
 ``redis`` turns saving and the append-only file off in the running server, replaces its
 ``dbfilename`` in its ``dir`` with the dump (same owner), stops it without saving and
-starts its container again, so the server loads the dump (an append-only file is removed
-first: Redis 7 then loads the RDB file and writes a new one).
+starts its container again, so the server loads the dump. When the append-only file was
+on, a server started with it on loads that file and never the RDB file (Redis 7.0 starts
+empty when it is missing): its files are removed and the dump is also put as a single
+``appendfilename`` in ``dir``, the layout of Redis before 7, which Redis 6 loads (an RDB
+file is an append-only file with its RDB preamble) and Redis 7 upgrades at start-up (its
+first base file) and loads.
 
 Verification (:func:`verify_parts`) restores each dump into a scratch container of the
 component's image, on a network of its own, with a fresh server started by the check
@@ -254,8 +258,8 @@ _REDIS_PREPARE = (_REDIS_AUTH + _wait('[ "$($R ping 2>/dev/null)" = PONG ]', 'ec
                   '&& aof=$(g appendonly) && ad=$(g appenddirname) && af=$(g appendfilename) && [ -n "$dir" ] '
                   '|| { echo "redis does not answer CONFIG GET" >&2; exit 1; }; '
                   '$R CONFIG SET save "" >/dev/null && $R CONFIG SET appendonly no >/dev/null || exit 1; '
-                  'if [ "$aof" = yes ]; then rm -rf "$dir/$ad" "$dir/$af"; fi; '
-                  'o=$(stat -c "%u %g" "$dir" 2>/dev/null || echo "0 0"); echo "$dir/$f $o"')
+                  'if [ "$aof" = yes ]; then rm -rf "$dir/$ad" "$dir/$af"; a="$dir/$af"; else a=; fi; '
+                  'o=$(stat -c "%u %g" "$dir" 2>/dev/null || echo "0 0"); echo "aof=$a"; echo "$dir/$f $o"')
 _REDIS_SHUTDOWN = (_REDIS_AUTH + '$R SHUTDOWN NOSAVE >/dev/null 2>&1; exit 0')
 _REDIS_READY = _REDIS_AUTH + _wait('[ "$($R ping 2>/dev/null)" = PONG ]',
                                 'echo "redis does not answer after loading the dump" >&2') + 'exit 0'
@@ -263,9 +267,12 @@ _REDIS_READY = _REDIS_AUTH + _wait('[ "$($R ping 2>/dev/null)" = PONG ]',
 
 def _restore_redis(runtime, clock, container: str, chunks, size: int) -> None:
     answer = runtime.exec_run(container, ("sh", "-c", _REDIS_PREPARE)).decode("utf-8", "replace").strip()
-    path, uid, gid = answer.splitlines()[-1].rsplit(" ", 2)
+    aof, target = answer.splitlines()[-2:]
+    path, uid, gid = target.rsplit(" ", 2)
     runtime.put_file(container, path, chunks, size, mode=0o600)
     runtime.exec_run(container, ("chown", f"{int(uid)}:{int(gid)}", path))  # the engines' archive copy sets its own
+    if aof != "aof=":  # started with the append-only file on, the server loads it and not the RDB file
+        runtime.exec_run(container, ("cp", "-p", path, aof.removeprefix("aof=")))
     try:
         runtime.exec_run(container, ("sh", "-c", _REDIS_SHUTDOWN))
     except Exception:  # the command dies with the container it stops (exit status 137); the wait below decides

@@ -79,7 +79,7 @@ services:
       REDIS_PASSWORD: {password}
     volumes:
       - rdata:/data
-    command: [sh, -c, 'exec redis-server --dir /data --bind 127.0.0.1 --requirepass "$$REDIS_PASSWORD" --save "60 1"']
+    command: [sh, -c, 'exec redis-server --dir /data --bind 127.0.0.1 --requirepass "$$REDIS_PASSWORD" --save "60 1" --appendonly {appendonly}']
   files:
     image: {busybox}
     command: [sh, -c, "echo kept > /files/a.txt; exec sleep 100000"]
@@ -328,10 +328,13 @@ def redis(engine, container: str, *args: str) -> str:
                                        *args]).decode().strip()
 
 
-def test_redis_backup_change_restore_and_verify(panel, redis_image):
+@pytest.mark.parametrize("appendonly", ["no", "yes"])
+def test_redis_backup_change_restore_and_verify(panel, redis_image, appendonly):
     """With a second component whose volume is archived as today (a mixed service: the
-    backup's kind is the engine's)."""
-    service_id = panel.service(REDIS.format(image=redis_image, password=PASSWORD, busybox=BUSYBOX), "rd")
+    backup's kind is the engine's). With the append-only file on, the server started again
+    loads that file, not the RDB file: the restore puts the dump there too."""
+    service_id = panel.service(REDIS.format(image=redis_image, password=PASSWORD, busybox=BUSYBOX,
+                                            appendonly=appendonly), "rd")
     cache = panel.container(service_id, "cache")
     wait_for(lambda: redis(panel.engine, cache, "ping") == "PONG", "redis answers")
     redis(panel.engine, cache, "set", "first", "one")
