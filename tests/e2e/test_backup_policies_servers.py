@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from app.storage.database import open_database
+from tests.support.database import make_policy_due
 from tests.support.panel_server import _until, admin_key, serve_panel
 
 pytestmark = pytest.mark.runtime
@@ -36,17 +36,6 @@ def _wait(what, check, seconds=120):
             return found
         assert time.monotonic() < deadline, f"waited {seconds} s for {what}"
         time.sleep(0.3)
-
-
-def _make_due(database_url, service_id):
-    """The policy's next run, moved into the past: the run is due now."""
-    db = open_database(database_url)
-    try:
-        with db.connection_context():
-            db.execute_sql(f"UPDATE backup_policy SET next_run_at = {db.param} WHERE service_id = {db.param}",
-                           (datetime(2000, 1, 1), service_id))
-    finally:
-        db.close_all() if hasattr(db, "close_all") else db.close()
 
 
 def _scheduled_events(client, service_id) -> list[str]:
@@ -129,7 +118,7 @@ def test_two_servers_make_one_backup_per_due_run_and_keep_the_newest(panel, data
     ids = [first]
     for _ in range(4):
         _wait("the last run's backup", lambda: one.get(f"{backups}/{ids[-1]}").json()["status"] == "completed")
-        _make_due(database_url, service_id)
+        make_policy_due(database_url, service_id)
         ids.append(_wait("a new scheduled backup", lambda: _next_backup(two, policy_path, ids[-1])))
     _wait("the last backup", lambda: one.get(f"{backups}/{ids[-1]}").json()["status"] == "completed")
 
@@ -142,7 +131,7 @@ def test_two_servers_make_one_backup_per_due_run_and_keep_the_newest(panel, data
 
     # both servers stop; a run comes due while none runs; the next to start makes it once
     stop_all()
-    _make_due(database_url, service_id)
+    make_policy_due(database_url, service_id)
     again = start()
     latest = _wait("the run that came due while stopped", lambda: _next_backup(again, policy_path, ids[-1]))
     _wait("it to complete", lambda: again.get(f"{backups}/{latest}").json()["status"] == "completed")

@@ -19,11 +19,10 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from datetime import datetime
 
 import pytest
 
-from app.storage.database import open_database
+from tests.support.database import make_policy_due
 from tests.support.dbimages import mariadb_image, postgres_image, redis_image  # noqa: F401 (fixtures)
 from tests.support.engine import BUSYBOX, engine_settings
 from tests.support.panel_server import _until, admin_key, serve_panel
@@ -109,20 +108,10 @@ class Panel:
 
         return _wait(f"backup {backup_id}", ended, seconds)
 
-    def make_due(self, service_id: str) -> None:
-        """The policy's next run, moved into the past: the run is due at the scheduler's next look."""
-        db = open_database(self.database_url)
-        try:
-            with db.connection_context():
-                db.execute_sql(f"UPDATE backup_policy SET next_run_at = {db.param} WHERE service_id = {db.param}",
-                               (datetime(2000, 1, 1), service_id))
-        finally:
-            db.close_all() if hasattr(db, "close_all") else db.close()
-
     def scheduled_run(self, service_id: str, previous: str | None) -> dict:
         """Make the policy's run due; the backup it made, once completed and verified."""
         policy = f"/api/services/{service_id}/backup-policy"
-        self.make_due(service_id)
+        make_policy_due(self.database_url, service_id)
         backup_id = _wait("the scheduled run's backup",
                           lambda: (latest := self.client.get(policy).json()["last_backup_id"]) != previous and latest)
         return self.backup(service_id, backup_id, lambda b: b["verify_status"] == "completed")

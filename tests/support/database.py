@@ -127,3 +127,19 @@ def drop_database(url: str, name: str) -> None:
             cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     finally:
         conn.close()
+
+
+def make_policy_due(database_url: str, service_id: str) -> None:
+    """The service's backup policy's next run, moved into the past: a scheduler that looks
+    now finds the run due (tests wait for that state instead of a cron minute)."""
+    from datetime import datetime
+
+    from app.storage.database import open_database
+
+    db = open_database(database_url)
+    try:
+        with db.connection_context():
+            db.execute_sql(f"UPDATE backup_policy SET next_run_at = {db.param} WHERE service_id = {db.param}",
+                           (datetime(2000, 1, 1), service_id))
+    finally:
+        db.close_all() if hasattr(db, "close_all") else db.close()
