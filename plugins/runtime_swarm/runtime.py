@@ -288,16 +288,21 @@ class SwarmRuntime(DockerRuntime):
             self._await_start(service_id, attrs["Spec"].get("Name", service_id), known={t["ID"] for t in tasks})
 
     def stop(self, container_id: str, timeout: int = 10) -> None:
-        """Stop the task's container on the manager with ``timeout``, scale to 0, and wait
-        until Swarm reports no running task; stopping a stopped one is fine."""
+        """Scale to 0, stop the task's container on the manager with ``timeout``, and wait
+        until Swarm reports no running task; stopping a stopped one is fine. Scaled first:
+        a container stopped while the service still wants a replica is replaced by a new
+        task (``created``) that would outlive the stop."""
         with self.engine(f"stopping container {container_id}"):
             attrs = self._require_service(container_id)
             service_id = attrs["ID"]
             local = self._local_container(self._newest(self._tasks(service_id)))
-            if local is not None and (local.get("State") or {}).get("Running"):
-                self._api().stop(local["Id"], timeout=int(timeout))
             if _replicas(attrs):
                 self._update(service_id, _scaled(0))
+            if local is not None and (local.get("State") or {}).get("Running"):
+                try:
+                    self._api().stop(local["Id"], timeout=int(timeout))
+                except self.errors:  # Swarm removed it meanwhile, shutting the task down itself
+                    pass
             deadline = time.monotonic() + int(timeout) + STOP_WAIT_S
             while any((t.get("Status") or {}).get("State") not in _DOWN for t in self._tasks(service_id)
                       if (t.get("Status") or {}).get("State") not in _STARTING):
