@@ -181,10 +181,7 @@ def restore_backup(uow, clock, principal, service_id: str, backup_id: str, body=
     with uow:
         service = visible(principal, uow.services.get(service_id, for_update=True), service_id)
         backup = _backup_of(uow, service, backup_id)
-        if backup.status != "completed":
-            raise Conflict(f"backup {backup.id} is {backup.status}: only a completed backup can be restored")
-        if backup.verify_status in BUSY:
-            raise Conflict(f"backup {backup.id} is being verified")
+        _restorable(backup)
         _service_idle(uow, service)
         now = clock.now()
         backup = replace(backup, restore_status="pending", restore_progress=0, restore_requested_at=now,
@@ -241,8 +238,12 @@ def _restore_into_new(uow, clock, principal, service_id: str, backup_id: str, bo
 
 
 def _restorable(backup: Backup) -> None:
+    """409 unless the backup is ``completed`` and not being verified (one job at a time on
+    a row: each writes the whole row), for a restore into the service or a new one."""
     if backup.status != "completed":
         raise Conflict(f"backup {backup.id} is {backup.status}: only a completed backup can be restored")
+    if backup.verify_status in BUSY:
+        raise Conflict(f"backup {backup.id} is being verified")
 
 
 def verify_backup(uow, clock, principal, service_id: str, backup_id: str) -> Backup:

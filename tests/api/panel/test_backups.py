@@ -501,6 +501,9 @@ def test_a_verification_of_a_missing_archive_fails_the_backup(setup, store):
     assert "being verified" in s.client.post(f"{base}/verify", token=s.admin, expect=409).json["error"]["message"]
     assert "being verified" in s.client.delete(base, token=s.admin, expect=409).json["error"]["message"]
     assert "being verified" in s.client.post(f"{base}/restore", token=s.admin, expect=409).json["error"]["message"]
+    assert "being verified" in s.client.post(f"{base}/restore", token=s.admin, expect=409,
+                                             json_body={"target": "new", "name": "copy"}).json["error"]["message"]
+    assert s.client.get("/api/services", token=s.admin, expect=200).json["total"] == 1  # no new service either
     assert s.run_next()[0] == "verify"
     got = s.client.get(base, token=s.admin, expect=200).json
     assert (got["status"], got["verify_status"], got["verified_at"]) == ("failed", "failed", None)
