@@ -19,6 +19,7 @@ import pytest
 from app.storage.database import open_database
 from tests.fixtures.builds import kill_build_sleeps
 from tests.fixtures.dumb_http import DumbHttp, bare
+from tests.support.engine import wait_for
 from tests.support.git_repos import BUSYBOX, CONTAINERFILE, _create, _events, commit, git, repository
 from tests.support.panel_server import _get, _until
 
@@ -146,7 +147,8 @@ def test_a_repository_over_the_size_limit_fails(start_panel, tmp_path):
     service_id = _create(client, customer, made, "big", deploy_method="git", git_url=url)
     message = failure(client, service_id)
     assert "the repository is larger than 1 MB (SLIPWAY_SOURCE_MAX_MB)" in message, message
-    assert os.listdir(tmp_path / "work") == []
+    # the worker removes the job's folder after it has recorded the failure: wait for that state
+    wait_for(lambda: not os.listdir(tmp_path / "work"), "the job's work folder to be removed")
 
 
 def test_dumb_http_and_no_server_credentials(start_panel, tmp_path):
