@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.database import (POSTGRES, _reset_postgres, copy_sqlite, drop_database, postgres_template,
-                                    recreate_from_template, sqlite_template, worker_database)
+                                    reset_from_template, sqlite_template, worker_database)
 from tests.support.fakes import FakeClock
 from tests.support.partners import World
 
@@ -60,9 +60,11 @@ def migrated_template(tmp_path_factory):
 @pytest.fixture
 def migrated_database_url(database_url, migrated_template):
     """``database_url``, a copy of the migrated template: the SQLite file copied, the
-    PostgreSQL database created again with ``CREATE DATABASE ... TEMPLATE``."""
+    PostgreSQL database emptied back to the template's rows when its schema is the
+    template's, else created again with ``CREATE DATABASE ... TEMPLATE``
+    (``tests.support.database.reset_from_template``)."""
     if POSTGRES:
-        recreate_from_template(database_url, migrated_template)
+        reset_from_template(database_url, migrated_template)
     else:
         copy_sqlite(migrated_template, Path(database_url.removeprefix("sqlite:///")))
     return database_url
