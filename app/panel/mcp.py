@@ -30,9 +30,6 @@ import asyncio
 import logging
 
 import falcon.asgi
-import mcp_types as types
-from mcp.server.lowlevel import Server
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 from app.http.errors import ApiError, error_body, to_api_error
 from app.http.openapi import Operation
@@ -52,6 +49,18 @@ TOOLS = {
 UPGRADE_ONLY = frozenset({"follow", "api_key"})
 #: ASGI scope key: (the falcon request, the admitted principal)
 CALLER = "slipway.mcp_caller"
+
+
+def _sdk():
+    """The MCP SDK (``mcp_types``, ``Server``, ``StreamableHTTPSessionManager``), imported
+    when the endpoint's first request comes: it is the largest import of the app (about a
+    second of CPU at each start of a server process), and most processes never see an
+    MCP call."""
+    import mcp_types
+    from mcp.server.lowlevel import Server
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+
+    return mcp_types, Server, StreamableHTTPSessionManager
 
 
 class Tool:
@@ -84,11 +93,18 @@ class Tool:
         needs = ", ".join(op.permissions)
         description = (f"{op.summary or op.operation_id}. Runs {op.method} {op.route} ({op.operation_id})"
                        + (f"; needs {needs}" if needs else "") + ". The result is that operation's JSON answer.")
-        read_only = op.method == "GET"
-        self.tool = types.Tool(name=name, description=description, input_schema=schema,
-                               annotations=types.ToolAnnotations(
-                                   read_only_hint=read_only, destructive_hint=op.method == "DELETE",
-                                   idempotent_hint=read_only or None, open_world_hint=False))
+        self.schema, self.description = schema, description
+        self._tool = None
+
+    def tool(self, types):
+        """The SDK's description of the tool (``types``: ``mcp_types``), made once."""
+        if self._tool is None:
+            read_only = self.op.method == "GET"
+            self._tool = types.Tool(name=self.name, description=self.description, input_schema=self.schema,
+                                    annotations=types.ToolAnnotations(
+                                        read_only_hint=read_only, destructive_hint=self.op.method == "DELETE",
+                                        idempotent_hint=read_only or None, open_world_hint=False))
+        return self._tool
 
     def body(self, arguments: dict):
         """The call's JSON body (its body fields) or None; 422 for an argument the tool does
@@ -103,7 +119,8 @@ class Tool:
 
 class McpEndpoint:
     """The ``/api/mcp`` ASGI endpoint and its session manager's lifetime (``start`` and
-    ``stop``, a job of the app's lifespan like the workers)."""
+    ``stop``, a job of the app's lifespan like the workers). The SDK's server and session
+    manager are made on the first request (``_running``), not at start: see :func:`_sdk`."""
 
     def __init__(self, contract, gate, handlers: dict, extra_tools: dict | None = None):
         """``extra_tools``: ``{tool name: operation id}`` beyond ``TOOLS`` (the plugins'
@@ -115,42 +132,62 @@ class McpEndpoint:
         # the HTTP request itself: a panel request that needs a key, on its bucket only
         self.op = Operation(api="panel", method="POST", path="/mcp", route=PATH, operation_id="mcp",
                             secured=True, scope="write")
-        self.server = Server("slipway", version=contract.document.get("info", {}).get("version", ""),
-                             instructions="Slipway's panel services API as tools: deploy and run "
-                                          "containerised services. Each result is the REST operation's JSON.",
-                             on_list_tools=self.list_tools, on_call_tool=self.call_tool,
-                             get_tool_input_schema=lambda name: (self.tools[name].tool.input_schema
-                                                                 if name in self.tools else None))
+        self.version = contract.document.get("info", {}).get("version", "")
+        self.types = None  # mcp_types, once the SDK is imported
         self.manager = None
         self._task = None
         self._stopping = None
+        self._started = False  # between the lifespan's start and stop
+        self._starting = asyncio.Lock()
         # the SDK's per-request info lines ("Terminating session: None") repeat the access log
         logging.getLogger("mcp").setLevel(logging.WARNING)
 
     # --- lifetime ------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """A fresh session manager (one runs only once) in a task of its own: its task
-        group lives as long as the server, not inside the lifespan's awaits."""
-        self.manager = StreamableHTTPSessionManager(self.server, json_response=True, stateless=True,
-                                                    max_request_body_size=MAX_BODY)
-        self._stopping, ready = asyncio.Event(), asyncio.Event()
-        manager, stopping = self.manager, self._stopping
+        """The server may now serve MCP requests; the SDK starts with the first one."""
+        self._started = True
 
-        async def run():
-            async with manager.run():
-                ready.set()
-                await stopping.wait()
+    async def _running(self) -> bool:
+        """The session manager, started on the first request while the server runs (one
+        manager runs only once: a fresh one in a task of its own, whose task group lives as
+        long as the server, not inside a request's awaits). False when it cannot run."""
+        async with self._starting:
+            if self._task is not None:
+                return not self._task.done()
+            if not self._started:
+                return False
+            types, Server, StreamableHTTPSessionManager = _sdk()
+            self.types = types
+            server = Server("slipway", version=self.version,
+                            instructions="Slipway's panel services API as tools: deploy and run "
+                                         "containerised services. Each result is the REST operation's JSON.",
+                            on_list_tools=self.list_tools, on_call_tool=self.call_tool,
+                            get_tool_input_schema=lambda name: (self.tools[name].schema
+                                                                if name in self.tools else None))
+            self.manager = StreamableHTTPSessionManager(server, json_response=True, stateless=True,
+                                                        max_request_body_size=MAX_BODY)
+            self._stopping, ready = asyncio.Event(), asyncio.Event()
+            manager, stopping = self.manager, self._stopping
 
-        self._task = asyncio.get_running_loop().create_task(run(), name="slipway-mcp")
-        waiting = asyncio.ensure_future(ready.wait())
-        await asyncio.wait([waiting, self._task], return_when=asyncio.FIRST_COMPLETED)
-        waiting.cancel()
-        if self._task.done():
-            self._task.result()  # raises what stopped it
+            async def run():
+                async with manager.run():
+                    ready.set()
+                    await stopping.wait()
+
+            self._task = asyncio.get_running_loop().create_task(run(), name="slipway-mcp")
+            waiting = asyncio.ensure_future(ready.wait())
+            await asyncio.wait([waiting, self._task], return_when=asyncio.FIRST_COMPLETED)
+            waiting.cancel()
+            if self._task.done():
+                log.error("the MCP session manager did not start", exc_info=self._task.exception())
+                return False
+            return True
 
     async def stop(self) -> None:
-        task, self._task = self._task, None
+        self._started = False
+        async with self._starting:
+            task, self._task = self._task, None
         if task is None:
             return
         self._stopping.set()
@@ -170,7 +207,7 @@ class McpEndpoint:
             if scope.get("method") != "POST":
                 raise ApiError(405, "method not allowed here (allowed: POST): this MCP endpoint is stateless, "
                                     "without a stream to GET or a session to DELETE", headers={"Allow": "POST"})
-            if self.manager is None or self._task is None or self._task.done():
+            if not await self._running():
                 raise ApiError(503, "the MCP endpoint is not running")
             if (req.content_length or 0) > MAX_BODY:  # as the panel says it (a chunked body: the SDK's 413)
                 raise ApiError(413, "request body is larger than 1 MiB")
@@ -189,14 +226,16 @@ class McpEndpoint:
 
     # --- MCP -----------------------------------------------------------------------------
 
-    async def list_tools(self, ctx, params) -> types.ListToolsResult:
+    async def list_tools(self, ctx, params):
         _, principal = ctx.request.scope[CALLER]
+        types = self.types
         # per key: never to be cached for, or shared with, another caller
-        return types.ListToolsResult(tools=[t.tool for t in self.tools.values() if _allows(principal, t.op)],
+        return types.ListToolsResult(tools=[t.tool(types) for t in self.tools.values() if _allows(principal, t.op)],
                                      ttl_ms=0, cache_scope="private")
 
-    async def call_tool(self, ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def call_tool(self, ctx, params):
         req, principal = ctx.request.scope[CALLER]
+        types = self.types
         tool = self.tools.get(params.name)
         try:
             if tool is None:

@@ -26,18 +26,18 @@ def tools():
 
 
 def test_schemas_come_from_the_contract_with_refs_resolved(tools):
-    listing = tools["list_services"].tool.input_schema
+    listing = tools["list_services"].schema
     assert listing["type"] == "object" and listing["additionalProperties"] is False
     assert listing["properties"]["status"]["enum"] == ["running", "stopped", "deploying", "failed"]
     assert listing["properties"]["per_page"]["maximum"] == 100
     assert "$ref" not in repr(listing)
-    create = tools["create_service"].tool.input_schema
+    create = tools["create_service"].schema
     assert create["properties"]["deploy_method"]["enum"] == ["compose", "oci"]
     assert create["properties"]["image"] == {"type": "string", "minLength": 1}  # the plugin's own field
     assert create["required"] == ["name", "customer_id", "deploy_method"]
     assert {rule["if"]["properties"]["deploy_method"]["const"] for rule in create["allOf"]} == {"compose", "oci"}
-    assert set(tools["get_logs"].tool.input_schema["properties"]) == {"id", "tail", "since"}
-    assert tools["get_service"].tool.input_schema["required"] == ["id"]
+    assert set(tools["get_logs"].schema["properties"]) == {"id", "tail", "since"}
+    assert tools["get_service"].schema["required"] == ["id"]
 
 
 def test_arguments_split_into_body_and_parameters(tools):
