@@ -42,7 +42,7 @@ from core.panel.deploys import (CANCELLED, DELETED, KILLED_EXIT_CODES, Container
                                 JobCancelled, cancel_reason, exit_report, health_of, job_suffix, resource_names)
 from core.panel.events import deploy_progress, service_status
 from core.panel.releases import keep_images, new_release
-from core.panel.services import NOT_CHECKED, record
+from core.panel.services import NOT_CHECKED, record, stop_together
 
 WAIT_SECONDS = 90  # how long new containers get to run and be healthy (SLIPWAY_DEPLOY_HEALTH_TIMEOUT)
 SETTLE_SECONDS = 3.0  # how long they must then keep running (SLIPWAY_DEPLOY_SETTLE)
@@ -596,11 +596,10 @@ def _retire(clock, runtime, service_id: str, old, routes_changed, drain_seconds:
     except Exception:  # noqa: BLE001 (the proxy catches up on its own loop; the drain still holds)
         pass
     clock.sleep(max(0.0, drain_seconds))
-    for state in old:
-        try:
-            runtime.stop(state.id, timeout=STOP_TIMEOUT)
-        except Exception:  # noqa: BLE001 (removed below either way)
-            pass
+    try:
+        stop_together(runtime, [state.id for state in old], timeout=STOP_TIMEOUT)  # one timeout, not one each
+    except Exception:  # noqa: BLE001 (removed below either way)
+        pass
     for state in old:
         runtime.remove_container(state.id)
     _drop_networks(runtime, service_id, old)

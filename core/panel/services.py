@@ -244,21 +244,37 @@ OPERATIONS = {
 STOP_FAN_OUT = 8
 
 
-def _each_container(runtime, operation: str, containers) -> None:
-    """start and restart one after the other, dependencies first. stop all at once: a
-    container that ignores SIGTERM makes a stop wait the whole stop timeout, so a service
-    of many takes one timeout, not one per component (docs/decisions.md: one customer's slow
-    engine operations never hold up others)."""
-    if operation != "stop" or len(containers) < 2:
-        for c in (reversed(containers) if operation == "stop" else containers):
-            getattr(runtime, operation)(c.id)
+def stop_together(runtime, container_ids: list, **stop) -> None:
+    """Stop the containers ``container_ids`` all at once (at most :data:`STOP_FAN_OUT`
+    at a time): a container that ignores SIGTERM makes a stop wait the whole stop
+    timeout, so a service of many takes one timeout, not one per component
+    (docs/decisions.md: one customer's slow engine operations never hold up others).
+    Every stop is tried; the first error is raised after."""
+    if len(container_ids) < 2:
+        for container_id in container_ids:
+            runtime.stop(container_id, **stop)
         return
-    with ThreadPoolExecutor(max_workers=min(len(containers), STOP_FAN_OUT),
+    with ThreadPoolExecutor(max_workers=min(len(container_ids), STOP_FAN_OUT),
                             thread_name_prefix="slipway-stop") as pool:
-        futures = [pool.submit(runtime.stop, c.id) for c in reversed(containers)]
+        futures = [pool.submit(runtime.stop, container_id, **stop) for container_id in container_ids]
     failed = [f.exception() for f in futures if f.exception() is not None]
     if failed:
         raise failed[0]
+
+
+def _each_container(runtime, operation: str, containers) -> None:
+    """start one after the other, dependencies first; stop all at once
+    (:func:`stop_together`); restart: one container by the engine's restart, several all
+    stopped at once, then started one after the other, dependencies first (a restart
+    waits one stop timeout, not one per component)."""
+    if operation == "restart" and len(containers) == 1:
+        runtime.restart(containers[0].id)
+        return
+    if operation in ("stop", "restart"):
+        stop_together(runtime, [c.id for c in reversed(containers)])
+    if operation in ("start", "restart"):
+        for c in containers:
+            runtime.start(c.id)
 
 
 def operate(uow, clock, runtime, principal, service_id: str, operation: str, *, base_domain: str | None = None,
