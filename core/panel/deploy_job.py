@@ -113,6 +113,9 @@ class DeployContext:
     states: list = field(default_factory=list)  # the new set, running and healthy
     release: Any = None
     ended: bool = False  # a step ended the job itself (its service was deleted meanwhile)
+    #: the private half of the service's deploy key (``core.panel.deploy_keys.PrivateKey``,
+    #: whose repr hides it), for the source step's ssh clone; None: the service names none
+    deploy_key: Any = None
 
     @property
     def clock(self):
@@ -161,8 +164,12 @@ def prepare_source(ctx: DeployContext) -> None:
     if ctx.target is not None or method is None or ctx.workdir is None:
         return
     ctx.enter("source", "preparing the source", 2)
+    if ctx.service.deploy_key_id and ctx.deploy_key is None:
+        raise RuntimeError(f"the service's deploy key {ctx.service.deploy_key_id} no longer exists")
+    # only a service naming a key passes one: methods without a source take no such argument
+    extra = {"deploy_key": ctx.deploy_key} if ctx.deploy_key is not None else {}
     prepared = method.prepare(ctx.service, ctx.runtime, ctx.workdir,
-                              lambda message: ctx.progress("source", message, 8), cancel=ctx.cancel)
+                              lambda message: ctx.progress("source", message, 8), cancel=ctx.cancel, **extra)
     ctx.check()
     if prepared is not None:
         ctx.note, ctx.stale = prepared.note, tuple(prepared.stale_images or ())
@@ -375,6 +382,9 @@ def open_job(uow, deployer: Deployer, job, *, workdir=None, cancel=None) -> Depl
     with uow.reading():
         service = uow.services.get(job.service_id)
         target = uow.releases.get(job.target_release_id) if job.target_release_id else None
+        # the key its clone uses (a rollback clones nothing)
+        deploy_key = uow.deploy_keys.private_key(service.deploy_key_id) \
+            if service is not None and service.deploy_key_id and target is None else None
     if service is None:  # deleted meanwhile
         with uow:
             uow.deploy_jobs.finish(job.id, "failed", DELETED, deployer.clock.now())
@@ -386,7 +396,7 @@ def open_job(uow, deployer: Deployer, job, *, workdir=None, cancel=None) -> Depl
     except Exception:  # noqa: BLE001 (an engine that does not answer: the job finds out below)
         gated = False
     return DeployContext(uow, deployer, job, workdir=workdir, cancel=cancel, service=service, target=target,
-                         gated=gated)
+                         gated=gated, deploy_key=deploy_key)
 
 
 def retire_old_release(ctx: DeployContext) -> None:
