@@ -114,7 +114,7 @@ class DeployContext:
     release: Any = None
     ended: bool = False  # a step ended the job itself (its service was deleted meanwhile)
     #: the private half of the service's deploy key (``core.panel.deploy_keys.PrivateKey``,
-    #: whose repr hides it), for the source step's ssh clone; None: the service names none
+    #: whose repr hides it), read by the source step for its ssh clone and dropped after it
     deploy_key: Any = None
 
     @property
@@ -164,12 +164,18 @@ def prepare_source(ctx: DeployContext) -> None:
     if ctx.target is not None or method is None or ctx.workdir is None:
         return
     ctx.enter("source", "preparing the source", 2)
-    if ctx.service.deploy_key_id and ctx.deploy_key is None:
-        raise RuntimeError(f"the service's deploy key {ctx.service.deploy_key_id} no longer exists")
+    if ctx.service.deploy_key_id and ctx.deploy_key is None:  # read here: a key that does not decrypt fails the job
+        with ctx.uow.reading():
+            ctx.deploy_key = ctx.uow.deploy_keys.private_key(ctx.service.deploy_key_id)
+        if ctx.deploy_key is None:
+            raise RuntimeError(f"the service's deploy key {ctx.service.deploy_key_id} no longer exists")
     # only a service naming a key passes one: methods without a source take no such argument
     extra = {"deploy_key": ctx.deploy_key} if ctx.deploy_key is not None else {}
-    prepared = method.prepare(ctx.service, ctx.runtime, ctx.workdir,
-                              lambda message: ctx.progress("source", message, 8), cancel=ctx.cancel, **extra)
+    try:
+        prepared = method.prepare(ctx.service, ctx.runtime, ctx.workdir,
+                                  lambda message: ctx.progress("source", message, 8), cancel=ctx.cancel, **extra)
+    finally:
+        ctx.deploy_key = None  # held no longer than the clone needs it
     ctx.check()
     if prepared is not None:
         ctx.note, ctx.stale = prepared.note, tuple(prepared.stale_images or ())
@@ -382,9 +388,6 @@ def open_job(uow, deployer: Deployer, job, *, workdir=None, cancel=None) -> Depl
     with uow.reading():
         service = uow.services.get(job.service_id)
         target = uow.releases.get(job.target_release_id) if job.target_release_id else None
-        # the key its clone uses (a rollback clones nothing)
-        deploy_key = uow.deploy_keys.private_key(service.deploy_key_id) \
-            if service is not None and service.deploy_key_id and target is None else None
     if service is None:  # deleted meanwhile
         with uow:
             uow.deploy_jobs.finish(job.id, "failed", DELETED, deployer.clock.now())
@@ -396,7 +399,7 @@ def open_job(uow, deployer: Deployer, job, *, workdir=None, cancel=None) -> Depl
     except Exception:  # noqa: BLE001 (an engine that does not answer: the job finds out below)
         gated = False
     return DeployContext(uow, deployer, job, workdir=workdir, cancel=cancel, service=service, target=target,
-                         gated=gated, deploy_key=deploy_key)
+                         gated=gated)
 
 
 def retire_old_release(ctx: DeployContext) -> None:
