@@ -58,7 +58,7 @@ class PrivateKey:
     Its ``repr`` and ``str`` never show it (a job context or a log line holding one
     shows ``PrivateKey(dk_...)``); :attr:`text` is the key."""
 
-    __slots__ = ("key_id", "_text")
+    __slots__ = ("_text", "key_id")
 
     def __init__(self, key_id: str, text: str):
         self.key_id = key_id

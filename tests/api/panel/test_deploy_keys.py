@@ -13,7 +13,8 @@ from dataclasses import replace
 import pytest
 from cryptography.hazmat.primitives import serialization
 
-from core.panel import access, customers as panel_customers
+from core.panel import access
+from core.panel import customers as panel_customers
 
 REPO = "ssh://git@127.0.0.1:2222/srv/site.git"
 
@@ -168,6 +169,8 @@ def test_refusals(setup):
     client.get(f"/api/deploy-keys/{theirs['id']}", token=acme_key, expect=404)
     client.delete(f"/api/deploy-keys/{theirs['id']}", token=acme_key, expect=404)
     client.get(f"/api/deploy-keys/{theirs['id']}", token=admin, expect=200)  # still there
+    # 400: a page out of range
+    client.get("/api/deploy-keys", token=admin, params={"page": 0}, expect=400)
     # 422: the name, the customer, unknown fields
     for name in ("", "   ", "x" * 101, "tab\there", 7, None):
         answer = client.post("/api/deploy-keys", token=admin, json_body={"name": name, "customer_id": acme.id})

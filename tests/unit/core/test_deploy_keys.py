@@ -25,7 +25,6 @@ class KeyedMethod(FakeMethod):
 
     def prepare(self, service, runtime, workdir, progress, cancel=None, deploy_key=None):
         self.handed.append(deploy_key)
-        return None
 
 
 @pytest.fixture
