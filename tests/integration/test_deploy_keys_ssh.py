@@ -4,7 +4,8 @@ repository over ssh (``git-upload-pack``), to the deploy key only:
 - through a real uvicorn server and a real engine (Podman), a git service naming its
   customer's deploy key deploys from ``ssh://root@127.0.0.1:<port>/...`` and serves; the
   same repository without a key fails (the server's own keys are never used), and
-  another customer's service naming the key is 422;
+  deploys once a PATCH names the key; an ai service naming it deploys too; another
+  customer's service naming the key is 422;
 - the private half appears in no HTTP answer, no server log line, no timeline event or
   event of the outbox, and no file is left in the jobs' work folder;
 - the clone itself (``source.clone``): the key is used for that clone only, its file
@@ -100,6 +101,17 @@ def test_a_service_deploys_from_a_private_repository_with_its_deploy_key(start_p
     [failed] = [e["message"] for e in _events(client, keyless) if e["status"] == "failed"]
     assert "Permission denied (publickey)" in failed, failed
 
+    # the key named afterwards (PATCH), a redeploy clones with it
+    patched = client.patch(f"/api/services/{keyless}", json={"deploy_key_id": key["id"]})
+    assert patched.status_code == 200 and patched.json()["deploy_key_id"] == key["id"], patched.text
+    assert client.post(f"/api/services/{keyless}/redeploy").status_code == 200
+    assert marker in _get(_until(client, keyless, "running", seconds=300)["url"])
+
+    # the ai method clones with the key too
+    analysed = _create(client, customer, made, "analysed", deploy_method="ai", ai_url=url, deploy_key_id=key["id"])
+    detail = _until(client, analysed, "running", seconds=300)
+    assert detail["deploy_key_id"] == key["id"] and marker in _get(detail["url"])
+
     other = client.post("/api/customers", json={"name": "Other"}).json()
     refused = client.post("/api/services", json={"name": f"theirs-{os.getpid()}", "customer_id": other["id"],
                                                  "deploy_method": "git", "git_url": url,
@@ -118,7 +130,7 @@ def test_a_service_deploys_from_a_private_repository_with_its_deploy_key(start_p
         store.close()
     lines = _key_lines(private)
     assert len(lines) >= 3
-    for service_id in (keyed, keyless):  # the timelines and the jobs, as answers
+    for service_id in (keyed, keyless, analysed):  # the timelines and the jobs, as answers
         client.get(f"/api/services/{service_id}/events", params={"per_page": 100})
         client.get(f"/api/services/{service_id}/deploys")
     places = {"answers": "\n".join(answers), "server log": start_panel.logs(),
