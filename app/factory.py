@@ -24,6 +24,7 @@ from app.http.websocket_limits import limit_messages
 from app.panel.accounts import AccountsHandlers
 from app.panel.auth import AuthHandlers
 from app.panel.backup_policies import BackupPoliciesHandlers
+from app.panel.deploy_keys import DeployKeysHandlers
 from app.panel.backups import BackupsHandlers
 from app.panel.docs import docs_handlers
 from app.panel.frontend import Frontend
@@ -182,6 +183,7 @@ def create_app(config: Config | None = None, *, store: Store | None = None,
                                      wake=parts.backup_worker.wake, create_service=create_service).handlers())
     panel_ops.update(BackupPoliciesHandlers(store, config.clock, parts.policy_destinations,
                                             wake=parts.backup_scheduler.wake).handlers())
+    panel_ops.update(DeployKeysHandlers(store, config.clock).handlers())
     panel_ops.update(RealtimeHandlers(parts.hub, store, runtime, parts.engine_calls, config.ws_queue,
                                       logs_http=panel_ops["getServiceLogs"]).handlers())
     panel_gate = PanelGate(store, config, parts.rates, sources=parts.auth_sources)  # keys, sessions, sources

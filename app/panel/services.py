@@ -27,7 +27,8 @@ def service_detail(s, resources: dict, customer_name: str, volumes=(), connectio
                            "consecutive_failures": s.health_failures},
                 # the source of git and ai deploys; credentials in a URL are never shown
                 "git_url": redact_url(s.git_url), "git_branch": s.git_branch, "ai_url": redact_url(s.ai_url),
-                "commit": s.commit, "release": s.release, "volumes": list(volumes)})
+                "commit": s.commit, "release": s.release, "volumes": list(volumes),
+                "deploy_key_id": s.deploy_key_id})
     return out
 
 

@@ -649,6 +649,23 @@ def _v25_restore_into_new_service(db):
     _add_columns(db, "backup", {"restore_service_id": peewee.CharField(max_length=40, null=True)})
 
 
+_V26 = (
+    'CREATE TABLE IF NOT EXISTS "deploy_key" ("id" VARCHAR(40) NOT NULL PRIMARY KEY, "name" TEXT NOT NULL, '
+    '"customer_id" VARCHAR(40) NOT NULL, "public_key" TEXT NOT NULL, "fingerprint" VARCHAR(64) NOT NULL, '
+    '"private_key" TEXT NOT NULL, "created_at" {timestamp} NOT NULL, '
+    'FOREIGN KEY ("customer_id") REFERENCES "panel_customer" ("id") ON DELETE CASCADE)',
+    'CREATE INDEX IF NOT EXISTS "deploy_key_customer_id" ON "deploy_key" ("customer_id")',
+)
+
+
+def _v26_deploy_keys(db):
+    """Deploy keys (``core.panel.deploy_keys``): a customer's Ed25519 pairs, the private
+    half sealed with ``SLIPWAY_SECRET_KEY`` (``private_key``, as secret variables are);
+    and on each service the key its ssh clones use (``deploy_key_id``, none: no key)."""
+    _run(db, _V26)
+    _add_columns(db, "service", {"deploy_key_id": peewee.CharField(max_length=40, null=True)})
+
+
 MIGRATIONS = [
     (1, "partners, partner API tokens, contracts", _v1_identity),
     (2, "customers, contacts, notes, editions, licenses, transfers, activity ledger", _v2_licensing),
@@ -677,6 +694,7 @@ MIGRATIONS = [
      _v23_service_secrets),
     (24, "backup policies; backups record whether a policy made them", _v24_backup_policies),
     (25, "backups: the service a restore goes into when not the backup's own", _v25_restore_into_new_service),
+    (26, "deploy keys (private halves encrypted); the deploy key of each service", _v26_deploy_keys),
 ]
 LATEST = max(version for version, _, _ in MIGRATIONS)
 

@@ -6,7 +6,7 @@ import contextlib
 
 import peewee
 
-from app.storage.panel import accounts, backups, leases, routes, services, sessions
+from app.storage.panel import accounts, backups, deploy_keys, leases, routes, services, sessions
 from app.storage.partner import contracts, identity, licensing, webhooks
 from ports.storage import UnitOfWork
 
@@ -44,6 +44,7 @@ REPOSITORY_TYPES = {
     "service_events": services.PeeweeServiceEvents,
     "backups": backups.PeeweeBackups,
     "backup_policies": backups.PeeweeBackupPolicies,
+    "deploy_keys": deploy_keys.PeeweeDeployKeys,
     "routes": routes.PeeweeRoutes,
     "custom_domains": routes.PeeweeCustomDomains,
     "leases": leases.PeeweeLeases,

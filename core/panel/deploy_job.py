@@ -113,6 +113,9 @@ class DeployContext:
     states: list = field(default_factory=list)  # the new set, running and healthy
     release: Any = None
     ended: bool = False  # a step ended the job itself (its service was deleted meanwhile)
+    #: the private half of the service's deploy key (``core.panel.deploy_keys.PrivateKey``,
+    #: whose repr hides it), read by the source step for its ssh clone and dropped after it
+    deploy_key: Any = None
 
     @property
     def clock(self):
@@ -161,8 +164,18 @@ def prepare_source(ctx: DeployContext) -> None:
     if ctx.target is not None or method is None or ctx.workdir is None:
         return
     ctx.enter("source", "preparing the source", 2)
-    prepared = method.prepare(ctx.service, ctx.runtime, ctx.workdir,
-                              lambda message: ctx.progress("source", message, 8), cancel=ctx.cancel)
+    if ctx.service.deploy_key_id and ctx.deploy_key is None:  # read here: a key that does not decrypt fails the job
+        with ctx.uow.reading():
+            ctx.deploy_key = ctx.uow.deploy_keys.private_key(ctx.service.deploy_key_id)
+        if ctx.deploy_key is None:
+            raise RuntimeError(f"the service's deploy key {ctx.service.deploy_key_id} no longer exists")
+    # only a service naming a key passes one: methods without a source take no such argument
+    extra = {"deploy_key": ctx.deploy_key} if ctx.deploy_key is not None else {}
+    try:
+        prepared = method.prepare(ctx.service, ctx.runtime, ctx.workdir,
+                                  lambda message: ctx.progress("source", message, 8), cancel=ctx.cancel, **extra)
+    finally:
+        ctx.deploy_key = None  # held no longer than the clone needs it
     ctx.check()
     if prepared is not None:
         ctx.note, ctx.stale = prepared.note, tuple(prepared.stale_images or ())

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from core.panel import domains, leases, networks, routes, secrets as secret_variables
+from core.panel import deploy_keys, domains, leases, networks, routes, secrets as secret_variables
 from core.errors import Conflict, Forbidden, Invalid, NotFound
 from core.panel.containers import keep_tag
 from core.panel.events import service_status
@@ -54,6 +54,8 @@ class Service:
     secrets: tuple = ()
     #: it also joins its customer's network, answering there as its name (``core.panel.networks``)
     customer_network: bool = False
+    #: the deploy key its ssh clones use (``core.panel.deploy_keys``; a key of its customer), or None
+    deploy_key_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -141,6 +143,12 @@ def create_service(uow, clock, principal, request: dict, methods: dict, catalog:
     customer_network = request.get("customer_network", False)
     if not isinstance(customer_network, bool):
         problems["customer_network"] = "must be true or false"
+    deploy_key_id = request.get("deploy_key_id")
+    if deploy_key_id is not None and not isinstance(deploy_key_id, str):
+        problems["deploy_key_id"] = "a deploy key's id (dk_...) or null"
+    elif deploy_key_id is not None and method is not None \
+            and "deploy_key_id" not in (getattr(method, "request_schema", None) or {}).get("properties", {}):
+        problems["deploy_key_id"] = f"{method.name} services clone no repository: they have no deploy key"
     if problems:
         raise Invalid("invalid service", fields=problems)
     if principal.customer_id is not None and request["customer_id"] != principal.customer_id:
@@ -155,11 +163,13 @@ def create_service(uow, clock, principal, request: dict, methods: dict, catalog:
                       git_url=plan.source.get("git_url"), git_branch=plan.source.get("git_branch"),
                       ai_url=plan.source.get("ai_url"), memory_mb=footprint.memory_mb,
                       millicpus=footprint.millicpus, containers=footprint.containers,
-                      secrets=tuple(plan.secrets), customer_network=customer_network)
+                      secrets=tuple(plan.secrets), customer_network=customer_network,
+                      deploy_key_id=deploy_key_id)
     with uow:
         customer = uow.panel_customers.get(service.customer_id, for_update=True)
         if customer is None:
             raise Invalid("invalid service", fields={"customer_id": "no such customer"})
+        deploy_keys.check_for_service(uow, deploy_key_id, service.customer_id)  # a key of its customer, locked
         if uow.services.by_name(name) is not None:
             raise Conflict(f"a service named {name!r} already exists")
         reserve(uow, quota, customer, footprint, new_service=True)
@@ -397,7 +407,7 @@ def delete_service(uow, runtime, principal, service_id: str) -> Service:
 
 #: what PATCH /api/services/{id} changes; the other three belong to the deploy methods whose
 #: create request has them (``DeployMethod.request_schema``)
-PATCHABLE = ("variables", "custom_domains", "compose", "git_branch", "customer_network")
+PATCHABLE = ("variables", "custom_domains", "compose", "git_branch", "customer_network", "deploy_key_id")
 
 
 def patch_service(uow, clock, principal, service_id: str, body: dict, methods: dict, catalog: dict, *,
@@ -429,6 +439,8 @@ def patch_service(uow, clock, principal, service_id: str, body: dict, methods: d
                      and name not in allowed})
     if "customer_network" in body and not isinstance(body["customer_network"], bool):
         problems["customer_network"] = "must be true or false"
+    if body.get("deploy_key_id") is not None and not isinstance(body["deploy_key_id"], str):
+        problems["deploy_key_id"] = "a deploy key's id (dk_...) or null"
     if problems:
         raise Invalid("invalid change", fields=problems)
     wanted = domains.check(body["custom_domains"], base_domain, reserved_hosts) if "custom_domains" in body else None
@@ -456,6 +468,8 @@ def patch_service(uow, clock, principal, service_id: str, body: dict, methods: d
         service = visible(principal, uow.services.get(service_id, for_update=True), service_id)
         if service.status == "deploying":
             raise Conflict("the service is deploying")
+        if "deploy_key_id" in body:  # a key of the service's customer (its row locked), or null
+            changes["deploy_key_id"] = deploy_keys.check_for_service(uow, body["deploy_key_id"], service.customer_id)
         if footprint is not None and customer is not None:  # what the next redeploy will count
             reserve(uow, quota, customer, footprint, new_service=False,
                     replacing=Footprint(service.memory_mb, service.millicpus, service.containers))

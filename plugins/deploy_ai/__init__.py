@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 
 from core.errors import Invalid
-from plugins.source_common import clone, invalid_reason, run_source, source, stale
+from plugins.source_common import DEPLOY_KEY_ID, clone, invalid_reason, run_source, source, stale
 from ports import hookimpl
 from ports.analyzer import AnalysisError
 from ports.deploy import DeployMethod, DeployPlan, Prepared
@@ -26,7 +26,8 @@ class AiDeploy(DeployMethod):
     name = "ai"
     request_schema = {
         "required": ["ai_url"],
-        "properties": {"ai_url": {"type": "string", "minLength": 1}},
+        "properties": {"ai_url": {"type": "string", "minLength": 1},
+                       "deploy_key_id": DEPLOY_KEY_ID},
     }
 
     def __init__(self):
@@ -52,12 +53,12 @@ class AiDeploy(DeployMethod):
     def built_images(self, service) -> tuple:
         return tuple(source.built_images(service.id, service.compose))
 
-    def prepare(self, service, runtime, workdir: str, progress, cancel=None) -> Prepared:
+    def prepare(self, service, runtime, workdir: str, progress, cancel=None, deploy_key=None) -> Prepared:
         if self.analyzer is None:
             raise RuntimeError("no analyzer configured (SLIPWAY_AI_ANALYZER)")
         tree = os.path.join(workdir, "src")
         progress(f"cloning {source.redact_url(service.ai_url)}")
-        commit, branch = clone(service.ai_url, None, tree, self.sources, cancel=cancel)
+        commit, branch = clone(service.ai_url, None, tree, self.sources, cancel=cancel, deploy_key=deploy_key)
         note = f"commit {commit[:12]} on {branch}"
         progress(f"analysing {note} with the {self.analyzer.name} analyzer")
         try:

@@ -13,13 +13,14 @@ default ``0``; see :mod:`plugins.source_common.hosts`), ``SLIPWAY_SOURCE_MAX_MB`
 500) and ``SLIPWAY_BUILD_TIMEOUT`` (seconds per image build, default 900). Credentials in
 a URL are kept for cloning but redacted wherever the URL or git's output is shown; git
 runs with none of the server user's own (see :func:`source.clone`), and nothing of the
-repository is followed out of its tree.
+repository is followed out of its tree. A service naming a deploy key (``deploy_key_id``,
+``core.panel.deploy_keys``) clones over ssh with that key and no other.
 """
 from __future__ import annotations
 
 import os
 
-from plugins.source_common import clone, repository_compose, run_source, source, stale
+from plugins.source_common import DEPLOY_KEY_ID, clone, repository_compose, run_source, source, stale
 from ports import hookimpl
 from ports.deploy import DeployMethod, DeployPlan, Prepared
 from ports.runtime import Cancelled
@@ -32,6 +33,7 @@ class GitDeploy(DeployMethod):
         "properties": {
             "git_url": {"type": "string", "minLength": 1},
             "git_branch": {"type": "string", "minLength": 1},
+            "deploy_key_id": DEPLOY_KEY_ID,
         },
     }
 
@@ -52,11 +54,12 @@ class GitDeploy(DeployMethod):
     def built_images(self, service) -> tuple:
         return tuple(source.built_images(service.id, service.compose))
 
-    def prepare(self, service, runtime, workdir: str, progress, cancel=None) -> Prepared:
+    def prepare(self, service, runtime, workdir: str, progress, cancel=None, deploy_key=None) -> Prepared:
         tree = os.path.join(workdir, "src")
         shown = source.redact_url(service.git_url)
         progress(f"cloning {shown}" + (f" ({service.git_branch})" if service.git_branch else ""))
-        commit, branch = clone(service.git_url, service.git_branch, tree, self.sources, cancel=cancel)
+        commit, branch = clone(service.git_url, service.git_branch, tree, self.sources, cancel=cancel,
+                               deploy_key=deploy_key)
         note = f"commit {commit[:12]} on {branch}"
         progress(f"cloned {note}")
         try:

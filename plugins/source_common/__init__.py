@@ -26,10 +26,19 @@ def run_source(text: str, root: str, runtime, *, service, revision: str, progres
         raise source.SourceError(f"invalid compose definition: {invalid_reason(exc)}") from None
 
 
-def clone(url: str, branch, tree: str, settings: source.Settings, *, cancel=None) -> tuple[str, str]:
-    """``source.clone`` with the methods' settings."""
+#: the ``deploy_key_id`` field of the git and ai methods' create requests (and PATCH)
+DEPLOY_KEY_ID = {"type": ["string", "null"],
+                 "description": "a deploy key of the service's customer (dk_...); its ssh clones use it and no "
+                                "other key"}
+
+
+def clone(url: str, branch, tree: str, settings: source.Settings, *, cancel=None,
+          deploy_key=None) -> tuple[str, str]:
+    """``source.clone`` with the methods' settings; ``deploy_key`` (a
+    ``core.panel.deploy_keys.PrivateKey`` or None): the key an ssh clone uses."""
     return source.clone(url, branch, tree, allowed=settings.allowed, timeout=settings.timeout,
-                        allow_private=settings.allow_private, max_bytes=settings.max_bytes, cancel=cancel)
+                        allow_private=settings.allow_private, max_bytes=settings.max_bytes, cancel=cancel,
+                        identity=deploy_key.text if deploy_key is not None else None)
 
 
 def stale(service, compose: str) -> tuple:

@@ -15,6 +15,7 @@ killed.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
@@ -188,14 +189,15 @@ def open_private(path: str):
     return os.fdopen(fd, "w", encoding="utf-8")
 
 
-def _git_env(workdir: str, ssh_options: tuple = ()) -> dict:
+def _git_env(workdir: str, ssh_options: tuple = (), identity_file: str | None = None) -> dict:
     """The whole environment git runs with: nothing of the server user's (no HOME, no
     SSH agent, no XDG config, no proxies, no ``GIT_*``), HOME an empty directory of the
-    job, no system or global git config, ssh with no config file, keys or agent and a
+    job, no system or global git config, ssh with no config file or agent, no key but
+    ``identity_file`` (the service's deploy key, written for this clone) and a
     known-hosts file of the job's own."""
     home = os.path.join(workdir, "git-home")
     private_dir(home)
-    ssh = ["ssh", "-F", "/dev/null", "-o", "IdentitiesOnly=yes", "-o", "IdentityFile=none",
+    ssh = ["ssh", "-F", "/dev/null", "-o", "IdentitiesOnly=yes", "-o", f"IdentityFile={identity_file or 'none'}",
            "-o", "IdentityAgent=none", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=accept-new",
            "-o", "UserKnownHostsFile=" + os.path.join(workdir, "known_hosts"), *ssh_options]
     return {"PATH": os.environ.get("PATH") or DEFAULT_PATH, "HOME": home, "LC_ALL": "C",
@@ -299,16 +301,23 @@ def _connection(url: str, scheme: str, allow_private: bool) -> tuple[str, list, 
     return urlunsplit(parts._replace(netloc=netloc)), [], ()
 
 
+IDENTITY_FILE = "deploy-key"  # in the job's work folder, for an ssh clone only
+
+
 def clone(url: str, branch: str | None, dest: str, *, allowed, timeout: float = DEFAULT_TIMEOUT,
           allow_private: bool = False, max_bytes: int = DEFAULT_MAX_MB * MB, cancel=None,
-          workdir: str | None = None) -> tuple[str, str]:
+          workdir: str | None = None, identity: str | None = None) -> tuple[str, str]:
     """Shallow-clone ``url`` (``branch``, or the remote's HEAD) into ``dest``; returns
     (commit, branch name). A server without shallow support (git's dumb HTTP) gets a
     full clone. The host is checked again (and pinned) unless ``allow_private``; a clone
     over ``max_bytes`` fails; ``cancel`` stops it. git's HOME, known hosts and output go
     to ``workdir`` (default: the parent of ``dest``), never into the tree. The ``.git``
     directory is removed afterwards: the tree is a build context, and the clone's config
-    holds the URL with its credentials."""
+    holds the URL with its credentials.
+
+    ``identity`` (a private key in OpenSSH format, the service's deploy key): an ssh
+    clone uses it and no other key; it is written to a file of ``workdir`` (0600) for the
+    clone only and removed when the clone ends, however it ends. Other schemes ignore it."""
     workdir = workdir or os.path.dirname(os.path.abspath(dest))
     scheme = scheme_of(url)
     if scheme is None or scheme not in allowed:
@@ -316,7 +325,21 @@ def clone(url: str, branch: str | None, dest: str, *, allowed, timeout: float = 
     if scheme == "file" and not allow_private:
         raise SourceError(f"cloning {redact_url(url)} refused: file:// URLs read the server's own files")
     target, options, ssh_options = _connection(url, scheme, allow_private)
-    env = _git_env(workdir, ssh_options)
+    if identity is None or scheme != "ssh":
+        return _clone(url, branch, dest, scheme, allowed, timeout, max_bytes, cancel, target, options,
+                      _git_env(workdir, ssh_options))
+    key_file = os.path.join(os.path.abspath(workdir), IDENTITY_FILE)
+    try:
+        with open_private(key_file) as handle:
+            handle.write(identity if identity.endswith("\n") else identity + "\n")
+        return _clone(url, branch, dest, scheme, allowed, timeout, max_bytes, cancel, target, options,
+                      _git_env(workdir, ssh_options, identity_file=key_file))
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(key_file)
+
+
+def _clone(url, branch, dest, scheme, allowed, timeout, max_bytes, cancel, target, options, env) -> tuple[str, str]:
     config = ["-c", "protocol.allow=never", "-c", "credential.helper=", "-c", "core.hooksPath=/dev/null", *options]
     for allowed_scheme in allowed:
         config += ["-c", f"protocol.{allowed_scheme}.allow=always"]

@@ -29,6 +29,7 @@ from abc import abstractmethod
 from typing import Protocol, get_type_hints
 
 from ports.storage.panel import (ApiKeyRepository, BackupPolicyRepository, BackupRepository, CustomDomainRepository, DeployJobRepository,
+                                 DeployKeyRepository,
                                  LeaseRepository, PanelCustomerRepository, PanelKeySessionRepository,
                                  PanelLoginRepository, PanelSessionRepository, PanelUserRepository,
                                  ReleaseRepository, RouteRepository, ServiceEventRepository, ServiceRepository)
@@ -38,7 +39,7 @@ from ports.storage.partner import (ContactRepository, ContractRepository, Custom
                                    WebhookDeliveryRepository, WebhookEndpointRepository)
 
 __all__ = ["REPOSITORIES", "ApiKeyRepository", "BackupPolicyRepository", "BackupRepository", "ContactRepository", "ContractRepository",
-           "CustomDomainRepository", "CustomerRepository", "DeployJobRepository", "EditionRepository",
+           "CustomDomainRepository", "CustomerRepository", "DeployJobRepository", "DeployKeyRepository", "EditionRepository",
            "HumanIdRepository", "LeaseRepository", "LedgerRepository", "LicenseRepository", "NoteRepository",
            "PanelCustomerRepository", "PanelKeySessionRepository", "PanelLoginRepository",
            "PanelSessionRepository", "PanelUserRepository", "PartnerRepository", "ReleaseRepository",
@@ -74,6 +75,7 @@ class UnitOfWork(Protocol):
     service_events: ServiceEventRepository
     backups: BackupRepository
     backup_policies: BackupPolicyRepository
+    deploy_keys: DeployKeyRepository
     routes: RouteRepository
     custom_domains: CustomDomainRepository
     leases: LeaseRepository

@@ -11,6 +11,7 @@ from core.panel.access import ApiKey
 from core.panel.backup_policies import BackupPolicy
 from core.panel.backups import Backup
 from core.panel.customers import PanelCustomer
+from core.panel.deploy_keys import DeployKey, PrivateKey
 from core.panel.releases import Release
 from core.panel.routes import Route
 from core.panel.services import DeployJob, Service, ServiceEvent
@@ -385,6 +386,35 @@ class BackupPolicyRepository(Protocol):
         still ``due_at``. True when this call changed the row; False when another
         transaction claimed the run first or the policy changed or went. On PostgreSQL a
         concurrent claimer waits for this transaction and then matches no row."""
+
+
+class DeployKeyRepository(Protocol):
+    @abstractmethod
+    def add(self, key: DeployKey, private_key: str) -> None:
+        """Insert a key with its private half (OpenSSH text), which is stored encrypted
+        (``SLIPWAY_SECRET_KEY``), never in the clear."""
+
+    @abstractmethod
+    def get(self, key_id: str, for_update: bool = False) -> DeployKey | None:
+        """The key (without its private half), or None."""
+
+    @abstractmethod
+    def private_key(self, key_id: str) -> PrivateKey | None:
+        """The key's private half in the clear, for a deploy job's clone; None when the
+        key is gone."""
+
+    @abstractmethod
+    def page(self, *, page: int, per_page: int, customer_id: str | None):
+        """``(keys, total)``: a page of keys (of ``customer_id`` when given), oldest first
+        (``created_at``, then id)."""
+
+    @abstractmethod
+    def users(self, key_id: str) -> list[str]:
+        """The services naming the key, as ``<id> (<name>)``, by id."""
+
+    @abstractmethod
+    def delete(self, key_id: str) -> None:
+        """Remove the key and its private half."""
 
 
 class RouteRepository(Protocol):

@@ -278,3 +278,32 @@ def test_operation_leases_are_found_by_prefix(uow, clock):
         assert uow.leases.held("op_", clock.now() - timedelta(seconds=30)) == {"op_svc_a_1"}
         assert uow.leases.held("op_", clock.now() - timedelta(seconds=90)) == {"op_svc_a_1", "op_svc_b_2"}
         assert uow.leases.held("op_svc_a_", clock.now() - timedelta(seconds=30)) == {"op_svc_a_1"}
+
+
+def test_deploy_keys_read_back_and_go_with_their_customer(uow, clock):
+    """The database seals a deploy key's private half and reads it back in the clear; the
+    fake keeps it as it is: both answer the same key, page, users and cascade."""
+    from core.panel import deploy_keys
+
+    admin = principal_of(uow, clock)
+    a = customers.create_customer(uow, clock, name="A")
+    b = customers.create_customer(uow, clock, name="B")
+    first = deploy_keys.create_key(uow, clock, admin, {"name": "one", "customer_id": a.id})
+    clock.advance(1)
+    second = deploy_keys.create_key(uow, clock, admin, {"name": "two", "customer_id": b.id})
+    keyed = type("Keyed", (FakeMethod,), {"request_schema": {"properties": {"deploy_key_id": {}}}})()
+    services.create_service(uow, clock, admin, {"name": "web", "deploy_method": "compose", "customer_id": a.id,
+                                                "deploy_key_id": first.id}, {"compose": keyed}, {},
+                            Quota(read_compose=parse))
+    with uow:
+        assert uow.deploy_keys.get(first.id) == first
+        assert uow.deploy_keys.private_key(first.id).text.startswith("-----BEGIN OPENSSH PRIVATE KEY-----")
+        assert uow.deploy_keys.private_key("dk_missing") is None and uow.deploy_keys.get("dk_missing") is None
+        assert uow.deploy_keys.page(page=1, per_page=5, customer_id=None) == ([first, second], 2)
+        assert uow.deploy_keys.page(page=2, per_page=1, customer_id=None) == ([second], 2)
+        assert uow.deploy_keys.page(page=1, per_page=5, customer_id=b.id) == ([second], 1)
+        [user] = uow.deploy_keys.users(first.id)
+        assert user.endswith(" (web)") and uow.deploy_keys.users(second.id) == []
+    customers.delete_customer(uow, b.id)  # its keys go with it
+    with uow:
+        assert uow.deploy_keys.get(second.id) is None

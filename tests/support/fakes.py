@@ -634,6 +634,9 @@ class InMemoryPanelCustomers(_Repo):
         for user in list(self.uow._rows("panel_users").values()):  # ON DELETE CASCADE
             if user.customer_id == customer_id:
                 self._delete(user.email, table="panel_users")
+        for key_id, (key, _) in list(self.uow._rows("deploy_keys").items()):  # ON DELETE CASCADE
+            if key.customer_id == customer_id:
+                self._delete(key_id, table="deploy_keys")
         self._delete(customer_id)
 
 
@@ -999,6 +1002,41 @@ class InMemoryBackups(_Repo):
         return _sorted(rows, "created_at", "id", desc=True)
 
 
+class InMemoryDeployKeys(_Repo):
+    """Rows are ``(key, private text)``: nothing here is encrypted (the peewee repository
+    seals the private half)."""
+
+    table = "deploy_keys"
+
+    def add(self, key, private_key):
+        if key.customer_id not in self.uow._rows("panel_customers"):
+            raise IntegrityError("panel customer does not exist")
+        self._insert(key.id, (key, private_key))
+
+    def get(self, key_id, for_update=False):
+        row = self.rows.get(key_id)
+        return row[0] if row else None
+
+    def private_key(self, key_id):
+        from core.panel.deploy_keys import PrivateKey
+
+        row = self.rows.get(key_id)
+        return PrivateKey(key_id, row[1]) if row else None
+
+    def page(self, *, page, per_page, customer_id):
+        keys = [k for k, _ in self.rows.values() if customer_id is None or k.customer_id == customer_id]
+        keys = _sorted(keys, "created_at", "id")
+        return _paginate(keys, page, per_page), len(keys)
+
+    def users(self, key_id):
+        return [f"{s.id} ({s.name})" for s in _sorted(self.uow._rows("services").values(), "id")
+                if s.deploy_key_id == key_id]
+
+    def delete(self, key_id):
+        if key_id in self.rows:
+            self._delete(key_id)
+
+
 class InMemoryBackupPolicies(_Repo):
     table = "backup_policies"
 
@@ -1144,6 +1182,7 @@ class FakeUnitOfWork:
         self.service_events = InMemoryServiceEvents(self)
         self.backups = InMemoryBackups(self)
         self.backup_policies = InMemoryBackupPolicies(self)
+        self.deploy_keys = InMemoryDeployKeys(self)
         self.routes = InMemoryRoutes(self)
         self.custom_domains = InMemoryCustomDomains(self)
         self.leases = InMemoryLeases(self)

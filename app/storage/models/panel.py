@@ -1,6 +1,6 @@
 """The panel API's tables: panel customers, API keys, users, sessions and pending logins,
 services, route records, custom domains, worker leases, deploy jobs, releases, service
-events, backups."""
+events, backups, backup policies, deploy keys."""
 from __future__ import annotations
 
 import peewee
@@ -119,6 +119,7 @@ def define(Base) -> dict:
         # service joins its customer's network
         secret_values = peewee.TextField(null=True)
         customer_network = peewee.BooleanField(default=False, constraints=[peewee.SQL("DEFAULT FALSE")])
+        deploy_key_id = peewee.CharField(max_length=40, null=True)  # migration 26: the key its ssh clones use
 
     class ServiceRoute(Base):
         """A route record of a service: hostname -> upstream. Its name under
@@ -259,7 +260,23 @@ def define(Base) -> dict:
         class Meta:
             table_name = "backup_policy"
 
+    class DeployKey(Base):
+        """A customer's deploy key (migration 26, ``core.panel.deploy_keys``): its public
+        half, and its private half sealed with SLIPWAY_SECRET_KEY (app.storage.secrets)."""
+
+        id = peewee.CharField(max_length=40, primary_key=True)
+        name = peewee.TextField()
+        customer = peewee.ForeignKeyField(PanelCustomer, column_name="customer_id", on_delete="CASCADE")
+        public_key = peewee.TextField()
+        fingerprint = peewee.CharField(max_length=64)
+        private_key = peewee.TextField()  # sealed: v1:...
+        created_at = UtcDateTimeField()
+
+        class Meta:
+            table_name = "deploy_key"
+
     return dict(PanelCustomer=PanelCustomer, PanelApiKey=PanelApiKey, PanelUser=PanelUser,
                 PanelSession=PanelSession, PanelKeySession=PanelKeySession, PanelLogin=PanelLogin, Service=Service,
                 ServiceRoute=ServiceRoute, CustomDomain=CustomDomain, WorkerLease=WorkerLease, DeployJob=DeployJob,
-                Release=Release, ServiceEvent=ServiceEvent, Backup=Backup, BackupPolicy=BackupPolicy)
+                Release=Release, ServiceEvent=ServiceEvent, Backup=Backup, BackupPolicy=BackupPolicy,
+                DeployKey=DeployKey)
