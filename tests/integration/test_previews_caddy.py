@@ -64,7 +64,8 @@ def test_a_pull_request_previews_its_branch_through_caddy(start_panel, database_
     with running_caddy(tmp_path) as caddy:
         routes = {"SLIPWAY_BASE_DOMAIN": BASE, "SLIPWAY_ROUTES": "caddy", "SLIPWAY_CADDY_ADMIN": caddy.admin_url,
                   "SLIPWAY_CADDY_TLS": "internal", "SLIPWAY_CADDY_LISTEN": f"127.0.0.1:{caddy.https_port}",
-                  "SLIPWAY_ROUTES_INTERVAL": "0.5", "SLIPWAY_ROUTES_FILE": None}
+                  "SLIPWAY_ROUTES_INTERVAL": "0.5", "SLIPWAY_ROUTES_FILE": None,
+                  "SLIPWAY_DEPLOY_SETTLE": "1", "SLIPWAY_DEPLOY_DRAIN": "1"}
         client, customer, made = start_panel(**routes)
         name = f"site-{os.getpid()}-{time.monotonic_ns() % 100000}"
         created = client.post("/api/services", json={
@@ -113,6 +114,10 @@ def test_a_pull_request_previews_its_branch_through_caddy(start_panel, database_
             _until("Caddy serving the new commit", lambda: _page(caddy, f"{name}-pr-12.{BASE}") == "preview two")
             assert client.get(f"/api/services/{preview_id}").json()["commit"] == newer
             assert _page(caddy, f"{name}.{BASE}") == "main page"
+
+            # the redeploy's job ends after its old containers drained: its work folder goes then
+            work = tmp_path / "work"
+            _until("the redeploy's end", lambda: not os.listdir(work))
 
             # closed: the service, its containers and its route go; the parent stays
             assert pull_request(CLOSED, newer) == {"deleted": preview_id}
