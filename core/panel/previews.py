@@ -146,6 +146,11 @@ def _deploy(uow, clock, parent, pr, methods, catalog, quota, base_domain, reserv
         why = _why(exc)
         if existing is not None and isinstance(exc, Conflict) and "deploying" in str(exc):
             return _under_way(uow, clock, existing, note)  # a deploy began meanwhile
+        if existing is None and isinstance(exc, Conflict):  # the same request delivered twice at once
+            with uow.reading():
+                made = uow.services.preview(parent.id, pr.number)
+            if made is not None:
+                return _under_way(uow, clock, made, note)
         with uow:
             services.record(uow, clock, parent.id, "deploy", "failed",
                             f"no preview of pull request #{pr.number}: {why}")

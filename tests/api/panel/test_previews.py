@@ -267,3 +267,23 @@ def test_deleting_a_parent_deletes_its_previews(parent, store, clock):
     for service_id in (detail["id"], one, two):
         assert client.get(f"/api/services/{service_id}", token=admin).status_code == 404
     assert client.get("/api/services", token=admin).json["total"] == 0
+
+
+def test_the_same_request_delivered_twice_at_once_makes_one_preview(parent, store, clock):
+    import threading
+
+    client, app, _, admin, detail = parent
+    answers, start = [], threading.Barrier(2)
+
+    def deliver():
+        start.wait(5)
+        answers.append(call(app, store, clock, detail["id"], pr()))
+
+    threads = [threading.Thread(target=deliver) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert len(answers) == 2 and answers[0]["preview_id"] == answers[1]["preview_id"] is not None, answers
+    assert client.get(f"/api/services/{detail['id']}/previews", token=admin).json["total"] == 1
+    assert not [e for e in events_of(client, admin, detail["id"]) if e["status"] == "failed"]
