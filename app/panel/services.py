@@ -225,14 +225,18 @@ class ServicesHandlers:
         runtime = self.runtime
 
         def delete():
+            with self.store.uow(write=False).reading() as uow:  # its previews go with it (core.panel.previews)
+                previews_of = [found for found in map(uow.services.get, uow.services.preview_ids(call.params["id"]))
+                               if found is not None]
             service = services.delete_service(self.store.uow(), runtime, call.caller, call.params["id"])
-            method = self.methods.get(service.deploy_method)
-            for image in method.built_images(service) if method is not None else ():  # git and ai builds
-                try:
-                    runtime.remove_image(image)
-                except Exception:  # best effort: the service is gone either way
-                    pass
-            self.deleted(service)  # in the same call: done even if the request gave up waiting
+            for gone in [*previews_of, service]:
+                method = self.methods.get(gone.deploy_method)
+                for image in method.built_images(gone) if method is not None else ():  # git and ai builds
+                    try:
+                        runtime.remove_image(image)
+                    except Exception:  # best effort: the service is gone either way
+                        pass
+                self.deleted(gone)  # in the same call: done even if the request gave up waiting
 
         await self.calls.run_for(tenant(call.caller), delete)
         return Reply(204)

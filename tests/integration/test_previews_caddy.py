@@ -4,7 +4,7 @@ the tracked branch (``core.panel.previews.on_pull_request`` run on the server's
 database, as the webhook route runs it) deploys a preview that serves its head branch at
 its own host name through Caddy while the parent serves its own branch at its own;
 an update redeploys it with the new commit; closing it removes the service, its
-containers and its route."""
+containers and its route; deleting the parent deletes a preview with it."""
 from __future__ import annotations
 
 import os
@@ -126,5 +126,18 @@ def test_a_pull_request_previews_its_branch_through_caddy(start_panel, database_
             _until("Caddy no longer serving the preview", lambda: _page(caddy, f"{name}-pr-12.{BASE}") is None)
             assert client.get(f"/api/services/{parent_id}/previews").json()["total"] == 0
             assert _page(caddy, f"{name}.{BASE}") == "main page"
+
+            # reopened, then the parent deleted: its preview goes with it, containers and all
+            again = pull_request(OPENED, newer)
+            made.append(again["preview_id"])
+            assert wait_job(client, again["preview_id"], again["deploy_job_id"], seconds=180)["status"] == "succeeded"
+            _until("Caddy serving the reopened preview", lambda: _page(caddy, f"{name}-pr-12.{BASE}") == "preview two")
+            assert client.delete(f"/api/services/{parent_id}").status_code == 204
+            for service_id in (parent_id, again["preview_id"]):
+                assert client.get(f"/api/services/{service_id}").status_code == 404
+                assert start_panel.engine.containers(service_id) == []
+            _until("Caddy serving neither", lambda: _page(caddy, f"{name}-pr-12.{BASE}") is None
+                   and _page(caddy, f"{name}.{BASE}") is None)
+            _until("the deploys' ends", lambda: not os.listdir(work))
         finally:
             parts.close()
