@@ -55,7 +55,8 @@ class _AsGiven:
     """The plan of a caller that passed no deploy methods: the source as given (the app
     passes its methods, whose plan checks a fork's repository as a create checks one)."""
 
-    name = "git"
+    def __init__(self, name: str):
+        self.name = name
 
     def plan(self, request, catalog):
         return DeployPlan(compose="", components=(), source={"git_url": request["git_url"],
@@ -118,7 +119,7 @@ def _source(parent, pr) -> dict:
 def _deploy(uow, clock, parent, pr, methods, catalog, quota, base_domain, reserved_hosts) -> dict:
     source = _source(parent, pr)
     note = f"pull request #{pr.number} at commit {pr.head_commit[:12]} on {pr.head_branch}"
-    method = (methods or {}).get(parent.deploy_method) or _AsGiven()
+    method = (methods or {}).get(parent.deploy_method) or _AsGiven(parent.deploy_method)
     with uow.reading():
         existing = uow.services.preview(parent.id, pr.number)
     try:
