@@ -80,7 +80,8 @@ def on_pull_request(uow, clock, service, pull_request, *, methods: dict | None =
     - ``{"preview_id", "deploy_job_id"}``: the preview's deploy (or redeploy) is queued
       (``deploy_job_id``: the job already under way when the preview was deploying).
     - ``{"preview_id": null, "failed": <why>}``: no preview (past a customer limit, ...);
-      the parent's timeline has a ``deploy`` ``failed`` event saying the same.
+      the parent's timeline has a ``deploy`` ``failed`` event saying the same. A refused
+      redeploy of a preview already there answers its id, the preview left as it was.
     - ``{"deleted": <preview id or null>}``: closed; the preview (if there was one) is gone.
 
     ``methods``, ``catalog``, ``quota``, ``base_domain`` and ``reserved_hosts`` are what a
