@@ -5,7 +5,7 @@ from app.http.pipeline import Reply, time_param
 from app.panel.usage import Resources
 from ports.runtime import EngineError
 from app.http.timefmt import rfc3339
-from core.panel import networks, releases, secrets, services
+from core.panel import networks, previews, releases, secrets, services
 from core.panel.customers import DEFAULT_QUOTA, Quota
 from core.redaction import redact_url
 
@@ -28,7 +28,17 @@ def service_detail(s, resources: dict, customer_name: str, volumes=(), connectio
                 # the source of git and ai deploys; credentials in a URL are never shown
                 "git_url": redact_url(s.git_url), "git_branch": s.git_branch, "ai_url": redact_url(s.ai_url),
                 "commit": s.commit, "release": s.release, "volumes": list(volumes),
-                "deploy_key_id": s.deploy_key_id})
+                "deploy_key_id": s.deploy_key_id,
+                # preview environments (core.panel.previews)
+                "previews": bool(s.previews), "previews_from_forks": bool(s.previews_from_forks),
+                "preview_of": s.preview_of, "preview_number": s.preview_number})
+    return out
+
+
+def preview_item(s, resources: dict) -> dict:
+    out = service_item(s, resources)
+    out.update({"preview_of": s.preview_of, "preview_number": s.preview_number, "git_branch": s.git_branch,
+                "commit": s.commit})
     return out
 
 
@@ -94,7 +104,7 @@ class ServicesHandlers:
                 "startService": self.start, "stopService": self.stop, "restartService": self.restart,
                 "redeployService": self.redeploy, "deleteService": self.delete_service,
                 "listServiceEvents": self.list_events, "getServiceLogs": self.get_logs,
-                "getServiceSecrets": self.get_secrets}
+                "getServiceSecrets": self.get_secrets, "listServicePreviews": self.list_previews}
 
     async def list_services(self, call):
         p = call.params
@@ -110,6 +120,24 @@ class ServicesHandlers:
             except EngineError:  # a hung engine: the list still answers, from the database
                 by_id = {sid: self.resources.unknown() for sid in ids}
         return Reply(200, {"data": [service_item(s, by_id[s.id]) for s in found], "total": total,
+                           "page": p["page"], "per_page": p["per_page"]})
+
+    async def _resources(self, call, ids) -> dict:
+        by_id = self.resources.cached_page(ids)  # sampled within the last seconds: no engine call
+        if by_id is None:
+            try:
+                by_id = await self.calls.run_for(tenant(call.caller), self.resources.for_page, ids)
+            except EngineError:  # a hung engine: the list still answers, from the database
+                by_id = {sid: self.resources.unknown() for sid in ids}
+        return by_id
+
+    async def list_previews(self, call):
+        """``GET /api/services/{id}/previews`` (``core.panel.previews``)."""
+        p = call.params
+        found, total = await self.store.run(previews.list_previews, self.store.uow(write=False), call.caller,
+                                            p["id"], page=p["page"], per_page=p["per_page"])
+        by_id = await self._resources(call, [s.id for s in found])
+        return Reply(200, {"data": [preview_item(s, by_id[s.id]) for s in found], "total": total,
                            "page": p["page"], "per_page": p["per_page"]})
 
     async def create_service(self, call):
@@ -198,14 +226,18 @@ class ServicesHandlers:
         runtime = self.runtime
 
         def delete():
+            with self.store.uow(write=False).reading() as uow:  # its previews go with it (core.panel.previews)
+                previews_of = [found for found in map(uow.services.get, uow.services.preview_ids(call.params["id"]))
+                               if found is not None]
             service = services.delete_service(self.store.uow(), runtime, call.caller, call.params["id"])
-            method = self.methods.get(service.deploy_method)
-            for image in method.built_images(service) if method is not None else ():  # git and ai builds
-                try:
-                    runtime.remove_image(image)
-                except Exception:  # best effort: the service is gone either way
-                    pass
-            self.deleted(service)  # in the same call: done even if the request gave up waiting
+            for gone in [*previews_of, service]:
+                method = self.methods.get(gone.deploy_method)
+                for image in method.built_images(gone) if method is not None else ():  # git and ai builds
+                    try:
+                        runtime.remove_image(image)
+                    except Exception:  # best effort: the service is gone either way
+                        pass
+                self.deleted(gone)  # in the same call: done even if the request gave up waiting
 
         await self.calls.run_for(tenant(call.caller), delete)
         return Reply(204)

@@ -664,6 +664,17 @@ def _v26_deploy_keys(db):
     and on each service the key its ssh clones use (``deploy_key_id``, none: no key)."""
     _run(db, _V26)
     _add_columns(db, "service", {"deploy_key_id": peewee.CharField(max_length=40, null=True)})
+def _v28_previews(db):
+    """Preview environments (``core.panel.previews``): a git service's ``previews`` and
+    ``previews_from_forks``; a preview's parent (``preview_of``) and pull-request number,
+    one preview per parent and number (a unique index)."""
+    _add_columns(db, "service", {
+        "previews": peewee.BooleanField(default=False, constraints=[peewee.SQL("DEFAULT FALSE")]),
+        "previews_from_forks": peewee.BooleanField(default=False, constraints=[peewee.SQL("DEFAULT FALSE")]),
+        "preview_of": peewee.CharField(max_length=40, null=True),
+        "preview_number": peewee.IntegerField(null=True)})
+    _run(db, ['CREATE UNIQUE INDEX IF NOT EXISTS "service_preview_of_preview_number" '
+              'ON "service" ("preview_of", "preview_number")'])
 
 
 MIGRATIONS = [
@@ -695,6 +706,8 @@ MIGRATIONS = [
     (24, "backup policies; backups record whether a policy made them", _v24_backup_policies),
     (25, "backups: the service a restore goes into when not the backup's own", _v25_restore_into_new_service),
     (26, "deploy keys (private halves encrypted); the deploy key of each service", _v26_deploy_keys),
+    (28, "services: preview environments of pull requests (previews, previews_from_forks, preview_of, "
+         "preview_number)", _v28_previews),
 ]
 LATEST = max(version for version, _, _ in MIGRATIONS)
 

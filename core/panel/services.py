@@ -56,6 +56,13 @@ class Service:
     customer_network: bool = False
     #: the deploy key its ssh clones use (``core.panel.deploy_keys``; a key of its customer), or None
     deploy_key_id: str | None = None
+    #: git services: deploy a preview service of each pull request against the tracked
+    #: branch (``core.panel.previews``); also of one from a fork
+    previews: bool = False
+    previews_from_forks: bool = False
+    #: a preview service: its parent's id and its pull request's number
+    preview_of: str | None = None
+    preview_number: int | None = None
 
 
 @dataclass(frozen=True)
@@ -119,15 +126,45 @@ def record(uow, clock, service_id: str, type: str, status: str, message: str) ->
     return uow.service_events.add(ServiceEvent(None, service_id, type, status, message, clock.now()))
 
 
+#: the service switches only a deploy method that tracks a branch (``git_branch`` in its
+#: request) has: its pull requests' previews (``core.panel.previews``)
+PREVIEW_SWITCHES = ("previews", "previews_from_forks")
+
+
+def tracks_branch(method) -> bool:
+    """Whether ``method``'s services follow a branch of a repository (``git``): only
+    those have previews of pull requests against it."""
+    return "git_branch" in ((getattr(method, "request_schema", None) or {}).get("properties") or {})
+
+
+def _switch_problems(body: dict, method, method_name: str, preview_of: str | None = None) -> dict:
+    """422s of ``previews`` and ``previews_from_forks`` in a create or PATCH body."""
+    problems = {}
+    for name in PREVIEW_SWITCHES:
+        if name not in body:
+            continue
+        if not isinstance(body[name], bool):
+            problems[name] = "must be true or false"
+        elif method is not None and not tracks_branch(method):
+            problems[name] = f"{method_name} services have no previews (only services deployed from a git branch)"
+        elif preview_of is not None:
+            problems[name] = f"a preview (of {preview_of}) has no previews of its own"
+    return problems
+
+
 def create_service(uow, clock, principal, request: dict, methods: dict, catalog: dict,
-                   quota: Quota = DEFAULT_QUOTA, *, base_domain: str | None = None, reserved_hosts=(), also=None):
+                   quota: Quota = DEFAULT_QUOTA, *, base_domain: str | None = None, reserved_hosts=(), also=None,
+                   preset: dict | None = None, note: str = ""):
     """Validate, plan, store the service as ``deploying`` and queue its deploy job. 409
     when the service would take its customer past one of its limits (``quota``): the
     check and the insert are one transaction, under the customer's row lock. With a
     ``base_domain``, a name whose ``<name>.<base domain>`` is one of ``reserved_hosts``
     (the panel's host, Caddy's admin host) or a name above one is 422 on ``name``
     (``domains.service_host_problem``). ``also(uow, service)``, when given, runs in the
-    same transaction once the service is stored (a restore into the new service)."""
+    same transaction once the service is stored (a restore into the new service).
+    ``preset``: fields of the new service its caller sets beyond what a request gives (a
+    preview's variables, parent and number: ``core.panel.previews``); ``note`` ends the
+    deploy's timeline entry."""
     principal.require("services:deploy")
     problems = {}
     name = request.get("name", "")
@@ -149,6 +186,7 @@ def create_service(uow, clock, principal, request: dict, methods: dict, catalog:
     elif deploy_key_id is not None and method is not None \
             and "deploy_key_id" not in (getattr(method, "request_schema", None) or {}).get("properties", {}):
         problems["deploy_key_id"] = f"{method.name} services clone no repository: they have no deploy key"
+    problems.update(_switch_problems(request, method, str(request.get("deploy_method"))))
     if problems:
         raise Invalid("invalid service", fields=problems)
     if principal.customer_id is not None and request["customer_id"] != principal.customer_id:
@@ -164,7 +202,11 @@ def create_service(uow, clock, principal, request: dict, methods: dict, catalog:
                       ai_url=plan.source.get("ai_url"), memory_mb=footprint.memory_mb,
                       millicpus=footprint.millicpus, containers=footprint.containers,
                       secrets=tuple(plan.secrets), customer_network=customer_network,
-                      deploy_key_id=deploy_key_id)
+                      deploy_key_id=deploy_key_id,
+                      previews=request.get("previews", False),
+                      previews_from_forks=request.get("previews_from_forks", False))
+    if preset:
+        service = replace(service, **preset)
     with uow:
         customer = uow.panel_customers.get(service.customer_id, for_update=True)
         if customer is None:
@@ -174,14 +216,15 @@ def create_service(uow, clock, principal, request: dict, methods: dict, catalog:
             raise Conflict(f"a service named {name!r} already exists")
         reserve(uow, quota, customer, footprint, new_service=True)
         uow.services.add(service)
-        job = _queue(uow, clock, service, "deploy", principal)
+        job = _queue(uow, clock, service, "deploy", principal, note=note)
         if also is not None:
             also(uow, service)
         uow.commit()
     return service, job
 
 
-def _queue(uow, clock, service: Service, kind: str, principal=None, target_release_id=None) -> DeployJob:
+def _queue(uow, clock, service: Service, kind: str, principal=None, target_release_id=None,
+           note: str = "") -> DeployJob:
     """In the caller's transaction: a queued ``kind`` job for ``service`` (now
     ``deploying``), announced and in its timeline."""
     now = clock.now()
@@ -189,7 +232,7 @@ def _queue(uow, clock, service: Service, kind: str, principal=None, target_relea
                     updated_at=now, created_by=caller_name(principal), target_release_id=target_release_id)
     uow.emit(service_status(service))
     uow.deploy_jobs.add(job)
-    record(uow, clock, service.id, kind, "started", f"{kind} job {job.id} queued")
+    record(uow, clock, service.id, kind, "started", f"{kind} job {job.id} queued" + (f" ({note})" if note else ""))
     return job
 
 
@@ -210,11 +253,13 @@ def list_services(uow, principal, *, page: int, per_page: int, status=None, cust
 
 
 def redeploy(uow, clock, principal, service_id: str, quota: Quota = DEFAULT_QUOTA, *, kind: str = "redeploy",
-             release=None) -> tuple[Service, DeployJob]:
+             release=None, changes: dict | None = None, note: str = "") -> tuple[Service, DeployJob]:
     """Queue a redeploy (or, with ``kind`` "rollback" and ``release``, a rollback to that
     release: its compose and variables count). The service counts what its kept compose
     says now (for git and ai services, the compose their last build ran); 409 when that
-    grows a total past the customer's limit."""
+    grows a total past the customer's limit. ``changes``: fields of the service set in
+    the same transaction (a preview's branch and variables, ``core.panel.previews``);
+    ``note`` ends the job's timeline entry (the commit asked for)."""
     principal.require("services:deploy")
     with uow.reading():
         found = visible(principal, uow.services.get(service_id), service_id)
@@ -235,9 +280,10 @@ def redeploy(uow, clock, principal, service_id: str, quota: Quota = DEFAULT_QUOT
             reserve(uow, quota, customer, footprint, new_service=False,
                     replacing=Footprint(service.memory_mb, service.millicpus, service.containers))
         service = replace(service, status="deploying", updated_at=clock.now(), memory_mb=footprint.memory_mb,
-                          millicpus=footprint.millicpus, containers=footprint.containers)
+                          millicpus=footprint.millicpus, containers=footprint.containers, **(changes or {}))
         uow.services.update(service)
-        job = _queue(uow, clock, service, kind, principal, target_release_id=release.id if release else None)
+        job = _queue(uow, clock, service, kind, principal, target_release_id=release.id if release else None,
+                     note=note)
         uow.commit()
     return service, job
 
@@ -374,9 +420,21 @@ def _published(runtime, service: Service, parse) -> str:
 
 def delete_service(uow, runtime, principal, service_id: str) -> Service:
     """Remove containers, volumes, network and the route record; irreversible. Returns
-    the service as it was (the caller may remove the images its deploys built)."""
+    the service as it was (the caller may remove the images its deploys built). A
+    service's previews (``core.panel.previews``) go with it, each as a delete of its own
+    first (they are services of the same customer; a preview left behind would deploy a
+    branch nobody tracks any more). ``runtime`` None: the rows go, the engine is not
+    called (a caller without one)."""
     with uow.reading():
         service = visible(principal, uow.services.get(service_id), service_id)
+        previews = uow.services.preview_ids(service.id)
+    for preview_id in previews:
+        try:
+            delete_service(uow, runtime, principal, preview_id)
+        except NotFound:  # deleted meanwhile (its pull request closed)
+            pass
+    if runtime is None:
+        runtime = _NO_ENGINE
     # also while deploying (the spec allows delete from any state): the job notices the
     # service is gone when it ends and removes whatever it made after this
     runtime.remove_service(service.id)
@@ -405,9 +463,26 @@ def delete_service(uow, runtime, principal, service_id: str) -> Service:
     return service
 
 
+class _NoEngine:
+    """What a delete without a runtime calls: nothing is there to remove."""
+
+    def remove_service(self, service_id: str) -> None:
+        pass
+
+    def remove_image(self, tag: str) -> None:
+        pass
+
+    def remove_network(self, name: str) -> None:
+        pass
+
+
+_NO_ENGINE = _NoEngine()
+
+
 #: what PATCH /api/services/{id} changes; the other three belong to the deploy methods whose
 #: create request has them (``DeployMethod.request_schema``)
-PATCHABLE = ("variables", "custom_domains", "compose", "git_branch", "customer_network", "deploy_key_id")
+PATCHABLE = ("variables", "custom_domains", "compose", "git_branch", "customer_network", "deploy_key_id") \
+    + PREVIEW_SWITCHES
 
 
 def patch_service(uow, clock, principal, service_id: str, body: dict, methods: dict, catalog: dict, *,
@@ -418,7 +493,9 @@ def patch_service(uow, clock, principal, service_id: str, body: dict, methods: d
     at the next redeploy: 409) and stored: they apply at the next redeploy. A secret
     variable sent back as ``***`` or left out of ``variables`` keeps its value
     (``core.panel.secrets``). ``customer_network`` (a boolean) applies at the next
-    redeploy too (``core.panel.networks``). ``custom_domains`` (the whole list) apply at once: names dropped lose their route
+    redeploy too (``core.panel.networks``); ``previews`` and ``previews_from_forks``
+    (booleans, git services only) apply to the next pull-request event
+    (``core.panel.previews``). ``custom_domains`` (the whole list) apply at once: names dropped lose their route
     records, new ones get records to the service's current upstream. 409 for a name
     another service has (also when two requests race for it: the database decides) and
     while the service is deploying. A refused request changes nothing. ``reserved_hosts``:
@@ -435,12 +512,13 @@ def patch_service(uow, clock, principal, service_id: str, body: dict, methods: d
     method = methods.get(found.deploy_method)
     allowed = set((getattr(method, "request_schema", None) or {}).get("properties", {}))
     problems.update({name: f"{found.deploy_method} services have no {name}" for name in body
-                     if name in PATCHABLE and name not in ("custom_domains", "customer_network")
+                     if name in PATCHABLE and name not in ("custom_domains", "customer_network") + PREVIEW_SWITCHES
                      and name not in allowed})
     if "customer_network" in body and not isinstance(body["customer_network"], bool):
         problems["customer_network"] = "must be true or false"
     if body.get("deploy_key_id") is not None and not isinstance(body["deploy_key_id"], str):
         problems["deploy_key_id"] = "a deploy key's id (dk_...) or null"
+    problems.update(_switch_problems(body, method, found.deploy_method, found.preview_of))
     if problems:
         raise Invalid("invalid change", fields=problems)
     wanted = domains.check(body["custom_domains"], base_domain, reserved_hosts) if "custom_domains" in body else None
@@ -450,6 +528,7 @@ def patch_service(uow, clock, principal, service_id: str, body: dict, methods: d
         settings["variables"] = secret_variables.kept(settings["variables"], found.variables, found.secrets)
     if "customer_network" in body:
         changes["customer_network"] = body["customer_network"]
+    changes.update({name: body[name] for name in PREVIEW_SWITCHES if name in body})
     if settings:
         request = {"template_id": found.template_id, "compose": found.compose, "variables": found.variables or {},
                    "git_url": found.git_url, "git_branch": found.git_branch, "ai_url": found.ai_url,

@@ -189,6 +189,18 @@ class ServiceRepository(Protocol):
         """Which of ``service_ids`` are services (not deleted)."""
 
     @abstractmethod
+    def preview(self, parent_id: str, number: int, for_update: bool = False) -> Service | None:
+        """The preview service of ``parent_id``'s pull request ``number``, if there is one."""
+
+    @abstractmethod
+    def preview_ids(self, parent_id: str) -> list[str]:
+        """The ids of ``parent_id``'s preview services, by pull-request number."""
+
+    @abstractmethod
+    def previews_page(self, parent_id: str, *, page: int, per_page: int):
+        """One page of ``parent_id``'s previews, by pull-request number; and how many there are."""
+
+    @abstractmethod
     def with_status(self, status: str) -> list[Service]:
         """The services of one status."""
 

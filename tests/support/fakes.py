@@ -787,6 +787,20 @@ class InMemoryServices(_Repo):
         customers = self.uow._rows("panel_customers")
         return {i: customers[i].name for i in customer_ids if i in customers}
 
+    def _previews(self, parent_id):
+        return sorted((s for s in self.rows.values() if s.preview_of == parent_id),
+                      key=lambda s: (s.preview_number, s.id))
+
+    def preview(self, parent_id, number, for_update=False):
+        return self._copy(next((s for s in self._previews(parent_id) if s.preview_number == number), None))
+
+    def preview_ids(self, parent_id):
+        return [s.id for s in self._previews(parent_id)]
+
+    def previews_page(self, parent_id, *, page, per_page):
+        rows = [self._copy(s) for s in self._previews(parent_id)]
+        return _paginate(rows, page, per_page), len(rows)
+
 
 class InMemoryDeployJobs(_Repo):
     table = "deploy_jobs"

@@ -120,6 +120,15 @@ def define(Base) -> dict:
         secret_values = peewee.TextField(null=True)
         customer_network = peewee.BooleanField(default=False, constraints=[peewee.SQL("DEFAULT FALSE")])
         deploy_key_id = peewee.CharField(max_length=40, null=True)  # migration 26: the key its ssh clones use
+        # migration 28: preview environments (core.panel.previews): a git service's choice to
+        # have them, and a preview's parent and pull-request number
+        previews = peewee.BooleanField(default=False, constraints=[peewee.SQL("DEFAULT FALSE")])
+        previews_from_forks = peewee.BooleanField(default=False, constraints=[peewee.SQL("DEFAULT FALSE")])
+        preview_of = peewee.CharField(max_length=40, null=True)
+        preview_number = peewee.IntegerField(null=True)
+
+        class Meta:
+            indexes = ((("preview_of", "preview_number"), True),)
 
     class ServiceRoute(Base):
         """A route record of a service: hostname -> upstream. Its name under

@@ -18,6 +18,7 @@ _SERVICE_FIELDS = [f.name for f in fields(Service)]
 _NOT_COLUMNS = ("custom_domains", "secrets")
 _COLUMN_FIELDS = [name for name in _SERVICE_FIELDS if name not in _NOT_COLUMNS]
 _DATETIME_FIELDS = ("created_at", "updated_at", "deployed_at", "health_checked_at")
+_BOOL_FIELDS = ("customer_network", "previews", "previews_from_forks")  # SQLite answers 0 and 1 in tuples
 _CLAIM_LOCK = 0x736C7730  # pg_advisory_xact_lock key of deploy-job claims ("slw0")
 SORTABLE = ("name", "status", "created_at", "updated_at")
 
@@ -28,10 +29,10 @@ class PeeweeServices:
 
     def _entity(self, row) -> Service:
         values = {name: getattr(row, name) for name in _SERVICE_FIELDS
-                  if name not in ("customer_id", "variables", "customer_network") + _NOT_COLUMNS}
+                  if name not in ("customer_id", "variables") + _BOOL_FIELDS + _NOT_COLUMNS}
+        values.update({name: bool(getattr(row, name)) for name in _BOOL_FIELDS})
         variables, hidden = self._clear(row.id, row.variables, row.secret_values)
-        return Service(customer_id=row.customer_id, variables=variables, secrets=tuple(sorted(hidden)),
-                       customer_network=bool(row.customer_network), **values)
+        return Service(customer_id=row.customer_id, variables=variables, secrets=tuple(sorted(hidden)), **values)
 
     def _clear(self, row_id: str, variables: str | None, sealed: str | None) -> tuple[dict, dict]:
         """The variables in the clear (the secret ones decrypted into their places), and the secret ones."""
@@ -134,8 +135,28 @@ class PeeweeServices:
         for name in _DATETIME_FIELDS:
             values[name] = getattr(S, name).python_value(values[name])
         values["variables"], hidden = self._clear(values["id"], values["variables"], sealed)
-        values["customer_network"] = bool(values["customer_network"])
+        for name in _BOOL_FIELDS:
+            values[name] = bool(values[name])
         return Service(secrets=tuple(sorted(hidden)), **values)
+
+    def preview(self, parent_id: str, number: int, for_update: bool = False) -> Service | None:
+        """The preview of ``parent_id``'s pull request ``number``, if there is one."""
+        S = self.m.Service
+        query = S.select(S.id).where((S.preview_of == parent_id) & (S.preview_number == number))
+        row = (_for_update(query, S._meta.database) if for_update else query).first()
+        return self.get(row.id, for_update=for_update) if row else None
+
+    def preview_ids(self, parent_id: str) -> list[str]:
+        S = self.m.Service
+        return [r[0] for r in S.select(S.id).where(S.preview_of == parent_id).order_by(S.preview_number).tuples()]
+
+    def previews_page(self, parent_id: str, *, page: int, per_page: int):
+        """The previews of ``parent_id``, by pull-request number; and how many there are."""
+        S = self.m.Service
+        query = S.select(*self._columns()).where(S.preview_of == parent_id)
+        total = S.select().where(S.preview_of == parent_id).count()
+        rows = query.order_by(S.preview_number, S.id).limit(per_page).offset((page - 1) * per_page).tuples()
+        return self._with_domains([self._from_tuple(row) for row in rows]), total
 
     def on_customer_network(self, customer_id: str) -> int:
         """How many of the customer's services join its network (``core.panel.networks``)."""

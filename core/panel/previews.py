@@ -1,0 +1,205 @@
+"""Preview environments: a git service with ``previews`` on gets a service of its own for
+each pull (merge) request against its tracked branch, deployed from the request's head.
+
+A preview is an ordinary service of the parent's customer (``preview_of`` = the parent's
+id, ``preview_number`` = the request's number), named ``<parent>-pr-<n>``: it is made
+through the create path of every service (``core.panel.services.create_service``: the
+name's rules, the customer's limits under its row lock, a queued deploy job), so it
+has a host name of its own under the base domain and a route like any service. It
+deploys the parent's repository (a fork's ``head_clone_url`` for a request from a fork,
+when the parent allows forks) at the request's head branch, with the parent's variables
+(secret ones too, kept encrypted as every service's) plus ``SLIPWAY_PREVIEW=1``.
+
+The webhook route (``POST /api/hooks/git/{id}``) calls :func:`on_pull_request` for each
+verified pull-request delivery; it answers 202 with what this returns.
+
+- ``opened`` / ``reopened`` / ``updated``: create the preview, or redeploy it (its head
+  branch and repository as the request has them now). Past one of the customer's limits
+  (or refused for another reason: a name taken, a fork's repository the git settings
+  refuse) there is no preview and the parent's timeline gets a ``deploy`` ``failed``
+  event saying why.
+- ``closed`` (merged or not): the preview is deleted as any service is
+  (``core.panel.services.delete_service``: its containers, volumes and route go).
+- Deleting a parent deletes its previews (``delete_service``).
+
+The deploy clones the head branch's newest commit; the request's head commit is named
+in the deploy's timeline entry.
+"""
+from __future__ import annotations
+
+from core.errors import Conflict, Invalid, NotFound
+from core.panel import services
+from core.panel.compose.plan import DeployPlan
+from core.panel.customers import DEFAULT_QUOTA, Quota
+
+PREVIEW_VARIABLE = "SLIPWAY_PREVIEW"
+OPENED, REOPENED, UPDATED, CLOSED = "opened", "reopened", "updated", "closed"  # ports.git_providers
+
+
+class _Provider:
+    """Who asks when a git provider's delivery does: its signature was the
+    authentication; it acts on the one service the webhook belongs to."""
+
+    customer_id = None
+    user = None
+    key = None
+
+    def require(self, permission: str) -> None:
+        return None
+
+
+PROVIDER = _Provider()
+
+
+class _AsGiven:
+    """The plan of a caller that passed no deploy methods: the source as given (the app
+    passes its methods, whose plan checks a fork's repository as a create checks one)."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def plan(self, request, catalog):
+        return DeployPlan(compose="", components=(), source={"git_url": request["git_url"],
+                                                              "git_branch": request.get("git_branch")})
+
+
+def preview_name(parent_name: str, number: int) -> str:
+    return f"{parent_name}-pr-{number}"
+
+
+def on_pull_request(uow, clock, service, pull_request, *, methods: dict | None = None, catalog: dict | None = None,
+                    quota: Quota = DEFAULT_QUOTA, base_domain: str | None = None, reserved_hosts=(),
+                    runtime=None) -> dict:
+    """What a pull request (``ports.git_providers.PullRequest``) against ``service`` (the
+    parent, a ``Service`` or its id) does; returns the webhook's 202 body:
+
+    - ``{"ignored": "previews"}``: the service has no previews (off, or it is a preview);
+      ``{"ignored": "action"}``: an action with nothing to deploy (``action`` None);
+      ``{"ignored": "branch"}``: against another branch than the tracked one;
+      ``{"ignored": "fork"}``: from a fork, and ``previews_from_forks`` is off.
+    - ``{"preview_id", "deploy_job_id"}``: the preview's deploy (or redeploy) is queued
+      (``deploy_job_id``: the job already under way when the preview was deploying).
+    - ``{"preview_id": null, "failed": <why>}``: no preview (past a customer limit, ...);
+      the parent's timeline has a ``deploy`` ``failed`` event saying the same. A refused
+      redeploy of a preview already there answers its id, the preview left as it was.
+    - ``{"deleted": <preview id or null>}``: closed; the preview (if there was one) is gone.
+
+    ``methods``, ``catalog``, ``quota``, ``base_domain`` and ``reserved_hosts`` are what a
+    service create takes (the app's own); ``runtime`` the engine a closed request's
+    preview is removed from (None: only its rows go)."""
+    parent_id = service if isinstance(service, str) else service.id
+    with uow.reading():
+        parent = uow.services.get(parent_id)
+    if parent is None:
+        raise NotFound(f"service {parent_id} not found")
+    pr = pull_request
+    if parent.preview_of is not None:
+        return {"ignored": "previews"}
+    if pr.action is None:
+        return {"ignored": "action"}
+    if pr.action == CLOSED:  # also when previews or forks were turned off since it was made
+        return _close(uow, parent, pr, runtime, methods or {})
+    if not parent.previews:
+        return {"ignored": "previews"}
+    if parent.git_branch is not None and pr.base_branch != parent.git_branch:
+        return {"ignored": "branch"}
+    if pr.from_fork and (not parent.previews_from_forks or not pr.head_clone_url):
+        return {"ignored": "fork"}
+    if pr.action not in (OPENED, REOPENED, UPDATED):
+        return {"ignored": "action"}
+    return _deploy(uow, clock, parent, pr, methods, catalog or {}, quota, base_domain, reserved_hosts)
+
+
+def _source(parent, pr) -> dict:
+    """The preview's repository, branch and variables as the request has them now."""
+    variables = {**(parent.variables or {}), PREVIEW_VARIABLE: "1"}
+    return {"git_url": pr.head_clone_url if pr.from_fork else parent.git_url, "git_branch": pr.head_branch,
+            "variables": variables, "secrets": tuple(n for n in parent.secrets if n != PREVIEW_VARIABLE)}
+
+
+def _deploy(uow, clock, parent, pr, methods, catalog, quota, base_domain, reserved_hosts) -> dict:
+    source = _source(parent, pr)
+    note = f"pull request #{pr.number} at commit {pr.head_commit[:12]} on {pr.head_branch}"
+    method = (methods or {}).get(parent.deploy_method) or _AsGiven(parent.deploy_method)
+    with uow.reading():
+        existing = uow.services.preview(parent.id, pr.number)
+    try:
+        if existing is None:
+            request = {"name": preview_name(parent.name, pr.number), "customer_id": parent.customer_id,
+                       "deploy_method": parent.deploy_method, "git_url": source["git_url"],
+                       "git_branch": source["git_branch"], "customer_network": parent.customer_network}
+            if parent.deploy_key_id and not pr.from_fork:  # the parent's repository: the parent's key
+                request["deploy_key_id"] = parent.deploy_key_id
+            preset = {"variables": source["variables"], "secrets": source["secrets"], "preview_of": parent.id,
+                      "preview_number": pr.number}
+            created, job = services.create_service(
+                uow, clock, PROVIDER, request, {parent.deploy_method: method}, catalog, quota,
+                base_domain=base_domain, reserved_hosts=reserved_hosts, preset=preset, note=note)
+            return {"preview_id": created.id, "deploy_job_id": job.id}
+        if existing.status == "deploying":  # its job clones the head branch's newest commit when it starts
+            return _under_way(uow, clock, existing, note)
+        # the source as a create checks it (a fork's repository may have changed)
+        method.plan({"git_url": source["git_url"], "git_branch": source["git_branch"],
+                     "name": existing.name, "customer_id": existing.customer_id,
+                     "deploy_method": existing.deploy_method}, catalog)
+        changes = {"git_url": source["git_url"], "git_branch": source["git_branch"],
+                   "variables": source["variables"], "secrets": source["secrets"]}
+        updated, job = services.redeploy(uow, clock, PROVIDER, existing.id, quota, changes=changes, note=note)
+        return {"preview_id": updated.id, "deploy_job_id": job.id}
+    except (Conflict, Invalid) as exc:
+        why = _why(exc)
+        if existing is not None and isinstance(exc, Conflict) and "deploying" in str(exc):
+            return _under_way(uow, clock, existing, note)  # a deploy began meanwhile
+        if existing is None and isinstance(exc, Conflict):  # the same request delivered twice at once
+            with uow.reading():
+                made = uow.services.preview(parent.id, pr.number)
+            if made is not None:
+                return _under_way(uow, clock, made, note)
+        with uow:
+            services.record(uow, clock, parent.id, "deploy", "failed",
+                            f"no preview of pull request #{pr.number}: {why}")
+            uow.commit()
+        return {"preview_id": existing.id if existing is not None else None, "failed": why}
+
+
+def _why(exc) -> str:
+    fields = getattr(exc, "fields", None) or {}
+    detail = "; ".join(f"{name}: {problem}" for name, problem in fields.items())
+    return f"{exc} ({detail})" if detail else str(exc)
+
+
+def _under_way(uow, clock, preview, note: str) -> dict:
+    """The preview is deploying: the job under way (or queued) answers for this update."""
+    with uow:
+        jobs, _ = uow.deploy_jobs.page(preview.id, page=1, per_page=1)
+        services.record(uow, clock, preview.id, "redeploy", "started",
+                        f"{note}: a deploy of the preview is already under way")
+        uow.commit()
+    return {"preview_id": preview.id, "deploy_job_id": jobs[0].id if jobs else None}
+
+
+def _close(uow, parent, pr, runtime, methods) -> dict:
+    with uow.reading():
+        preview = uow.services.preview(parent.id, pr.number)
+    if preview is None:
+        return {"deleted": None}
+    try:
+        gone = services.delete_service(uow, runtime, PROVIDER, preview.id)
+    except NotFound:  # a delivery repeated at once: the other one deleted it
+        return {"deleted": preview.id}
+    method = methods.get(gone.deploy_method)
+    if runtime is not None and method is not None:
+        for image in method.built_images(gone):  # best effort: the service is gone either way
+            try:
+                runtime.remove_image(image)
+            except Exception:  # noqa: BLE001
+                pass
+    return {"deleted": gone.id}
+
+
+def list_previews(uow, principal, service_id: str, *, page: int, per_page: int):
+    """``GET /api/services/{id}/previews``: the previews of a service the caller sees,
+    by pull-request number (404 for a service it may not see)."""
+    with uow.reading():
+        services.visible(principal, uow.services.get(service_id), service_id)
+        return uow.services.previews_page(service_id, page=page, per_page=per_page)

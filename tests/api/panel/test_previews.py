@@ -1,0 +1,289 @@
+"""Preview environments without an engine (``core.panel.previews``): the service fields
+``previews``, ``previews_from_forks``, ``preview_of`` and ``preview_number`` (create,
+PATCH, detail, their 4xx), ``on_pull_request`` against the real store (a preview made,
+redeployed, deleted; the events it ignores; a customer's limit), the previews list, and
+a parent's delete taking its previews along."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from core.panel import access, customers, previews, services
+from ports.git_providers import CLOSED, OPENED, REOPENED, UPDATED, PullRequest
+from tests.support.api import create_service
+
+REPO = "https://example.org/acme/site.git"
+HEAD = "a" * 40
+HEAD2 = "b" * 40
+
+
+def pr(action=OPENED, number=7, base="main", head="feature", commit=HEAD, fork=False, clone_url=None):
+    return PullRequest(number=number, action=action, base_branch=base, head_branch=head, head_commit=commit,
+                       from_fork=fork, head_clone_url=clone_url)
+
+
+@pytest.fixture
+def parent(panel, store):
+    """``(client, app, acme, admin, parent detail)``: a git service ``app`` tracking
+    ``main`` with previews on, variables (one secret) set as a template's would be."""
+    make, acme, admin = panel
+    client, app = make()
+    made = create_service(client, admin, acme, deploy_method="git", git_url=REPO, git_branch="main",
+                          previews=True)
+    assert made.status_code == 201, made.text
+    service_id = made.json["id"]
+    with store.uow() as uow:
+        found = uow.services.get(service_id)
+        uow.services.update(replace(found, status="running", variables={"MODE": "prod", "DB_PASSWORD": "pw-1"},
+                                    secrets=("DB_PASSWORD",)))
+        uow.commit()
+    return client, app, acme, admin, client.get(f"/api/services/{service_id}", token=admin).json
+
+
+def call(app, store, clock, service_id, request, **kw):
+    parts = app.parts
+    return previews.on_pull_request(store.uow(), clock, service_id, request, methods=parts.deploy_methods,
+                                    quota=parts.quota, **kw)
+
+
+def jobs_of(store, service_id):
+    with store.uow(write=False) as uow:
+        return uow.deploy_jobs.page(service_id, page=1, per_page=50)[0]
+
+
+def events_of(client, admin, service_id):
+    return client.get(f"/api/services/{service_id}/events", token=admin, params={'per_page': '100'}).json["data"]
+
+
+def test_the_fields_default_to_off_and_null(panel):
+    make, acme, admin = panel
+    client, _ = make()
+    made = create_service(client, admin, acme, deploy_method="git", git_url=REPO)
+    detail = client.get(f"/api/services/{made.json['id']}", token=admin).json
+    assert (detail["previews"], detail["previews_from_forks"], detail["preview_of"], detail["preview_number"]) \
+        == (False, False, None, None)
+
+
+def test_create_and_patch_set_the_switches(parent):
+    client, _, _, admin, detail = parent
+    assert detail["previews"] is True and detail["previews_from_forks"] is False
+    patched = client.patch(f"/api/services/{detail['id']}", token=admin, json_body={"previews_from_forks": True})
+    assert patched.status_code == 200, patched.text
+    assert patched.json["previews_from_forks"] is True and patched.json["previews"] is True
+    off = client.patch(f"/api/services/{detail['id']}", token=admin, json_body={"previews": False})
+    assert off.json["previews"] is False
+    assert client.get(f"/api/services/{detail['id']}", token=admin).json["previews"] is False
+
+
+@pytest.mark.parametrize("body, field", [
+    ({"deploy_method": "template", "template_id": "nginx", "previews": True}, "previews"),
+    ({"deploy_method": "compose", "compose": "services:\n  web:\n    image: nginx\n", "previews_from_forks": True},
+     "previews_from_forks"),
+    ({"deploy_method": "ai", "ai_url": REPO, "previews": True}, "previews"),
+    ({"deploy_method": "git", "git_url": REPO, "previews": "yes"}, "previews"),
+    ({"deploy_method": "git", "git_url": REPO, "previews_from_forks": 1}, "previews_from_forks"),
+])
+def test_create_refuses_bad_switches(panel, body, field):
+    make, acme, admin = panel
+    client, _ = make()
+    refused = create_service(client, admin, acme, **body)
+    assert refused.status_code == 422, refused.text
+    assert field in refused.json["error"]["fields"], refused.json
+    assert client.get("/api/services", token=admin).json["total"] == 0
+
+
+def test_patch_refuses_previews_on_a_template_service_and_non_booleans(panel):
+    make, acme, admin = panel
+    client, _ = make()
+    template = create_service(client, admin, acme, deploy_method="template", template_id="static-site").json["id"]
+    git = create_service(client, admin, acme, name="gitapp", deploy_method="git", git_url=REPO).json["id"]
+    refused = client.patch(f"/api/services/{template}", token=admin, json_body={"previews": True})
+    assert refused.status_code == 422 and "previews" in refused.json["error"]["fields"], refused.text
+    for body in ({"previews": "true"}, {"previews_from_forks": None}):
+        refused = client.patch(f"/api/services/{git}", token=admin, json_body=body)
+        assert refused.status_code == 422, refused.text
+    assert client.get(f"/api/services/{git}", token=admin).json["previews"] is False
+
+
+def test_opened_creates_a_preview_with_the_parents_variables_and_a_queued_deploy(parent, store, clock):
+    client, app, acme, admin, detail = parent
+    answer = call(app, store, clock, detail["id"], pr())
+    preview_id, job_id = answer["preview_id"], answer["deploy_job_id"]
+    shown = client.get(f"/api/services/{preview_id}", token=admin).json
+    assert shown["name"] == "app-pr-7" and shown["customer_id"] == acme.id
+    assert shown["deploy_method"] == "git" and shown["git_url"] == REPO and shown["git_branch"] == "feature"
+    assert (shown["preview_of"], shown["preview_number"]) == (detail["id"], 7)
+    assert shown["previews"] is False and shown["status"] == "deploying"
+    assert shown["variables"] == {"MODE": "prod", "DB_PASSWORD": "***", "SLIPWAY_PREVIEW": "1"}
+    secrets = client.get(f"/api/services/{preview_id}/secrets", token=admin).json
+    assert secrets == {"secrets": {"DB_PASSWORD": "pw-1"}}
+    [job] = jobs_of(store, preview_id)
+    assert (job.id, job.kind, job.state) == (job_id, "deploy", "queued")
+    assert any(HEAD[:12] in e["message"] and "#7" in e["message"] for e in events_of(client, admin, preview_id))
+
+
+def test_updated_redeploys_the_preview_with_the_new_head(parent, store, clock):
+    client, app, _, admin, detail = parent
+    first = call(app, store, clock, detail["id"], pr())
+    with store.uow() as uow:  # its deploy ended
+        uow.deploy_jobs.finish(first["deploy_job_id"], "succeeded", None, clock.now())
+        uow.services.update(replace(uow.services.get(first["preview_id"]), status="running"))
+        uow.commit()
+    again = call(app, store, clock, detail["id"], pr(UPDATED, commit=HEAD2))
+    assert again["preview_id"] == first["preview_id"] and again["deploy_job_id"] != first["deploy_job_id"]
+    kinds = {(j.id, j.kind, j.state) for j in jobs_of(store, first["preview_id"])}
+    assert (again["deploy_job_id"], "redeploy", "queued") in kinds
+    assert any(HEAD2[:12] in e["message"] for e in events_of(client, admin, first["preview_id"]))
+    assert client.get("/api/services", token=admin).json["total"] == 2  # no second preview
+
+
+def test_an_update_while_the_preview_deploys_answers_the_job_under_way(parent, store, clock):
+    _, app, _, _, detail = parent
+    first = call(app, store, clock, detail["id"], pr())
+    again = call(app, store, clock, detail["id"], pr(UPDATED, commit=HEAD2))
+    assert again == first
+
+
+def test_reopened_after_closed_makes_it_again_and_closed_deletes_it(parent, store, clock):
+    client, app, _, admin, detail = parent
+    first = call(app, store, clock, detail["id"], pr())
+    engine = Engine()
+    gone = call(app, store, clock, detail["id"], pr(CLOSED), runtime=engine)
+    assert gone == {"deleted": first["preview_id"]} and engine.removed == [first["preview_id"]]
+    assert client.get(f"/api/services/{first['preview_id']}", token=admin).status_code == 404
+    assert call(app, store, clock, detail["id"], pr(CLOSED)) == {"deleted": None}
+    back = call(app, store, clock, detail["id"], pr(REOPENED))
+    assert back["preview_id"] != first["preview_id"]
+    assert client.get(f"/api/services/{back['preview_id']}", token=admin).json["name"] == "app-pr-7"
+
+
+def test_forks_are_ignored_unless_allowed(parent, store, clock):
+    client, app, _, admin, detail = parent
+    fork = pr(fork=True, clone_url="https://example.org/someone/site.git")
+    assert call(app, store, clock, detail["id"], fork) == {"ignored": "fork"}
+    assert client.get("/api/services", token=admin).json["total"] == 1
+    client.patch(f"/api/services/{detail['id']}", token=admin, json_body={"previews_from_forks": True})
+    made = call(app, store, clock, detail["id"], fork)
+    shown = client.get(f"/api/services/{made['preview_id']}", token=admin).json
+    assert shown["git_url"] == "https://example.org/someone/site.git" and shown["git_branch"] == "feature"
+
+
+def test_a_fork_whose_repository_a_create_refuses_makes_no_preview(parent, store, clock):
+    client, app, _, admin, detail = parent
+    client.patch(f"/api/services/{detail['id']}", token=admin, json_body={"previews_from_forks": True})
+    answer = call(app, store, clock, detail["id"], pr(fork=True, clone_url="https://10.1.2.3/x.git"))
+    assert answer["preview_id"] is None and "private address" in answer["failed"]
+    assert client.get("/api/services", token=admin).json["total"] == 1
+    failed = [e for e in events_of(client, admin, detail["id"]) if (e["type"], e["status"]) == ("deploy", "failed")]
+    assert failed and "private address" in failed[0]["message"]
+
+
+def test_other_base_branches_previews_off_and_no_action_are_ignored(parent, store, clock):
+    client, app, _, admin, detail = parent
+    assert call(app, store, clock, detail["id"], pr(base="develop")) == {"ignored": "branch"}
+    assert call(app, store, clock, detail["id"], pr(action=None)) == {"ignored": "action"}
+    client.patch(f"/api/services/{detail['id']}", token=admin, json_body={"previews": False})
+    assert call(app, store, clock, detail["id"], pr()) == {"ignored": "previews"}
+    assert client.get("/api/services", token=admin).json["total"] == 1
+
+
+def test_a_preview_has_no_previews_of_its_own(parent, store, clock):
+    client, app, _, admin, detail = parent
+    made = call(app, store, clock, detail["id"], pr())
+    assert call(app, store, clock, made["preview_id"], pr()) == {"ignored": "previews"}
+    refused = client.patch(f"/api/services/{made['preview_id']}", token=admin, json_body={"previews": True})
+    assert refused.status_code == 422 and "previews" in refused.json["error"]["fields"]
+
+
+def test_past_the_customers_limit_no_preview_and_a_failed_deploy_event_on_the_parent(parent, store, clock):
+    client, app, acme, admin, detail = parent
+    customers.update_customer(store.uow(), acme.id, {"limits": {"services": 1}})
+    answer = call(app, store, clock, detail["id"], pr())
+    assert answer["preview_id"] is None and "limits.services" in answer["failed"]
+    assert client.get("/api/services", token=admin).json["total"] == 1
+    failed = [e for e in events_of(client, admin, detail["id"]) if (e["type"], e["status"]) == ("deploy", "failed")]
+    assert len(failed) == 1 and "limits.services" in failed[0]["message"] and "#7" in failed[0]["message"]
+
+
+def test_the_previews_list(parent, store, clock):
+    client, app, _, admin, detail = parent
+    for number in (9, 3, 5):
+        call(app, store, clock, detail["id"], pr(number=number, head=f"topic-{number}"))
+    listed = client.get(f"/api/services/{detail['id']}/previews", token=admin, params={'per_page': '2'})
+    assert listed.status_code == 200, listed.text
+    assert listed.json["total"] == 3 and [p["preview_number"] for p in listed.json["data"]] == [3, 5]
+    assert listed.json["data"][0]["name"] == "app-pr-3" and listed.json["data"][0]["git_branch"] == "topic-3"
+    rest = client.get(f"/api/services/{detail['id']}/previews", token=admin, params={'page': '2', 'per_page': '2'})
+    assert [p["preview_number"] for p in rest.json["data"]] == [9]
+    none = client.get(f"/api/services/{listed.json['data'][0]['id']}/previews", token=admin)
+    assert none.json == {"data": [], "total": 0, "page": 1, "per_page": 20}
+
+
+def test_the_previews_list_4xx(parent, store, clock):
+    client, app, acme, admin, detail = parent
+    assert client.get("/api/services/svc_nope/previews", token=admin).status_code == 404
+    other = customers.create_customer(store.uow(), clock, name="Other")
+    _, other_key = access.create_api_key(store.uow(), clock, name="o", role="customer", rate_limit_rpm=1000,
+                                         customer_id=other.id)
+    assert client.get(f"/api/services/{detail['id']}/previews", token=other_key).status_code == 404
+    _, own_key = access.create_api_key(store.uow(), clock, name="a", role="customer", rate_limit_rpm=1000,
+                                       customer_id=acme.id)
+    assert client.get(f"/api/services/{detail['id']}/previews", token=own_key).status_code == 200
+    _, blind = access.create_api_key(store.uow(), clock, name="b", role="admin", rate_limit_rpm=1000,
+                                     denied_permissions=["services:read"])
+    assert client.get(f"/api/services/{detail['id']}/previews", token=blind).status_code == 403
+    assert client.get(f"/api/services/{detail['id']}/previews", token=admin,
+                      params={'per_page': '0'}).status_code == 400
+    # a customer key creating a service with previews for another customer
+    refused = create_service(client, other_key, acme, name="x", deploy_method="git", git_url=REPO, previews=True)
+    assert refused.status_code == 403, refused.text
+
+
+class Engine:
+    """What a delete asks of the engine, recorded."""
+
+    def __init__(self):
+        self.removed = []
+
+    def remove_service(self, service_id):
+        self.removed.append(service_id)
+
+    def remove_image(self, tag):
+        pass
+
+    def remove_network(self, name):
+        pass
+
+
+def test_deleting_a_parent_deletes_its_previews(parent, store, clock):
+    client, app, _, admin, detail = parent
+    one = call(app, store, clock, detail["id"], pr(number=1))["preview_id"]
+    two = call(app, store, clock, detail["id"], pr(number=2))["preview_id"]
+    engine = Engine()
+    principal = access.authenticate_key(store.uow(), clock, admin)
+    services.delete_service(store.uow(), engine, principal, detail["id"])
+    assert sorted(engine.removed) == sorted([one, two, detail["id"]])
+    for service_id in (detail["id"], one, two):
+        assert client.get(f"/api/services/{service_id}", token=admin).status_code == 404
+    assert client.get("/api/services", token=admin).json["total"] == 0
+
+
+def test_the_same_request_delivered_twice_at_once_makes_one_preview(parent, store, clock):
+    import threading
+
+    client, app, _, admin, detail = parent
+    answers, start = [], threading.Barrier(2)
+
+    def deliver():
+        start.wait(5)
+        answers.append(call(app, store, clock, detail["id"], pr()))
+
+    threads = [threading.Thread(target=deliver) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert len(answers) == 2 and answers[0]["preview_id"] == answers[1]["preview_id"] is not None, answers
+    assert client.get(f"/api/services/{detail['id']}/previews", token=admin).json["total"] == 1
+    assert not [e for e in events_of(client, admin, detail["id"]) if e["status"] == "failed"]
