@@ -17,14 +17,17 @@ from __future__ import annotations
 import hmac
 import math
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING
 
 from app.http.errors import ApiError
 from app.http.pipeline import Reply
-from app.panel.oidc import LoginRefused, OidcClient, ProviderUnavailable
 from app.panel.gate import SESSION_COOKIE, secure_url, session_cookie_name
 from app.http.timefmt import rfc3339
 from core.panel import sessions as panel_sessions
 from core.errors import Invalid
+
+if TYPE_CHECKING:
+    from app.panel.oidc import OidcClient
 
 LOGIN_COOKIE = "slipway_login"
 CALLBACK_PATH = "/api/auth/callback"
@@ -39,6 +42,8 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 def make_oidc_client(config) -> OidcClient | None:
     if not config.oidc_issuer:
         return None
+    from app.panel.oidc import OidcClient  # Authlib and httpx: imported only where OIDC is configured
+
     return OidcClient(issuer=config.oidc_issuer, client_id=config.oidc_client_id,
                       client_secret=config.oidc_client_secret, redirect_uri=config.public_url + CALLBACK_PATH)
 
@@ -167,6 +172,8 @@ class AuthHandlers:
 
 async def _provider(awaitable):
     """The identity provider's failures as panel errors: 401 refused, 503 unreachable."""
+    from app.panel.oidc import LoginRefused, ProviderUnavailable
+
     try:
         return await awaitable
     except LoginRefused as exc:
