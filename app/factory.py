@@ -28,6 +28,7 @@ from app.panel.backups import BackupsHandlers
 from app.panel.docs import docs_handlers
 from app.panel.frontend import Frontend
 from app.panel.gate import PanelGate
+from app.panel.git_hooks import GitHooksHandlers
 from app.panel.mcp import PATH as MCP_PATH, McpEndpoint
 from app.panel.realtime import RealtimeHandlers
 from app.panel.services import ServicesHandlers
@@ -170,7 +171,11 @@ def create_app(config: Config | None = None, *, store: Store | None = None,
                                       parts.request_calls, wake=deployer.wake, quota=parts.quota,
                                       deleted=lambda service: backups.forget_service(archives, service),
                                       base_domain=config.base_domain, parse=parts.read_compose,
-                                      reserved_hosts=reserved_hosts(config)).handlers())
+                                      reserved_hosts=reserved_hosts(config),
+                                      public_url=config.public_url).handlers())
+    panel_ops.update(GitHooksHandlers(store, config.clock, parts.git_providers, quota=parts.quota,
+                                      wake=deployer.wake).handlers())
+
     def create_service(uow, principal, request, also):  # a restore into a new service
         created = services.create_service(uow, config.clock, principal, request, parts.deploy_methods, catalog,
                                           parts.quota, base_domain=config.base_domain,

@@ -161,8 +161,10 @@ def prepare_source(ctx: DeployContext) -> None:
     if ctx.target is not None or method is None or ctx.workdir is None:
         return
     ctx.enter("source", "preparing the source", 2)
+    wanted = getattr(ctx.job, "commit", None)  # a push's commit (core.panel.pushes); asked for only when set
     prepared = method.prepare(ctx.service, ctx.runtime, ctx.workdir,
-                              lambda message: ctx.progress("source", message, 8), cancel=ctx.cancel)
+                              lambda message: ctx.progress("source", message, 8), cancel=ctx.cancel,
+                              **({"commit": wanted} if wanted else {}))
     ctx.check()
     if prepared is not None:
         ctx.note, ctx.stale = prepared.note, tuple(prepared.stale_images or ())
@@ -380,6 +382,15 @@ def open_job(uow, deployer: Deployer, job, *, workdir=None, cancel=None) -> Depl
             uow.deploy_jobs.finish(job.id, "failed", DELETED, deployer.clock.now())
             uow.commit()
         return None
+    if getattr(job, "commit", None) and service.status != "deploying":  # a push's job that waited for another
+        with uow:
+            current = uow.services.get(job.service_id, for_update=True)
+            if current is not None and current.status != "deploying":
+                current = replace(current, status="deploying", updated_at=deployer.clock.now())
+                uow.services.update(current)
+                uow.emit(service_status(current))
+                service = current
+            uow.commit()
     try:  # a redeploy or rollback of a running service is gated: its old set keeps serving until the switch
         gated = job.kind in ("redeploy", "rollback") and any(
             s.running and s.labels.get(JOB_LABEL) != job.id for s in deployer.runtime.containers(service.id))

@@ -54,6 +54,9 @@ class Service:
     secrets: tuple = ()
     #: it also joins its customer's network, answering there as its name (``core.panel.networks``)
     customer_network: bool = False
+    #: a push to its branch deploys it (``core.panel.pushes``); its webhook secret is kept
+    #: apart (``uow.services.webhook_secret``), never on this entity
+    auto_deploy: bool = True
 
 
 @dataclass(frozen=True)
@@ -71,7 +74,8 @@ class DeployJob:
     target_release_id: str | None = None  # rollback: the release it runs again
     cancel_requested: bool = False  # a cancel was asked for; the worker running it stops it
     finished_at: datetime | None = None
-    created_by: str = "system"  # who asked: key:<id>, user:<id>, or system
+    created_by: str = "system"  # who asked: key:<id>, user:<id>, git:<provider> (a push), or system
+    commit: str | None = None  # the commit to deploy (a push's); None: the branch's newest
 
 
 @dataclass(frozen=True)
@@ -141,6 +145,11 @@ def create_service(uow, clock, principal, request: dict, methods: dict, catalog:
     customer_network = request.get("customer_network", False)
     if not isinstance(customer_network, bool):
         problems["customer_network"] = "must be true or false"
+    auto_deploy = request.get("auto_deploy", True)
+    if not isinstance(auto_deploy, bool):
+        problems["auto_deploy"] = "must be true or false"
+    elif "auto_deploy" in request and method is not None and method.name not in PUSH_METHODS:
+        problems["auto_deploy"] = f"{method.name} services are not deployed on push (git and ai are)"
     if problems:
         raise Invalid("invalid service", fields=problems)
     if principal.customer_id is not None and request["customer_id"] != principal.customer_id:
@@ -155,7 +164,7 @@ def create_service(uow, clock, principal, request: dict, methods: dict, catalog:
                       git_url=plan.source.get("git_url"), git_branch=plan.source.get("git_branch"),
                       ai_url=plan.source.get("ai_url"), memory_mb=footprint.memory_mb,
                       millicpus=footprint.millicpus, containers=footprint.containers,
-                      secrets=tuple(plan.secrets), customer_network=customer_network)
+                      secrets=tuple(plan.secrets), customer_network=customer_network, auto_deploy=auto_deploy)
     with uow:
         customer = uow.panel_customers.get(service.customer_id, for_update=True)
         if customer is None:
@@ -381,7 +390,9 @@ def delete_service(uow, runtime, principal, service_id: str) -> Service:
 
 #: what PATCH /api/services/{id} changes; the other three belong to the deploy methods whose
 #: create request has them (``DeployMethod.request_schema``)
-PATCHABLE = ("variables", "custom_domains", "compose", "git_branch", "customer_network")
+PATCHABLE = ("variables", "custom_domains", "compose", "git_branch", "customer_network", "auto_deploy")
+#: the deploy methods whose services take ``auto_deploy`` (deploy on push: ``core.panel.pushes``)
+PUSH_METHODS = ("git", "ai")
 
 
 def patch_service(uow, clock, principal, service_id: str, body: dict, methods: dict, catalog: dict, *,
@@ -409,10 +420,15 @@ def patch_service(uow, clock, principal, service_id: str, body: dict, methods: d
     method = methods.get(found.deploy_method)
     allowed = set((getattr(method, "request_schema", None) or {}).get("properties", {}))
     problems.update({name: f"{found.deploy_method} services have no {name}" for name in body
-                     if name in PATCHABLE and name not in ("custom_domains", "customer_network")
+                     if name in PATCHABLE and name not in ("custom_domains", "customer_network", "auto_deploy")
                      and name not in allowed})
     if "customer_network" in body and not isinstance(body["customer_network"], bool):
         problems["customer_network"] = "must be true or false"
+    if "auto_deploy" in body:
+        if found.deploy_method not in PUSH_METHODS:
+            problems["auto_deploy"] = f"{found.deploy_method} services are not deployed on push (git and ai are)"
+        elif not isinstance(body["auto_deploy"], bool):
+            problems["auto_deploy"] = "must be true or false"
     if problems:
         raise Invalid("invalid change", fields=problems)
     wanted = domains.check(body["custom_domains"], base_domain, reserved_hosts) if "custom_domains" in body else None
@@ -422,6 +438,8 @@ def patch_service(uow, clock, principal, service_id: str, body: dict, methods: d
         settings["variables"] = secret_variables.kept(settings["variables"], found.variables, found.secrets)
     if "customer_network" in body:
         changes["customer_network"] = body["customer_network"]
+    if "auto_deploy" in body:  # applies to the next push
+        changes["auto_deploy"] = body["auto_deploy"]
     if settings:
         request = {"template_id": found.template_id, "compose": found.compose, "variables": found.variables or {},
                    "git_url": found.git_url, "git_branch": found.git_branch, "ai_url": found.ai_url,

@@ -26,10 +26,12 @@ def run_source(text: str, root: str, runtime, *, service, revision: str, progres
         raise source.SourceError(f"invalid compose definition: {invalid_reason(exc)}") from None
 
 
-def clone(url: str, branch, tree: str, settings: source.Settings, *, cancel=None) -> tuple[str, str]:
-    """``source.clone`` with the methods' settings."""
+def clone(url: str, branch, tree: str, settings: source.Settings, *, cancel=None,
+          commit: str | None = None) -> tuple[str, str]:
+    """``source.clone`` with the methods' settings (``commit``: the one to check out)."""
     return source.clone(url, branch, tree, allowed=settings.allowed, timeout=settings.timeout,
-                        allow_private=settings.allow_private, max_bytes=settings.max_bytes, cancel=cancel)
+                        allow_private=settings.allow_private, max_bytes=settings.max_bytes, cancel=cancel,
+                        commit=commit)
 
 
 def stale(service, compose: str) -> tuple:

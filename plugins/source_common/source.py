@@ -52,6 +52,7 @@ CONTAINERFILE_MAX_BYTES = 1024 * 1024  # what the runtime sends at most (plugins
 
 _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 _SCP = re.compile(r"^(?:[A-Za-z0-9._~-]+@)?[A-Za-z0-9.-]+:(?!//)")
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
 _BRANCH = re.compile(r"^(?!-)(?!.*\.\.)(?!.*//)(?!.*@\{)(?!.*\.lock(?:/|$))[A-Za-z0-9._/+-]+(?<![./])$")
 
 
@@ -301,14 +302,22 @@ def _connection(url: str, scheme: str, allow_private: bool) -> tuple[str, list, 
 
 def clone(url: str, branch: str | None, dest: str, *, allowed, timeout: float = DEFAULT_TIMEOUT,
           allow_private: bool = False, max_bytes: int = DEFAULT_MAX_MB * MB, cancel=None,
-          workdir: str | None = None) -> tuple[str, str]:
+          workdir: str | None = None, commit: str | None = None) -> tuple[str, str]:
     """Shallow-clone ``url`` (``branch``, or the remote's HEAD) into ``dest``; returns
     (commit, branch name). A server without shallow support (git's dumb HTTP) gets a
     full clone. The host is checked again (and pinned) unless ``allow_private``; a clone
     over ``max_bytes`` fails; ``cancel`` stops it. git's HOME, known hosts and output go
     to ``workdir`` (default: the parent of ``dest``), never into the tree. The ``.git``
     directory is removed afterwards: the tree is a build context, and the clone's config
-    holds the URL with its credentials."""
+    holds the URL with its credentials.
+
+    With ``commit`` (a push's, 40 hex digits), the tree is that commit: when the branch's
+    head is another one (it moved on), the commit is fetched by its hash (``git fetch
+    --depth 1 origin <commit>``; a full clone has it already), else the branch's history
+    is fetched whole and the commit looked for there; a commit the server does not give
+    fails the clone naming it (never the newest head in its place)."""
+    if commit is not None and not _COMMIT.fullmatch(commit):
+        raise SourceError("the commit to deploy is not 40 hexadecimal digits")
     workdir = workdir or os.path.dirname(os.path.abspath(dest))
     scheme = scheme_of(url)
     if scheme is None or scheme not in allowed:
@@ -337,14 +346,47 @@ def clone(url: str, branch: str | None, dest: str, *, allowed, timeout: float = 
             raise
         shutil.rmtree(dest, ignore_errors=True)
         attempt(shallow=False)  # git's dumb HTTP transport cannot fetch shallowly
+    name = _run_git(["rev-parse", "--abbrev-ref", "HEAD"], cwd=dest, timeout=30, url=url,
+                    what="reading the branch", env=env).strip()
+    if commit is not None:
+        _check_out(commit, config, dest, env, url=url, timeout=timeout, max_bytes=max_bytes, cancel=cancel)
     if tree_bytes(dest) > max_bytes:
         raise SourceError(too_large(what, max_bytes))
     commit = _run_git(["rev-parse", "HEAD"], cwd=dest, timeout=30, url=url, what="reading the commit",
                       env=env).strip()
-    name = _run_git(["rev-parse", "--abbrev-ref", "HEAD"], cwd=dest, timeout=30, url=url,
-                    what="reading the branch", env=env).strip()
     shutil.rmtree(os.path.join(dest, ".git"), ignore_errors=True)
     return commit, name
+
+
+def _check_out(commit: str, config: list, dest: str, env: dict, *, url: str, timeout: float, max_bytes: int,
+               cancel=None) -> None:
+    """Make the clone at ``dest`` hold ``commit`` checked out (:func:`clone`)."""
+    def git(args, what, **more):
+        return _run_git([*config, *args], cwd=dest, timeout=timeout, url=url, what=what, env=env, cancel=cancel,
+                        watch=dest, max_bytes=max_bytes, **more)
+
+    def present() -> bool:
+        try:
+            git(["cat-file", "-e", f"{commit}^{{commit}}"], "looking for the commit")
+            return True
+        except SourceError:
+            return False
+
+    head = git(["rev-parse", "HEAD"], "reading the commit").strip()
+    if head == commit:
+        return
+    if not present():
+        try:  # servers that give a commit by its hash (git's protocol v2 does by default)
+            git(["fetch", "--quiet", "--no-tags", "--depth", "1", "origin", commit], f"fetching commit {commit[:12]}")
+        except SourceError:
+            try:  # else the branch's whole history, where a pushed commit is
+                git(["fetch", "--quiet", "--no-tags", "--unshallow", "origin"], "fetching the branch's history")
+            except SourceError:
+                pass
+    if not present():
+        raise SourceError(f"commit {commit[:12]} is not in the repository (the server does not give it: the branch "
+                          "was rewritten since the push?)")
+    git(["-c", "advice.detachedHead=false", "checkout", "--quiet", "--force", commit], f"checking out {commit[:12]}")
 
 
 # --- files inside the tree --------------------------------------------------------------

@@ -809,7 +809,9 @@ class InMemoryDeployJobs(_Repo):
         busy = set()
         if per_customer is not None:
             busy = {c for c, n in self.running_by_customer().items() if n >= per_customer}
-        for job in _sorted([j for j in self.rows.values() if j.state == "queued"], "created_at", "id"):
+        running = {j.service_id for j in self.rows.values() if j.state == "running"}  # one job per service at a time
+        for job in _sorted([j for j in self.rows.values() if j.state == "queued" and j.service_id not in running],
+                           "created_at", "id"):
             service = services.get(job.service_id)
             if service is not None and service.customer_id in busy:
                 continue

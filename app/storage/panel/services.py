@@ -28,10 +28,10 @@ class PeeweeServices:
 
     def _entity(self, row) -> Service:
         values = {name: getattr(row, name) for name in _SERVICE_FIELDS
-                  if name not in ("customer_id", "variables", "customer_network") + _NOT_COLUMNS}
+                  if name not in ("customer_id", "variables", "customer_network", "auto_deploy") + _NOT_COLUMNS}
         variables, hidden = self._clear(row.id, row.variables, row.secret_values)
         return Service(customer_id=row.customer_id, variables=variables, secrets=tuple(sorted(hidden)),
-                       customer_network=bool(row.customer_network), **values)
+                       customer_network=bool(row.customer_network), auto_deploy=bool(row.auto_deploy), **values)
 
     def _clear(self, row_id: str, variables: str | None, sealed: str | None) -> tuple[dict, dict]:
         """The variables in the clear (the secret ones decrypted into their places), and the secret ones."""
@@ -135,7 +135,22 @@ class PeeweeServices:
             values[name] = getattr(S, name).python_value(values[name])
         values["variables"], hidden = self._clear(values["id"], values["variables"], sealed)
         values["customer_network"] = bool(values["customer_network"])
+        values["auto_deploy"] = bool(values["auto_deploy"])
         return Service(secrets=tuple(sorted(hidden)), **values)
+
+    def webhook_secret(self, service_id: str) -> str | None:
+        """The service's push-webhook secret in the clear (None: none made yet, or no such service)."""
+        S = self.m.Service
+        row = S.select(S.webhook_secret).where(S.id == service_id).tuples().first()
+        if row is None or not row[0]:
+            return None
+        return self.m.secret_box.open(row[0], _webhook_row(service_id)).get("secret")
+
+    def set_webhook_secret(self, service_id: str, secret: str) -> None:
+        """Keep ``secret`` as the service's webhook secret, encrypted (``SLIPWAY_SECRET_KEY``)."""
+        S = self.m.Service
+        sealed = self.m.secret_box.seal({"secret": secret}, _webhook_row(service_id))
+        S.update(webhook_secret=sealed).where(S.id == service_id).execute()
 
     def on_customer_network(self, customer_id: str) -> int:
         """How many of the customer's services join its network (``core.panel.networks``)."""
@@ -145,6 +160,27 @@ class PeeweeServices:
     def customer_names(self, customer_ids) -> dict:
         C = self.m.PanelCustomer
         return {r.id: r.name for r in C.select(C.id, C.name).where(C.id.in_(list(customer_ids)))}
+
+
+def _webhook_row(service_id: str) -> str:
+    """The associated data of a webhook secret: not the row's id alone, so the sealed
+    secret variables of the same row never open as it (nor it as them)."""
+    return f"{service_id}#webhook"
+
+
+class PeeweeGitDeliveries:
+    """The git providers' deliveries each service received (``core.panel.pushes``)."""
+
+    def __init__(self, m):
+        self.m = m
+
+    def seen(self, service_id: str, delivery_id: str) -> bool:
+        D = self.m.GitDelivery
+        return D.select().where((D.service == service_id) & (D.delivery_id == delivery_id)).exists()
+
+    def add(self, service_id: str, delivery_id: str, provider: str, now) -> None:
+        self.m.GitDelivery.insert(service=service_id, delivery_id=delivery_id, provider=provider,
+                                  received_at=now).execute()
 
 
 class PeeweeDeployJobs:
@@ -157,7 +193,7 @@ class PeeweeDeployJobs:
                          created_at=row.created_at, updated_at=row.updated_at, step=row.step, error=row.error,
                          attempts=row.attempts, release_id=row.release_id, target_release_id=row.target_release_id,
                          cancel_requested=bool(row.cancel_requested), finished_at=row.finished_at,
-                         created_by=row.created_by or "system")
+                         created_by=row.created_by or "system", commit=row.commit)
 
     def add(self, job: DeployJob) -> None:
         self.m.DeployJob.insert(**asdict(job)).execute()
@@ -176,7 +212,11 @@ class PeeweeDeployJobs:
         postgres = isinstance(db, peewee.PostgresqlDatabase)
         if postgres and per_customer is not None:
             db.execute_sql("SELECT pg_advisory_xact_lock(%s)", (_CLAIM_LOCK,))
-        query = J.select().where(J.state == "queued")
+        # one job of a service at a time: a job queued behind a running one (a push's) waits for it
+        running = J.alias()
+        query = J.select().where((J.state == "queued")
+                                 & J.service_id.not_in(running.select(running.service_id)
+                                                       .where(running.state == "running")))
         if per_customer is not None:
             R, RS = J.alias(), S.alias()
             busy = (RS.select(RS.customer).join(R, on=(R.service_id == RS.id))
@@ -208,6 +248,20 @@ class PeeweeDeployJobs:
         if rows:
             J.update(state="queued", updated_at=now, owner=None).where(J.id.in_([r.id for r in rows])).execute()
         return rows
+
+    def queued_push(self, service_id: str) -> DeployJob | None:
+        """The service's push deploy still queued (not started), if any: the newest."""
+        J = self.m.DeployJob
+        row = (J.select().where((J.service_id == service_id) & (J.state == "queued") & J.commit.is_null(False)
+                                & J.created_by.startswith("git:"))
+               .order_by(J.created_at.desc(), J.id.desc()).first())
+        return self._entity(row) if row else None
+
+    def retarget(self, job_id: str, commit: str, created_by: str, now) -> bool:
+        """A queued job deploys ``commit`` instead; False when it started meanwhile."""
+        J = self.m.DeployJob
+        return J.update(commit=commit, created_by=created_by, updated_at=now).where(
+            (J.id == job_id) & (J.state == "queued")).execute() > 0
 
     def set_step(self, job_id: str, step: str, now) -> None:
         J = self.m.DeployJob
