@@ -269,7 +269,8 @@ def define(Base) -> dict:
         """A git provider's webhook delivery a service received (migration 27): one per
         delivery id, so a delivery sent again runs nothing (``core.panel.pushes``)."""
 
-        service = peewee.ForeignKeyField(Service, column_name="service_id", on_delete="CASCADE")
+        # no index of its own: the primary key (service_id, delivery_id) starts with it
+        service = peewee.ForeignKeyField(Service, column_name="service_id", on_delete="CASCADE", index=False)
         delivery_id = peewee.CharField(max_length=200)
         provider = peewee.CharField(max_length=32)
         received_at = UtcDateTimeField()
