@@ -250,3 +250,37 @@ def test_other_events_are_ignored(hooks, store):
     assert deliver(client, service_id, headers_for("github", key, issue, event="issues"), issue,
                    expect=202).json == {"ignored": "event"}
     assert len(jobs(client, admin, service_id)) == 1
+
+
+def test_hook_is_rate_limited_per_address(make_app, store, clock):
+    """Deliveries draw on the per-address tier of requests without credentials."""
+    from tests.support.contract_client import ContractClient
+
+    acme = customers.create_customer(store.uow(), clock, name="Acme")
+    _, admin = access.create_api_key(store.uow(), clock, name="admin", role="admin", rate_limit_rpm=10000)
+    client = ContractClient(make_app(settings=SOURCE, rate_anon_rpm=2))
+    service_id = create_service(client, admin, acme, deploy_method="git", git_url="file:///srv/repo.git").json["id"]
+    answers = []
+    for n in range(3):
+        headers, body = push("github", "nope", "main", SHA[n])
+        answers.append(deliver(client, service_id, headers, body).status_code)
+    assert answers[-1] == 429 and set(answers[:-1]) <= {401, 404}
+
+
+def test_a_push_past_the_customers_limits_is_409_and_queues_nothing(hooks, make_app, store):
+    from tests.support.contract_client import ContractClient
+
+    client, _, admin, git_service, secret = hooks
+    service_id = git_service()
+    _settle(store, service_id)
+    key = secret(service_id)
+    S = store.models.Service  # its last build's compose asks for more than the customer may have
+    S.update(compose=COMPOSE + "    mem_limit: 4g\n").where(S.id == service_id).execute()
+    tight = ContractClient(make_app(settings=SOURCE, customer_max_memory_mb=2048, rate_anon_rpm=10000))
+    headers, body = push("github", key, "main", SHA[0], delivery="over")
+    refused = deliver(tight, service_id, headers, body, expect=409)
+    assert refused.json["error"]["code"] == "conflict" and "limits" in refused.text
+    assert len(jobs(client, admin, service_id)) == 1
+    # nothing was recorded either: the same delivery runs once the limit allows it
+    roomy = ContractClient(make_app(settings=SOURCE, customer_max_memory_mb=8192, rate_anon_rpm=10000))
+    assert deliver(roomy, service_id, headers, body, expect=202).json["deploy_job_id"]
