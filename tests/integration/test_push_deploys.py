@@ -50,7 +50,7 @@ def push_jobs(database_url, service_id) -> list[tuple]:
     try:
         with db.connection_context():
             return db.execute_sql(f"SELECT source_commit, state FROM deploy_job WHERE service_id = {mark} AND "
-                                  f"created_by LIKE 'git:%' ORDER BY created_at, id", (service_id,)).fetchall()
+                                  f"created_by LIKE {mark} ORDER BY created_at, id", (service_id, "git:%")).fetchall()
     finally:
         db.close()
 
