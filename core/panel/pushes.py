@@ -4,7 +4,8 @@ git-provider plugins), decided here in one transaction.
 
 - A delivery id seen before for the service runs nothing (200 ``{"duplicate": true}``);
   every verified delivery that carries an id is recorded (``uow.git_deliveries``) in the
-  same transaction as what it queues, so a delivery sent twice at once runs once.
+  same transaction as what it queues, so a delivery sent twice at once runs once; ids
+  are remembered :data:`KEEP_DELIVERIES` (30 days).
 - A push to another branch than the tracked one is 202 ``{"ignored": "branch"}``; the
   tracked branch is the service's ``git_branch``, or, without one, the default branch the
   provider names in the payload (a payload naming none: ignored as another branch's).
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import secrets as random
 from dataclasses import dataclass, replace
+from datetime import timedelta
 
 from core.errors import Conflict, NotFound
 from core.panel.customers import DEFAULT_QUOTA, Footprint, Quota, reserve
@@ -29,6 +31,8 @@ from core.panel.services import DeployJob, new_id, record, visible
 
 #: the deploy methods whose services deploy on push (those that clone a repository)
 METHODS = ("git", "ai")
+#: how long a delivery id is remembered (providers redeliver, by hand too, for a few days)
+KEEP_DELIVERIES = timedelta(days=30)
 #: the same answer for a service that is not there, is not git or ai, or has no secret:
 #: a stranger learns nothing of which ids exist
 NO_HOOK = "no git webhook here"
@@ -90,15 +94,19 @@ def receive(uow, clock, service_id: str, provider: str, delivery_id: str | None,
     if kind == "push":
         footprint = quota.footprint_of_compose(found.compose, found.variables)
     with uow:
-        # the customer's row first, then the service's: the order create and redeploy take
-        customer = uow.panel_customers.get(found.customer_id, for_update=True) if kind == "push" else None
+        # the customer's row first, then the service's: the order create and redeploy take (previews
+        # create services for a pull request: the same order)
+        customer = uow.panel_customers.get(found.customer_id, for_update=True) \
+            if kind in ("push", "pull_request") else None
         service = uow.services.get(service_id, for_update=True)
         if service is None:
             raise NotFound(NO_HOOK)
         if delivery_id:
             if uow.git_deliveries.seen(service.id, delivery_id):
                 return Outcome(200, {"duplicate": True})
-            uow.git_deliveries.add(service.id, delivery_id, provider, clock.now())
+            now = clock.now()
+            uow.git_deliveries.forget_before(service.id, now - KEEP_DELIVERIES)  # a provider redelivers for days
+            uow.git_deliveries.add(service.id, delivery_id, provider, now)
         outcome = _decide(uow, clock, service, customer, provider, event, kind, quota, footprint, found,
                           on_pull_request)
         uow.commit()

@@ -222,6 +222,10 @@ class GitDeliveryRepository(Protocol):
     def add(self, service_id: str, delivery_id: str, provider: str, now) -> None:
         """Record a delivery; one per (service, delivery id): a second is an integrity error."""
 
+    @abstractmethod
+    def forget_before(self, service_id: str, before) -> int:
+        """Delete the service's deliveries received before ``before``; how many went."""
+
 
 class DeployJobRepository(Protocol):
     @abstractmethod

@@ -802,6 +802,12 @@ class InMemoryGitDeliveries(_Repo):
     def seen(self, service_id, delivery_id):
         return (service_id, delivery_id) in self.rows
 
+    def forget_before(self, service_id, before):
+        gone = [k for k, (_, at) in self.rows.items() if k[0] == service_id and at < before]
+        for key in gone:
+            self._delete(key)
+        return len(gone)
+
     def add(self, service_id, delivery_id, provider, now):
         if service_id not in self.uow._rows("services"):
             raise IntegrityError("service does not exist")

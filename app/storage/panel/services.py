@@ -178,6 +178,10 @@ class PeeweeGitDeliveries:
         D = self.m.GitDelivery
         return D.select().where((D.service == service_id) & (D.delivery_id == delivery_id)).exists()
 
+    def forget_before(self, service_id: str, before) -> int:
+        D = self.m.GitDelivery
+        return D.delete().where((D.service == service_id) & (D.received_at < before)).execute()
+
     def add(self, service_id: str, delivery_id: str, provider: str, now) -> None:
         self.m.GitDelivery.insert(service=service_id, delivery_id=delivery_id, provider=provider,
                                   received_at=now).execute()

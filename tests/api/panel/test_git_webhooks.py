@@ -284,3 +284,21 @@ def test_a_push_past_the_customers_limits_is_409_and_queues_nothing(hooks, make_
     # nothing was recorded either: the same delivery runs once the limit allows it
     roomy = ContractClient(make_app(settings=SOURCE, customer_max_memory_mb=8192, rate_anon_rpm=10000))
     assert deliver(roomy, service_id, headers, body, expect=202).json["deploy_job_id"]
+
+
+def test_a_delivery_id_is_remembered_for_thirty_days(hooks, store, clock):
+    from datetime import timedelta
+
+    client, _, admin, git_service, secret = hooks
+    service_id = git_service()
+    _settle(store, service_id)
+    key = secret(service_id)
+    headers, body = push("github", key, "feature", SHA[0], delivery="old-one")
+    assert deliver(client, service_id, headers, body, expect=202).json == {"ignored": "branch"}
+    clock.advance(timedelta(days=29).total_seconds())
+    assert deliver(client, service_id, headers, body, expect=200).json == {"duplicate": True}
+    clock.advance(timedelta(days=2).total_seconds())
+    other, other_body = push("github", key, "feature", SHA[1])
+    deliver(client, service_id, other, other_body, expect=202)  # each delivery forgets the service's old ones
+    with store.uow(write=False) as uow:
+        assert not uow.git_deliveries.seen(service_id, "old-one")
