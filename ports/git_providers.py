@@ -157,7 +157,8 @@ def field(document, path: str, kind=str, *, optional: bool = False):
     if kind is int and isinstance(value, bool):
         raise PayloadError(f"{path}: not an integer")
     if not isinstance(value, kind):
-        raise PayloadError(f"{path}: not {'a string' if kind is str else 'an integer' if kind is int else kind.__name__}")
+        names = {str: "a string", int: "an integer", dict: "an object", list: "an array"}
+        raise PayloadError(f"{path}: not {names.get(kind, kind.__name__)}")
     return value
 
 

@@ -84,7 +84,8 @@ def headers_for(provider: str, secret: str | None, body: bytes, event: str | Non
                             "X-Hub-Signature-256": "sha256=" + signature})
     elif provider == "bitbucket":
         headers.update({"X-Event-Key": event or "repo:push", "X-Request-UUID": delivery,
-                        "X-Hook-UUID": "{22222222-2222-2222-2222-222222222222}", "User-Agent": "Bitbucket-Webhooks/2.0"})
+                        "X-Hook-UUID": "{22222222-2222-2222-2222-222222222222}",
+                        "User-Agent": "Bitbucket-Webhooks/2.0"})
         if secret is not None:
             headers["X-Hub-Signature"] = "sha256=" + sign(secret, body)
     return headers
