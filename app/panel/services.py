@@ -54,7 +54,7 @@ def release_json(r) -> dict:
 def job_json(j) -> dict:
     return {"id": j.id, "kind": j.kind, "status": j.state, "release_id": j.release_id, "error": j.error,
             "created_at": rfc3339(j.created_at), "finished_at": rfc3339(j.finished_at),
-            "cancel_requested": j.cancel_requested}
+            "cancel_requested": j.cancel_requested, "commit": j.commit}
 
 
 def event_json(e) -> dict:

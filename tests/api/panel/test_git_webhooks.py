@@ -218,7 +218,10 @@ def test_pushes_while_one_is_queued_coalesce_into_it(hooks, store):
     [job_id] = answers
     with store.uow(write=False) as uow:
         assert uow.deploy_jobs.get(job_id).commit == SHA[9]
-    assert len(jobs(client, admin, service_id)) == 2  # the first deploy and one push deploy
+    listed = jobs(client, admin, service_id)
+    assert len(listed) == 2  # the first deploy and one push deploy
+    assert [j["commit"] for j in listed if j["id"] == job_id] == [SHA[9]]
+    assert client.get(f"/api/services/{service_id}/deploys/{job_id}", token=admin).json["commit"] == SHA[9]
     # once it runs, a push queues another (one job of a service at a time: it waits)
     J = store.models.DeployJob
     J.update(state="running").where(J.id == job_id).execute()
