@@ -16,8 +16,8 @@ from functools import cached_property
 from app.config import Config, ConfigError
 from app.engine_calls import EngineCalls
 from app.extensions import AuthSources, ExtensionError, ExtensionJobs, Extensions, OutboxDelivery
-from app.pluginmanager import (PluginError, analyzers, billing_models, deploy_methods, make_plugin_manager, select,
-                               templates)
+from app.pluginmanager import (PluginError, analyzers, billing_models, deploy_methods, git_providers,
+                               make_plugin_manager, select, templates)
 from app.storage.store import Store
 from core.panel.compose import compose_parser
 from core.panel.customers import Quota
@@ -108,6 +108,17 @@ class Composition:
     @cached_property
     def extension_context(self) -> ExtensionContext:
         return ExtensionContext(settings=Settings(self.settings), clock=self.config.clock)
+
+    @cached_property
+    def git_providers(self) -> list:
+        """Every git provider a loaded plugin offers (``register_git_providers``), each
+        created once with empty settings, in name order: what ``POST /api/hooks/git/{id}``
+        asks to recognise a delivery. Two plugins providing one name stop start-up."""
+        try:
+            factories = git_providers(self.plugins)
+        except PluginError as exc:
+            raise ConfigError(f"plugins: {exc}") from exc
+        return [factories[name].create(Settings({})) for name in sorted(factories)]
 
     # --- ports -----------------------------------------------------------------------
 

@@ -2,6 +2,7 @@
 ``falcon.asgi.App`` serving the partner API (``/v1``) and the panel API (``/api``)."""
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 
@@ -29,6 +30,7 @@ from app.panel.backups import BackupsHandlers
 from app.panel.docs import docs_handlers
 from app.panel.frontend import Frontend
 from app.panel.gate import PanelGate
+from app.panel.git_hooks import GitHooksHandlers
 from app.panel.mcp import PATH as MCP_PATH, McpEndpoint
 from app.panel.realtime import RealtimeHandlers
 from app.panel.services import ServicesHandlers
@@ -39,7 +41,7 @@ from app.partner.licensing import LicensingHandlers
 from app.partner.webhooks import WebhookHandlers
 from app.storage.store import Store
 from app.workers.proxy_routes import reserved_hosts
-from core.panel import backups, services
+from core.panel import backups, previews, services
 
 log = logging.getLogger("slipway.engine")
 
@@ -171,7 +173,15 @@ def create_app(config: Config | None = None, *, store: Store | None = None,
                                       parts.request_calls, wake=deployer.wake, quota=parts.quota,
                                       deleted=lambda service: backups.forget_service(archives, service),
                                       base_domain=config.base_domain, parse=parts.read_compose,
-                                      reserved_hosts=reserved_hosts(config)).handlers())
+                                      reserved_hosts=reserved_hosts(config),
+                                      public_url=config.public_url).handlers())
+    # a pull request's preview is made like any service: the app's methods, catalog, limits and engine
+    on_pull_request = functools.partial(previews.on_pull_request, methods=parts.deploy_methods, catalog=catalog,
+                                        quota=parts.quota, base_domain=config.base_domain,
+                                        reserved_hosts=reserved_hosts(config), runtime=runtime)
+    panel_ops.update(GitHooksHandlers(store, config.clock, parts.git_providers, quota=parts.quota,
+                                      wake=deployer.wake, on_pull_request=on_pull_request).handlers())
+
     def create_service(uow, principal, request, also):  # a restore into a new service
         created = services.create_service(uow, config.clock, principal, request, parts.deploy_methods, catalog,
                                           parts.quota, base_domain=config.base_domain,

@@ -37,6 +37,7 @@ REGISTRIES = {
     "rate_stores": ("register_rate_stores", "rate store"),
     "event_buses": ("register_event_buses", "event bus"),
     "backup_destinations": ("register_backup_destinations", "backup destination kind"),
+    "git_providers": ("register_git_providers", "git provider"),
 }
 
 
@@ -138,3 +139,8 @@ def event_buses(pm) -> dict:
 def backup_destinations(pm) -> dict:
     """Backup-destination factories by kind (``local``, ``s3``)."""
     return registry(pm, "backup_destinations")
+
+
+def git_providers(pm) -> dict:
+    """Git-provider factories by name (``github``, ``gitlab``, ``gitea``, ``bitbucket``)."""
+    return registry(pm, "git_providers")

@@ -56,7 +56,7 @@ class DeployMethod(ABC):
         return parse_compose(text, variables, host_ports=self.host_ports)
 
     def prepare(self, service, runtime, workdir: str, progress: Callable[[str], None],
-                cancel=None, deploy_key=None) -> Prepared | None:
+                cancel=None, **wanted) -> Prepared | None:
         """Called by the deploy job before it runs the compose text, in a worker thread,
         for a deploy and for every redeploy. ``None`` (the default): run the compose text
         kept on the service. A method whose compose exists only once its source is fetched
@@ -64,11 +64,17 @@ class DeployMethod(ABC):
         its images through ``runtime`` and answers :class:`Prepared`. ``progress(message)``
         reports what it is doing. ``cancel`` (a ``threading.Event``-like object, or None)
         is set when the job must stop (its service was deleted): clones, builds and pulls
-        give up promptly, raising ``ports.runtime.Cancelled``. ``deploy_key`` (passed only
-        for a service that names one, ``core.panel.deploy_keys.PrivateKey``): the private
-        key its ssh clones use, and no other; written nowhere but the job's ``workdir``
-        and never shown. Raise an exception whose message is the reason for the timeline
-        (with no credentials in it)."""
+        give up promptly, raising ``ports.runtime.Cancelled``. Raise an exception whose
+        message is the reason for the timeline (with no credentials in it).
+
+        ``deploy_key`` (a keyword passed only for a service that names one,
+        ``core.panel.deploy_keys.PrivateKey``): the private key its ssh clones use, and no
+        other; written nowhere but the job's ``workdir`` and never shown.
+
+        ``commit`` (a keyword given only when the job asks for one: a push's deploy,
+        ``core.panel.pushes``): the commit to deploy (40 hex digits) instead of the
+        branch's newest; a method that clones checks it out (and answers it as
+        :attr:`Prepared.commit`) or fails the job when the repository does not have it."""
         return None
 
     def built_images(self, service) -> tuple:

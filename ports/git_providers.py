@@ -14,6 +14,10 @@ Headers are given as a mapping with lower-case names.
 """
 from __future__ import annotations
 
+import hashlib
+import hmac
+import json
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -40,6 +44,9 @@ class Push:
     branch: str
     commit: str
     deleted: bool = False
+    #: the repository's default branch when the payload names it (GitHub, GitLab, Gitea):
+    #: what a service without ``git_branch`` tracks
+    default_branch: str | None = None
 
 
 @dataclass(frozen=True)
@@ -105,3 +112,78 @@ class GitProviderFactory(ABC):
     @abstractmethod
     def create(self, settings: Mapping[str, str]) -> GitProvider:
         """The provider (``settings``: its options; none are read today)."""
+
+
+# --- what every provider's plugin uses ---------------------------------------------------
+
+_HEX40 = re.compile(r"^[0-9a-f]{40}$")
+ZERO_COMMIT = "0" * 40  # GitHub, GitLab and Gitea's "after" of a deleted branch
+
+
+def hmac_sha256_hex(secret: str, body: bytes) -> str:
+    """HMAC-SHA256 of ``body`` keyed with ``secret`` (UTF-8), in lower-case hex."""
+    return hmac.new(secret.encode("utf-8"), body, hashlib.sha256).hexdigest()
+
+
+def same(given: str | None, expected: str) -> bool:
+    """``given == expected`` in constant time (``hmac.compare_digest``); None is False."""
+    if given is None:
+        return False
+    return hmac.compare_digest(given.strip().encode("utf-8", "replace"), expected.encode("utf-8"))
+
+
+def load_json(body: bytes) -> dict:
+    """The body as a JSON object, or :class:`PayloadError`."""
+    try:
+        document = json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise PayloadError(f"the body is not JSON: {exc}") from None
+    if not isinstance(document, dict):
+        raise PayloadError("the body is not a JSON object")
+    return document
+
+
+def field(document, path: str, kind=str, *, optional: bool = False):
+    """The value at the dotted ``path`` of ``document`` (``pull_request.head.sha``), of
+    type ``kind``; :class:`PayloadError` naming the path when it is missing (unless
+    ``optional``: None) or of another type."""
+    value = document
+    for part in path.split("."):
+        if not isinstance(value, dict) or value.get(part) is None:
+            if optional:
+                return None
+            raise PayloadError(f"{path}: missing")
+        value = value[part]
+    if kind is int and isinstance(value, bool):
+        raise PayloadError(f"{path}: not an integer")
+    if not isinstance(value, kind):
+        names = {str: "a string", int: "an integer", dict: "an object", list: "an array"}
+        raise PayloadError(f"{path}: not {names.get(kind, kind.__name__)}")
+    return value
+
+
+def commit_of(value: str, path: str) -> str:
+    """A commit hash of 40 hex digits (lower case), or :class:`PayloadError` naming ``path``."""
+    value = value.strip().lower()
+    if not _HEX40.fullmatch(value):
+        raise PayloadError(f"{path}: not a commit hash (40 hexadecimal digits)")
+    return value
+
+
+def branch_of_ref(ref: str) -> str | None:
+    """``main`` of ``refs/heads/main``; None for another ref (a tag)."""
+    return ref[len("refs/heads/"):] if ref.startswith("refs/heads/") and len(ref) > len("refs/heads/") else None
+
+
+def push_of(document: dict, *, after: str = "after") -> Push | None:
+    """The push of a GitHub, Gitea or GitLab push payload (``ref``, ``after``, the
+    repository's ``default_branch``); None for a push of a tag."""
+    branch = branch_of_ref(field(document, "ref"))
+    if branch is None:
+        return None
+    raw = field(document, after)
+    deleted = bool(document.get("deleted")) or raw.strip("0") == ""
+    commit = ZERO_COMMIT if deleted else commit_of(raw, after)
+    default = document.get("repository") if isinstance(document.get("repository"), dict) else {}
+    default = default.get("default_branch") if isinstance(default.get("default_branch"), str) else None
+    return Push(branch=branch, commit=commit, deleted=deleted, default_branch=default)

@@ -4,7 +4,7 @@ Two kinds of hooks:
 
 - **Registry hooks** (``register_runtimes``, ``register_license_services``,
   ``register_route_providers``, ``register_rate_stores``, ``register_event_buses``,
-  ``register_backup_destinations``) return named factories of one shape: an object
+  ``register_backup_destinations``, ``register_git_providers``) return named factories of one shape: an object
   with ``name`` and ``create(settings: ports.settings.Settings)``. One setting names the factory
   (``app.pluginmanager.select``); a name no loaded plugin provides stops start-up listing
   the loaded names, and two plugins providing one name is a start-up error. The other
@@ -166,6 +166,26 @@ def register_backup_destinations():
     default. A kind no loaded plugin provides, or two plugins providing one kind, is a
     start-up error. Built in: ``local`` (``plugins.backup_local``), ``s3``
     (``plugins.backup_s3``, any S3-compatible endpoint).
+    """
+
+
+# --- Git providers (deploy on push) ------------------------------------------------
+
+
+@hookspec
+def register_git_providers():
+    """Return a list of :class:`ports.git_providers.GitProviderFactory` instances: objects
+    with ``name`` (the provider: ``github``, ``gitlab``, ``gitea``, ``bitbucket``) and
+    ``create(settings) -> ports.git_providers.GitProvider``.
+
+    Every factory of every loaded plugin is created once at start-up, with empty
+    ``settings`` (no provider reads an option today); two plugins providing one name is a
+    start-up error. ``POST /api/hooks/git/{id}`` asks the providers in turn whether they
+    recognise a delivery's headers; the first that does verifies its signature with the
+    service's webhook secret and reads it into a :class:`~ports.git_providers.GitEvent`
+    (a push deploys the service, ``core.panel.pushes``). Built in: ``plugins.git_github``,
+    ``plugins.git_gitlab``, ``plugins.git_gitea`` (Gitea and Forgejo),
+    ``plugins.git_bitbucket`` (Bitbucket Cloud).
     """
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from app.http.pipeline import Reply, time_param
+from app.panel.git_hooks import webhook_url
 from app.panel.usage import Resources
 from ports.runtime import EngineError
 from app.http.timefmt import rfc3339
@@ -16,8 +17,10 @@ def service_item(s, resources: dict) -> dict:
             "updated_at": rfc3339(s.updated_at), "resources": resources}
 
 
-def service_detail(s, resources: dict, customer_name: str, volumes=(), connections=()) -> dict:
-    """The detail of service ``s``; its secret variables masked (``core.panel.secrets``)."""
+def service_detail(s, resources: dict, customer_name: str, volumes=(), connections=(),
+                   public_url: str | None = None) -> dict:
+    """The detail of service ``s``; its secret variables masked (``core.panel.secrets``);
+    ``public_url``: the panel's (``SLIPWAY_PUBLIC_URL``), the start of ``webhook_url``."""
     out = service_item(s, resources)
     out.update({"customer_name": customer_name, "compose": s.compose,
                 "variables": secrets.masked(s.variables, s.secrets),
@@ -31,7 +34,9 @@ def service_detail(s, resources: dict, customer_name: str, volumes=(), connectio
                 "deploy_key_id": s.deploy_key_id,
                 # preview environments (core.panel.previews)
                 "previews": bool(s.previews), "previews_from_forks": bool(s.previews_from_forks),
-                "preview_of": s.preview_of, "preview_number": s.preview_number})
+                "preview_of": s.preview_of, "preview_number": s.preview_number,
+                # deploy on push (git and ai services; app.panel.git_hooks)
+                "webhook_url": webhook_url(public_url, s), "auto_deploy": bool(s.auto_deploy)})
     return out
 
 
@@ -60,7 +65,7 @@ def release_json(r) -> dict:
 def job_json(j) -> dict:
     return {"id": j.id, "kind": j.kind, "status": j.state, "release_id": j.release_id, "error": j.error,
             "created_at": rfc3339(j.created_at), "finished_at": rfc3339(j.finished_at),
-            "cancel_requested": j.cancel_requested}
+            "cancel_requested": j.cancel_requested, "commit": j.commit}
 
 
 def event_json(e) -> dict:
@@ -88,12 +93,13 @@ class ServicesHandlers:
 
     def __init__(self, store, clock, runtime, methods: dict, catalog: dict, calls, wake=lambda: None,
                  deleted=lambda service: None, quota: Quota = DEFAULT_QUOTA,
-                 base_domain: str | None = None, parse=None, reserved_hosts=()):
+                 base_domain: str | None = None, parse=None, reserved_hosts=(), public_url: str | None = None):
         self.store, self.clock, self.runtime, self.calls = store, clock, runtime, calls
         self.methods, self.catalog, self.quota = methods, catalog, quota
         self.wake, self.deleted = wake, deleted
         self.base_domain, self.parse, self.reserved_hosts = base_domain, parse, reserved_hosts
         self.resources = Resources(runtime)
+        self.public_url = public_url
 
     def handlers(self) -> dict:
         return {"listServiceReleases": self.list_releases, "getServiceRelease": self.get_release,
@@ -166,7 +172,7 @@ class ServicesHandlers:
             used = self.resources.unknown(detail=True)
         plan = self._plan(service)
         return service_detail(service, used, customer_name, list(plan.volumes) if plan is not None else [],
-                              networks.connections(service, plan))
+                              networks.connections(service, plan), public_url=self.public_url)
 
     def _plan(self, service):
         """The service's kept compose read by the parser (its volumes are what a backup

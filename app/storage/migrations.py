@@ -664,6 +664,29 @@ def _v26_deploy_keys(db):
     and on each service the key its ssh clones use (``deploy_key_id``, none: no key)."""
     _run(db, _V26)
     _add_columns(db, "service", {"deploy_key_id": peewee.CharField(max_length=40, null=True)})
+
+
+_V27 = (
+    'CREATE TABLE IF NOT EXISTS "git_delivery" ("service_id" VARCHAR(40) NOT NULL, '
+    '"delivery_id" VARCHAR(200) NOT NULL, "provider" VARCHAR(32) NOT NULL, "received_at" {timestamp} NOT NULL, '
+    'PRIMARY KEY ("service_id", "delivery_id"), '
+    'FOREIGN KEY ("service_id") REFERENCES "service" ("id") ON DELETE CASCADE)',
+)
+
+
+def _v27_push_webhooks(db):
+    """Deploy on push: each service's webhook secret (encrypted like the secret variables,
+    ``app.storage.secrets``) and whether a push deploys it (``auto_deploy``, on by
+    default); the commit a deploy job is to deploy (a push's, or none: the branch's
+    newest); the git providers' deliveries each service received (one per delivery id:
+    a delivery sent again runs nothing)."""
+    _add_columns(db, "service", {
+        "webhook_secret": peewee.TextField(null=True),
+        "auto_deploy": peewee.BooleanField(default=True, constraints=[peewee.SQL("DEFAULT TRUE")])})
+    _add_columns(db, "deploy_job", {"source_commit": peewee.CharField(max_length=64, null=True)})
+    _run(db, _V27)
+
+
 def _v28_previews(db):
     """Preview environments (``core.panel.previews``): a git service's ``previews`` and
     ``previews_from_forks``; a preview's parent (``preview_of``) and pull-request number,
@@ -706,6 +729,8 @@ MIGRATIONS = [
     (24, "backup policies; backups record whether a policy made them", _v24_backup_policies),
     (25, "backups: the service a restore goes into when not the backup's own", _v25_restore_into_new_service),
     (26, "deploy keys (private halves encrypted); the deploy key of each service", _v26_deploy_keys),
+    (27, "deploy on push: webhook secrets, auto_deploy, the commit a deploy job deploys, git deliveries",
+     _v27_push_webhooks),
     (28, "services: preview environments of pull requests (previews, previews_from_forks, preview_of, "
          "preview_number)", _v28_previews),
 ]

@@ -40,6 +40,7 @@ REPOSITORY_TYPES = {
     "panel_logins": sessions.PeeweePanelLogins,
     "services": services.PeeweeServices,
     "deploy_jobs": services.PeeweeDeployJobs,
+    "git_deliveries": services.PeeweeGitDeliveries,
     "releases": services.PeeweeReleases,
     "service_events": services.PeeweeServiceEvents,
     "backups": backups.PeeweeBackups,

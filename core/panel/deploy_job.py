@@ -169,8 +169,12 @@ def prepare_source(ctx: DeployContext) -> None:
             ctx.deploy_key = ctx.uow.deploy_keys.private_key(ctx.service.deploy_key_id)
         if ctx.deploy_key is None:
             raise RuntimeError(f"the service's deploy key {ctx.service.deploy_key_id} no longer exists")
-    # only a service naming a key passes one: methods without a source take no such argument
+    # only a service naming a key passes one, only a push's job a commit: methods without a
+    # source take no such argument
     extra = {"deploy_key": ctx.deploy_key} if ctx.deploy_key is not None else {}
+    wanted = getattr(ctx.job, "commit", None)  # a push's commit (core.panel.pushes)
+    if wanted:
+        extra["commit"] = wanted
     try:
         prepared = method.prepare(ctx.service, ctx.runtime, ctx.workdir,
                                   lambda message: ctx.progress("source", message, 8), cancel=ctx.cancel, **extra)
@@ -393,6 +397,15 @@ def open_job(uow, deployer: Deployer, job, *, workdir=None, cancel=None) -> Depl
             uow.deploy_jobs.finish(job.id, "failed", DELETED, deployer.clock.now())
             uow.commit()
         return None
+    if getattr(job, "commit", None) and service.status != "deploying":  # a push's job that waited for another
+        with uow:
+            current = uow.services.get(job.service_id, for_update=True)
+            if current is not None and current.status != "deploying":
+                current = replace(current, status="deploying", updated_at=deployer.clock.now())
+                uow.services.update(current)
+                uow.emit(service_status(current))
+                service = current
+            uow.commit()
     try:  # a redeploy or rollback of a running service is gated: its old set keeps serving until the switch
         gated = job.kind in ("redeploy", "rollback") and any(
             s.running and s.labels.get(JOB_LABEL) != job.id for s in deployer.runtime.containers(service.id))

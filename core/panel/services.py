@@ -63,6 +63,9 @@ class Service:
     #: a preview service: its parent's id and its pull request's number
     preview_of: str | None = None
     preview_number: int | None = None
+    #: a push to its branch deploys it (``core.panel.pushes``); its webhook secret is kept
+    #: apart (``uow.services.webhook_secret``), never on this entity
+    auto_deploy: bool = True
 
 
 @dataclass(frozen=True)
@@ -80,7 +83,8 @@ class DeployJob:
     target_release_id: str | None = None  # rollback: the release it runs again
     cancel_requested: bool = False  # a cancel was asked for; the worker running it stops it
     finished_at: datetime | None = None
-    created_by: str = "system"  # who asked: key:<id>, user:<id>, or system
+    created_by: str = "system"  # who asked: key:<id>, user:<id>, git:<provider> (a push), or system
+    commit: str | None = None  # the commit to deploy (a push's); None: the branch's newest
 
 
 @dataclass(frozen=True)
@@ -187,6 +191,11 @@ def create_service(uow, clock, principal, request: dict, methods: dict, catalog:
             and "deploy_key_id" not in (getattr(method, "request_schema", None) or {}).get("properties", {}):
         problems["deploy_key_id"] = f"{method.name} services clone no repository: they have no deploy key"
     problems.update(_switch_problems(request, method, str(request.get("deploy_method"))))
+    auto_deploy = request.get("auto_deploy", True)
+    if not isinstance(auto_deploy, bool):
+        problems["auto_deploy"] = "must be true or false"
+    elif "auto_deploy" in request and method is not None and method.name not in PUSH_METHODS:
+        problems["auto_deploy"] = f"{method.name} services are not deployed on push (git and ai are)"
     if problems:
         raise Invalid("invalid service", fields=problems)
     if principal.customer_id is not None and request["customer_id"] != principal.customer_id:
@@ -202,7 +211,7 @@ def create_service(uow, clock, principal, request: dict, methods: dict, catalog:
                       ai_url=plan.source.get("ai_url"), memory_mb=footprint.memory_mb,
                       millicpus=footprint.millicpus, containers=footprint.containers,
                       secrets=tuple(plan.secrets), customer_network=customer_network,
-                      deploy_key_id=deploy_key_id,
+                      deploy_key_id=deploy_key_id, auto_deploy=auto_deploy,
                       previews=request.get("previews", False),
                       previews_from_forks=request.get("previews_from_forks", False))
     if preset:
@@ -481,8 +490,10 @@ _NO_ENGINE = _NoEngine()
 
 #: what PATCH /api/services/{id} changes; the other three belong to the deploy methods whose
 #: create request has them (``DeployMethod.request_schema``)
-PATCHABLE = ("variables", "custom_domains", "compose", "git_branch", "customer_network", "deploy_key_id") \
-    + PREVIEW_SWITCHES
+PATCHABLE = ("variables", "custom_domains", "compose", "git_branch", "customer_network", "deploy_key_id",
+             "auto_deploy") + PREVIEW_SWITCHES
+#: the deploy methods whose services take ``auto_deploy`` (deploy on push: ``core.panel.pushes``)
+PUSH_METHODS = ("git", "ai")
 
 
 def patch_service(uow, clock, principal, service_id: str, body: dict, methods: dict, catalog: dict, *,
@@ -512,12 +523,17 @@ def patch_service(uow, clock, principal, service_id: str, body: dict, methods: d
     method = methods.get(found.deploy_method)
     allowed = set((getattr(method, "request_schema", None) or {}).get("properties", {}))
     problems.update({name: f"{found.deploy_method} services have no {name}" for name in body
-                     if name in PATCHABLE and name not in ("custom_domains", "customer_network") + PREVIEW_SWITCHES
-                     and name not in allowed})
+                     if name in PATCHABLE and name not in ("custom_domains", "customer_network", "auto_deploy")
+                     + PREVIEW_SWITCHES and name not in allowed})
     if "customer_network" in body and not isinstance(body["customer_network"], bool):
         problems["customer_network"] = "must be true or false"
     if body.get("deploy_key_id") is not None and not isinstance(body["deploy_key_id"], str):
         problems["deploy_key_id"] = "a deploy key's id (dk_...) or null"
+    if "auto_deploy" in body:
+        if found.deploy_method not in PUSH_METHODS:
+            problems["auto_deploy"] = f"{found.deploy_method} services are not deployed on push (git and ai are)"
+        elif not isinstance(body["auto_deploy"], bool):
+            problems["auto_deploy"] = "must be true or false"
     problems.update(_switch_problems(body, method, found.deploy_method, found.preview_of))
     if problems:
         raise Invalid("invalid change", fields=problems)
@@ -529,6 +545,8 @@ def patch_service(uow, clock, principal, service_id: str, body: dict, methods: d
     if "customer_network" in body:
         changes["customer_network"] = body["customer_network"]
     changes.update({name: body[name] for name in PREVIEW_SWITCHES if name in body})
+    if "auto_deploy" in body:  # applies to the next push
+        changes["auto_deploy"] = body["auto_deploy"]
     if settings:
         request = {"template_id": found.template_id, "compose": found.compose, "variables": found.variables or {},
                    "git_url": found.git_url, "git_branch": found.git_branch, "ai_url": found.ai_url,

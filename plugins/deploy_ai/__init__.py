@@ -53,12 +53,14 @@ class AiDeploy(DeployMethod):
     def built_images(self, service) -> tuple:
         return tuple(source.built_images(service.id, service.compose))
 
-    def prepare(self, service, runtime, workdir: str, progress, cancel=None, deploy_key=None) -> Prepared:
+    def prepare(self, service, runtime, workdir: str, progress, cancel=None, deploy_key=None,
+                commit: str | None = None) -> Prepared:
         if self.analyzer is None:
             raise RuntimeError("no analyzer configured (SLIPWAY_AI_ANALYZER)")
         tree = os.path.join(workdir, "src")
         progress(f"cloning {source.redact_url(service.ai_url)}")
-        commit, branch = clone(service.ai_url, None, tree, self.sources, cancel=cancel, deploy_key=deploy_key)
+        commit, branch = clone(service.ai_url, None, tree, self.sources, cancel=cancel, deploy_key=deploy_key,
+                               commit=commit)
         note = f"commit {commit[:12]} on {branch}"
         progress(f"analysing {note} with the {self.analyzer.name} analyzer")
         try:

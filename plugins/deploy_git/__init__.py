@@ -1,7 +1,8 @@
 """Deploy method ``git``: clone a repository, build its image and run it.
 
 The deploy job clones ``git_url`` shallowly (``git_branch``, or the remote's default
-branch, its HEAD, when omitted) and runs what it finds: a compose file
+branch, its HEAD, when omitted; a push's deploy checks out the pushed commit: see
+:func:`source.clone`) and runs what it finds: a compose file
 (``compose.yaml``, ``compose.yml``, ``docker-compose.yaml``, ``docker-compose.yml``) as
 written, its ``build`` entries built first; otherwise the ``Containerfile`` or
 ``Dockerfile`` at the top, built into one service that publishes the ports the image
@@ -54,12 +55,13 @@ class GitDeploy(DeployMethod):
     def built_images(self, service) -> tuple:
         return tuple(source.built_images(service.id, service.compose))
 
-    def prepare(self, service, runtime, workdir: str, progress, cancel=None, deploy_key=None) -> Prepared:
+    def prepare(self, service, runtime, workdir: str, progress, cancel=None, deploy_key=None,
+                commit: str | None = None) -> Prepared:
         tree = os.path.join(workdir, "src")
         shown = source.redact_url(service.git_url)
         progress(f"cloning {shown}" + (f" ({service.git_branch})" if service.git_branch else ""))
         commit, branch = clone(service.git_url, service.git_branch, tree, self.sources, cancel=cancel,
-                               deploy_key=deploy_key)
+                               deploy_key=deploy_key, commit=commit)
         note = f"commit {commit[:12]} on {branch}"
         progress(f"cloned {note}")
         try:

@@ -33,12 +33,13 @@ DEPLOY_KEY_ID = {"type": ["string", "null"],
 
 
 def clone(url: str, branch, tree: str, settings: source.Settings, *, cancel=None,
-          deploy_key=None) -> tuple[str, str]:
+          deploy_key=None, commit: str | None = None) -> tuple[str, str]:
     """``source.clone`` with the methods' settings; ``deploy_key`` (a
-    ``core.panel.deploy_keys.PrivateKey`` or None): the key an ssh clone uses."""
+    ``core.panel.deploy_keys.PrivateKey`` or None): the key an ssh clone uses; ``commit``:
+    the one to check out."""
     return source.clone(url, branch, tree, allowed=settings.allowed, timeout=settings.timeout,
                         allow_private=settings.allow_private, max_bytes=settings.max_bytes, cancel=cancel,
-                        identity=deploy_key.text if deploy_key is not None else None)
+                        identity=deploy_key.text if deploy_key is not None else None, commit=commit)
 
 
 def stale(service, compose: str) -> tuple:

@@ -53,6 +53,7 @@ CONTAINERFILE_MAX_BYTES = 1024 * 1024  # what the runtime sends at most (plugins
 
 _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 _SCP = re.compile(r"^(?:[A-Za-z0-9._~-]+@)?[A-Za-z0-9.-]+:(?!//)")
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
 _BRANCH = re.compile(r"^(?!-)(?!.*\.\.)(?!.*//)(?!.*@\{)(?!.*\.lock(?:/|$))[A-Za-z0-9._/+-]+(?<![./])$")
 
 
@@ -306,7 +307,8 @@ IDENTITY_FILE = "deploy-key"  # in the job's work folder, for an ssh clone only
 
 def clone(url: str, branch: str | None, dest: str, *, allowed, timeout: float = DEFAULT_TIMEOUT,
           allow_private: bool = False, max_bytes: int = DEFAULT_MAX_MB * MB, cancel=None,
-          workdir: str | None = None, identity: str | None = None) -> tuple[str, str]:
+          workdir: str | None = None, identity: str | None = None,
+          commit: str | None = None) -> tuple[str, str]:
     """Shallow-clone ``url`` (``branch``, or the remote's HEAD) into ``dest``; returns
     (commit, branch name). A server without shallow support (git's dumb HTTP) gets a
     full clone. The host is checked again (and pinned) unless ``allow_private``; a clone
@@ -317,7 +319,15 @@ def clone(url: str, branch: str | None, dest: str, *, allowed, timeout: float = 
 
     ``identity`` (a private key in OpenSSH format, the service's deploy key): an ssh
     clone uses it and no other key; it is written to a file of ``workdir`` (0600) for the
-    clone only and removed when the clone ends, however it ends. Other schemes ignore it."""
+    clone only and removed when the clone ends, however it ends. Other schemes ignore it.
+
+    With ``commit`` (a push's, 40 hex digits), the tree is that commit: when the branch's
+    head is another one (it moved on), the commit is fetched by its hash (``git fetch
+    --depth 1 origin <commit>``; a full clone has it already), else the branch's history
+    is fetched whole and the commit looked for there; a commit the server does not give
+    fails the clone naming it (never the newest head in its place)."""
+    if commit is not None and not _COMMIT.fullmatch(commit):
+        raise SourceError("the commit to deploy is not 40 hexadecimal digits")
     workdir = workdir or os.path.dirname(os.path.abspath(dest))
     scheme = scheme_of(url)
     if scheme is None or scheme not in allowed:
@@ -327,19 +337,20 @@ def clone(url: str, branch: str | None, dest: str, *, allowed, timeout: float = 
     target, options, ssh_options = _connection(url, scheme, allow_private)
     if identity is None or scheme != "ssh":
         return _clone(url, branch, dest, scheme, allowed, timeout, max_bytes, cancel, target, options,
-                      _git_env(workdir, ssh_options))
+                      _git_env(workdir, ssh_options), commit)
     key_file = os.path.join(os.path.abspath(workdir), IDENTITY_FILE)
     try:
         with open_private(key_file) as handle:
             handle.write(identity if identity.endswith("\n") else identity + "\n")
         return _clone(url, branch, dest, scheme, allowed, timeout, max_bytes, cancel, target, options,
-                      _git_env(workdir, ssh_options, identity_file=key_file))
+                      _git_env(workdir, ssh_options, identity_file=key_file), commit)
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.remove(key_file)
 
 
-def _clone(url, branch, dest, scheme, allowed, timeout, max_bytes, cancel, target, options, env) -> tuple[str, str]:
+def _clone(url, branch, dest, scheme, allowed, timeout, max_bytes, cancel, target, options, env,
+           commit=None) -> tuple[str, str]:
     config = ["-c", "protocol.allow=never", "-c", "credential.helper=", "-c", "core.hooksPath=/dev/null", *options]
     for allowed_scheme in allowed:
         config += ["-c", f"protocol.{allowed_scheme}.allow=always"]
@@ -360,14 +371,47 @@ def _clone(url, branch, dest, scheme, allowed, timeout, max_bytes, cancel, targe
             raise
         shutil.rmtree(dest, ignore_errors=True)
         attempt(shallow=False)  # git's dumb HTTP transport cannot fetch shallowly
+    name = _run_git(["rev-parse", "--abbrev-ref", "HEAD"], cwd=dest, timeout=30, url=url,
+                    what="reading the branch", env=env).strip()
+    if commit is not None:
+        _check_out(commit, config, dest, env, url=url, timeout=timeout, max_bytes=max_bytes, cancel=cancel)
     if tree_bytes(dest) > max_bytes:
         raise SourceError(too_large(what, max_bytes))
     commit = _run_git(["rev-parse", "HEAD"], cwd=dest, timeout=30, url=url, what="reading the commit",
                       env=env).strip()
-    name = _run_git(["rev-parse", "--abbrev-ref", "HEAD"], cwd=dest, timeout=30, url=url,
-                    what="reading the branch", env=env).strip()
     shutil.rmtree(os.path.join(dest, ".git"), ignore_errors=True)
     return commit, name
+
+
+def _check_out(commit: str, config: list, dest: str, env: dict, *, url: str, timeout: float, max_bytes: int,
+               cancel=None) -> None:
+    """Make the clone at ``dest`` hold ``commit`` checked out (:func:`clone`)."""
+    def git(args, what, **more):
+        return _run_git([*config, *args], cwd=dest, timeout=timeout, url=url, what=what, env=env, cancel=cancel,
+                        watch=dest, max_bytes=max_bytes, **more)
+
+    def present() -> bool:
+        try:
+            git(["cat-file", "-e", f"{commit}^{{commit}}"], "looking for the commit")
+            return True
+        except SourceError:
+            return False
+
+    head = git(["rev-parse", "HEAD"], "reading the commit").strip()
+    if head == commit:
+        return
+    if not present():
+        try:  # servers that give a commit by its hash (git's protocol v2 does by default)
+            git(["fetch", "--quiet", "--no-tags", "--depth", "1", "origin", commit], f"fetching commit {commit[:12]}")
+        except SourceError:
+            try:  # else the branch's whole history, where a pushed commit is
+                git(["fetch", "--quiet", "--no-tags", "--unshallow", "origin"], "fetching the branch's history")
+            except SourceError:
+                pass
+    if not present():
+        raise SourceError(f"commit {commit[:12]} is not in the repository (the server does not give it: the branch "
+                          "was rewritten since the push?)")
+    git(["-c", "advice.detachedHead=false", "checkout", "--quiet", "--force", commit], f"checking out {commit[:12]}")
 
 
 # --- files inside the tree --------------------------------------------------------------

@@ -30,6 +30,7 @@ from typing import Protocol, get_type_hints
 
 from ports.storage.panel import (ApiKeyRepository, BackupPolicyRepository, BackupRepository, CustomDomainRepository, DeployJobRepository,
                                  DeployKeyRepository,
+                                 GitDeliveryRepository,
                                  LeaseRepository, PanelCustomerRepository, PanelKeySessionRepository,
                                  PanelLoginRepository, PanelSessionRepository, PanelUserRepository,
                                  ReleaseRepository, RouteRepository, ServiceEventRepository, ServiceRepository)
@@ -40,6 +41,7 @@ from ports.storage.partner import (ContactRepository, ContractRepository, Custom
 
 __all__ = ["REPOSITORIES", "ApiKeyRepository", "BackupPolicyRepository", "BackupRepository", "ContactRepository", "ContractRepository",
            "CustomDomainRepository", "CustomerRepository", "DeployJobRepository", "DeployKeyRepository", "EditionRepository",
+           "GitDeliveryRepository",
            "HumanIdRepository", "LeaseRepository", "LedgerRepository", "LicenseRepository", "NoteRepository",
            "PanelCustomerRepository", "PanelKeySessionRepository", "PanelLoginRepository",
            "PanelSessionRepository", "PanelUserRepository", "PartnerRepository", "ReleaseRepository",
@@ -71,6 +73,7 @@ class UnitOfWork(Protocol):
     panel_logins: PanelLoginRepository
     services: ServiceRepository
     deploy_jobs: DeployJobRepository
+    git_deliveries: GitDeliveryRepository
     releases: ReleaseRepository
     service_events: ServiceEventRepository
     backups: BackupRepository

@@ -214,6 +214,31 @@ class ServiceRepository(Protocol):
     def customer_names(self, customer_ids) -> dict:
         """``{customer id: name}`` of those panel customers that exist."""
 
+    @abstractmethod
+    def webhook_secret(self, service_id: str) -> str | None:
+        """The service's push-webhook secret in the clear (kept encrypted); None when it
+        has none (or there is no such service)."""
+
+    @abstractmethod
+    def set_webhook_secret(self, service_id: str, secret: str) -> None:
+        """Keep ``secret`` as the service's webhook secret (encrypted), replacing any."""
+
+
+class GitDeliveryRepository(Protocol):
+    """The git providers' webhook deliveries each service received (``core.panel.pushes``)."""
+
+    @abstractmethod
+    def seen(self, service_id: str, delivery_id: str) -> bool:
+        """Whether the service received the delivery ``delivery_id`` before."""
+
+    @abstractmethod
+    def add(self, service_id: str, delivery_id: str, provider: str, now) -> None:
+        """Record a delivery; one per (service, delivery id): a second is an integrity error."""
+
+    @abstractmethod
+    def forget_before(self, service_id: str, before) -> int:
+        """Delete the service's deliveries received before ``before``; how many went."""
+
 
 class DeployJobRepository(Protocol):
     @abstractmethod
@@ -226,8 +251,9 @@ class DeployJobRepository(Protocol):
 
     @abstractmethod
     def claim_queued(self, now, owner: str | None = None, per_customer: int | None = None) -> DeployJob | None:
-        """The oldest queued job (``created_at``, then id), now ``running`` for ``owner``
-        with one more attempt; None when none is queued. With ``per_customer``, a job
+        """The oldest queued job (``created_at``, then id) of a service with no job running
+        (one job of a service runs at a time), now ``running`` for ``owner`` with one more
+        attempt; None when none is queued. With ``per_customer``, a job
         whose service's customer has that many jobs running already is passed over.
         Claims are serialized across processes."""
 
@@ -239,6 +265,16 @@ class DeployJobRepository(Protocol):
     def requeue_orphaned(self, now, live_owners) -> list[DeployJob]:
         """Running jobs whose owner is not among ``live_owners`` (``LeaseRepository.live``)
         go back to the queue, their owner cleared; returns them as they were."""
+
+    @abstractmethod
+    def queued_push(self, service_id: str) -> DeployJob | None:
+        """The service's newest push deploy (``created_by`` ``git:...``, a ``commit``)
+        still queued, or None."""
+
+    @abstractmethod
+    def retarget(self, job_id: str, commit: str, created_by: str, now) -> bool:
+        """The job, if still queued, deploys ``commit`` (asked by ``created_by``) instead;
+        whether it was still queued."""
 
     @abstractmethod
     def set_step(self, job_id: str, step: str, now) -> None:

@@ -141,3 +141,44 @@ def test_git_runs_with_nothing_of_the_server_users(monkeypatch, tmp_path):
     assert env["GIT_SSH_COMMAND"] == (
         "ssh -F /dev/null -o IdentitiesOnly=yes -o IdentityFile=none -o IdentityAgent=none -o BatchMode=yes "
         f"-o StrictHostKeyChecking=accept-new -o UserKnownHostsFile={tmp_path}/known_hosts -o HostName=93.184.216.34")
+
+
+def _moved_on(tmp_path):
+    """A repository whose branch moved on past a pushed commit: (URL, pushed, newest)."""
+    from tests.support.git_repos import commit
+
+    url, _ = repository(tmp_path / "moving", {"index.html": "first\n"})
+    pushed = commit(tmp_path / "moving", {"index.html": "pushed\n"}, "pushed")
+    newest = commit(tmp_path / "moving", {"index.html": "newest\n"}, "newest")
+    return url, pushed, newest
+
+
+def test_a_pushed_commit_is_checked_out_when_the_branch_moved_on(tmp_path):
+    url, pushed, newest = _moved_on(tmp_path)
+    dest = tmp_path / "job" / "src"
+    commit, branch = source.clone(url, "main", str(dest), allowed=ALLOWED, allow_private=True, commit=pushed)
+    assert (commit, branch) == (pushed, "main") and pushed != newest
+    assert (dest / "index.html").read_text() == "pushed\n" and not (dest / ".git").exists()
+    head, _ = source.clone(url, "main", str(tmp_path / "job2" / "src"), allowed=ALLOWED, allow_private=True,
+                           commit=newest)
+    assert head == newest
+
+
+def test_a_pushed_commit_over_dumb_http(tmp_path):
+    url, pushed, _ = _moved_on(tmp_path)
+    (tmp_path / "served").mkdir()
+    bare(tmp_path / "moving", tmp_path / "served" / "repo.git")
+    with DumbHttp(tmp_path / "served") as server:
+        commit, _ = source.clone(f"{server.url}/repo.git", "main", str(tmp_path / "job" / "src"), allowed=ALLOWED,
+                                 allow_private=True, commit=pushed)
+    assert commit == pushed and (tmp_path / "job" / "src" / "index.html").read_text() == "pushed\n"
+
+
+def test_a_commit_the_repository_does_not_have_fails_naming_it(tmp_path):
+    url, _, _ = _moved_on(tmp_path)
+    missing = "0123456789abcdef0123456789abcdef01234567"
+    with pytest.raises(source.SourceError, match="commit 0123456789ab is not in the repository"):
+        source.clone(url, "main", str(tmp_path / "job" / "src"), allowed=ALLOWED, allow_private=True, commit=missing)
+    with pytest.raises(source.SourceError, match="40 hexadecimal digits"):
+        source.clone(url, "main", str(tmp_path / "job2" / "src"), allowed=ALLOWED, allow_private=True,
+                     commit="--upload-pack=touch /tmp/x")

@@ -1,7 +1,7 @@
 """Preview environments end to end: a real server (uvicorn, Podman, the ``caddy`` route
 provider with a real Caddy) and a git repository on disk. A pull request opened against
-the tracked branch (``core.panel.previews.on_pull_request`` run on the server's
-database, as the webhook route runs it) deploys a preview that serves its head branch at
+the tracked branch (GitHub's signed ``pull_request`` deliveries to the service's
+webhook, ``POST /api/hooks/git/{id}``) deploys a preview that serves its head branch at
 its own host name through Caddy while the parent serves its own branch at its own;
 an update redeploys it with the new commit; closing it removes the service, its
 containers and its route; deleting the parent deletes a preview with it."""
@@ -15,6 +15,7 @@ import pytest
 
 from tests.support.caddy import running_caddy
 from tests.support.git_repos import CONTAINERFILE, commit, git, repository
+from tests.support.git_webhooks import github_pull_request
 from tests.support.releases import wait_job
 
 pytestmark = pytest.mark.runtime
@@ -49,12 +50,6 @@ def _status(client, service_id, status):
 
 @pytest.mark.parametrize("start_panel", ["podman"], indirect=True)
 def test_a_pull_request_previews_its_branch_through_caddy(start_panel, database_url, tmp_path):
-    from app.composition import Composition
-    from app.config import Config
-    from core.panel import previews
-    from ports.clock import SystemClock
-    from ports.git_providers import CLOSED, OPENED, UPDATED, PullRequest
-
     repo = tmp_path / "repo"
     url, _ = repository(repo, {"Containerfile": CONTAINERFILE, "index.html": "main page\n"})
     git(repo, "checkout", "-q", "-b", "feature")
@@ -75,69 +70,68 @@ def test_a_pull_request_previews_its_branch_through_caddy(start_panel, database_
         parent_id = created.json()["id"]
         made.append(parent_id)
 
-        # on_pull_request as the webhook route runs it: on the server's database, with its
-        # deploy methods and limits (the same settings the server started with)
-        env = {**os.environ, "SLIPWAY_DATABASE_URL": database_url, "SLIPWAY_GIT_ALLOWED_SCHEMES": "https,ssh,file",
-               "SLIPWAY_GIT_ALLOW_PRIVATE": "1", "SLIPWAY_BASE_DOMAIN": BASE, "SLIPWAY_WORK_DIR": str(tmp_path / "w")}
-        parts = Composition(Config.from_env(env))
-        try:
-            def pull_request(action, commit_id):
-                return previews.on_pull_request(
-                    parts.store.uow(), SystemClock(), parent_id,
-                    PullRequest(number=12, action=action, base_branch="main", head_branch="feature",
-                                head_commit=commit_id, from_fork=False),
-                    methods=parts.deploy_methods, quota=parts.quota, base_domain=BASE, runtime=start_panel.engine)
+        # the pull request's events as GitHub delivers them to the service's webhook
+        secret = client.post(f"/api/services/{parent_id}/webhook-secret").json()["secret"]
+        hook = f"{str(client.base_url).rstrip('/')}/api/hooks/git/{parent_id}"  # no API key: the signature
 
-            opened = pull_request(OPENED, head)
-            preview_id = opened["preview_id"]
-            made.append(preview_id)
-            assert wait_job(client, preview_id, opened["deploy_job_id"], seconds=180)["status"] == "succeeded"
-            detail = _until("the preview running", lambda: _status(client, preview_id, "running"))
-            assert detail["name"] == f"{name}-pr-12" and detail["preview_of"] == parent_id
-            assert detail["commit"] == head and detail["variables"] == {"SLIPWAY_PREVIEW": "1"}
-            assert detail["url"] == f"https://{name}-pr-12.{BASE}"
-            listed = client.get(f"/api/services/{parent_id}/previews").json()
-            assert [p["id"] for p in listed["data"]] == [preview_id]
+        def pull_request(action, commit_id, fork=False):
+            headers, body = github_pull_request(secret, 12, action, "main", "feature", commit_id, fork=fork)
+            answer = httpx.post(hook, content=body, headers=headers, timeout=30)
+            assert answer.status_code == 202, answer.text
+            return answer.json()
 
-            # each at its own host name through Caddy: the preview its head branch, the parent main
-            _until("Caddy serving the preview", lambda: _page(caddy, f"{name}-pr-12.{BASE}") == "preview one")
-            _until("the parent running", lambda: _status(client, parent_id, "running"), seconds=180)
-            _until("Caddy serving the parent", lambda: _page(caddy, f"{name}.{BASE}") == "main page")
+        # a request from a fork runs a stranger's code: ignored (previews_from_forks is off)
+        assert pull_request("opened", head, fork=True) == {"ignored": "fork"}
+        assert client.get(f"/api/services/{parent_id}/previews").json()["total"] == 0
 
-            # the request updated: a redeploy of the new head commit
-            git(repo, "checkout", "-q", "feature")
-            newer = commit(repo, {"index.html": "preview two\n"}, "preview again")
-            git(repo, "checkout", "-q", "main")
-            updated = pull_request(UPDATED, newer)
-            assert updated["preview_id"] == preview_id
-            assert wait_job(client, preview_id, updated["deploy_job_id"], seconds=180)["status"] == "succeeded"
-            _until("Caddy serving the new commit", lambda: _page(caddy, f"{name}-pr-12.{BASE}") == "preview two")
-            assert client.get(f"/api/services/{preview_id}").json()["commit"] == newer
-            assert _page(caddy, f"{name}.{BASE}") == "main page"
+        opened = pull_request("opened", head)
+        preview_id = opened["preview_id"]
+        made.append(preview_id)
+        assert wait_job(client, preview_id, opened["deploy_job_id"], seconds=180)["status"] == "succeeded"
+        detail = _until("the preview running", lambda: _status(client, preview_id, "running"))
+        assert detail["name"] == f"{name}-pr-12" and detail["preview_of"] == parent_id
+        assert detail["commit"] == head and detail["variables"] == {"SLIPWAY_PREVIEW": "1"}
+        assert detail["url"] == f"https://{name}-pr-12.{BASE}"
+        listed = client.get(f"/api/services/{parent_id}/previews").json()
+        assert [p["id"] for p in listed["data"]] == [preview_id]
 
-            # the redeploy's job ends after its old containers drained: its work folder goes then
-            work = tmp_path / "work"
-            _until("the redeploy's end", lambda: not os.listdir(work))
+        # each at its own host name through Caddy: the preview its head branch, the parent main
+        _until("Caddy serving the preview", lambda: _page(caddy, f"{name}-pr-12.{BASE}") == "preview one")
+        _until("the parent running", lambda: _status(client, parent_id, "running"), seconds=180)
+        _until("Caddy serving the parent", lambda: _page(caddy, f"{name}.{BASE}") == "main page")
 
-            # closed: the service, its containers and its route go; the parent stays
-            assert pull_request(CLOSED, newer) == {"deleted": preview_id}
-            assert client.get(f"/api/services/{preview_id}").status_code == 404
-            assert start_panel.engine.containers(preview_id) == []
-            _until("Caddy no longer serving the preview", lambda: _page(caddy, f"{name}-pr-12.{BASE}") is None)
-            assert client.get(f"/api/services/{parent_id}/previews").json()["total"] == 0
-            assert _page(caddy, f"{name}.{BASE}") == "main page"
+        # the request updated: a redeploy of the new head commit
+        git(repo, "checkout", "-q", "feature")
+        newer = commit(repo, {"index.html": "preview two\n"}, "preview again")
+        git(repo, "checkout", "-q", "main")
+        updated = pull_request("synchronize", newer)
+        assert updated["preview_id"] == preview_id
+        assert wait_job(client, preview_id, updated["deploy_job_id"], seconds=180)["status"] == "succeeded"
+        _until("Caddy serving the new commit", lambda: _page(caddy, f"{name}-pr-12.{BASE}") == "preview two")
+        assert client.get(f"/api/services/{preview_id}").json()["commit"] == newer
+        assert _page(caddy, f"{name}.{BASE}") == "main page"
 
-            # reopened, then the parent deleted: its preview goes with it, containers and all
-            again = pull_request(OPENED, newer)
-            made.append(again["preview_id"])
-            assert wait_job(client, again["preview_id"], again["deploy_job_id"], seconds=180)["status"] == "succeeded"
-            _until("Caddy serving the reopened preview", lambda: _page(caddy, f"{name}-pr-12.{BASE}") == "preview two")
-            assert client.delete(f"/api/services/{parent_id}").status_code == 204
-            for service_id in (parent_id, again["preview_id"]):
-                assert client.get(f"/api/services/{service_id}").status_code == 404
-                assert start_panel.engine.containers(service_id) == []
-            _until("Caddy serving neither", lambda: _page(caddy, f"{name}-pr-12.{BASE}") is None
-                   and _page(caddy, f"{name}.{BASE}") is None)
-            _until("the deploys' ends", lambda: not os.listdir(work))
-        finally:
-            parts.close()
+        # the redeploy's job ends after its old containers drained: its work folder goes then
+        work = tmp_path / "work"
+        _until("the redeploy's end", lambda: not os.listdir(work))
+
+        # closed: the service, its containers and its route go; the parent stays
+        assert pull_request("closed", newer) == {"deleted": preview_id}
+        assert client.get(f"/api/services/{preview_id}").status_code == 404
+        assert start_panel.engine.containers(preview_id) == []
+        _until("Caddy no longer serving the preview", lambda: _page(caddy, f"{name}-pr-12.{BASE}") is None)
+        assert client.get(f"/api/services/{parent_id}/previews").json()["total"] == 0
+        assert _page(caddy, f"{name}.{BASE}") == "main page"
+
+        # reopened, then the parent deleted: its preview goes with it, containers and all
+        again = pull_request("reopened", newer)
+        made.append(again["preview_id"])
+        assert wait_job(client, again["preview_id"], again["deploy_job_id"], seconds=180)["status"] == "succeeded"
+        _until("Caddy serving the reopened preview", lambda: _page(caddy, f"{name}-pr-12.{BASE}") == "preview two")
+        assert client.delete(f"/api/services/{parent_id}").status_code == 204
+        for service_id in (parent_id, again["preview_id"]):
+            assert client.get(f"/api/services/{service_id}").status_code == 404
+            assert start_panel.engine.containers(service_id) == []
+        _until("Caddy serving neither", lambda: _page(caddy, f"{name}-pr-12.{BASE}") is None
+               and _page(caddy, f"{name}.{BASE}") is None)
+        _until("the deploys' ends", lambda: not os.listdir(work))

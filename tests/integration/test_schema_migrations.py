@@ -56,17 +56,23 @@ def _migrated(db, upto=None) -> dict:
     return schema_of(db)
 
 
-def test_the_versions_are_one_to_latest_in_order():
-    assert [version for version, _, _ in MIGRATIONS] == list(range(1, LATEST + 1))
+VERSIONS = [version for version, _, _ in MIGRATIONS]
 
 
-@pytest.mark.parametrize("version", range(LATEST))
+def test_the_versions_rise_from_one_to_latest():
+    """In order, from 1; a number may be missing while the change that holds it is not
+    merged yet (changes made side by side are given their numbers in advance)."""
+    assert VERSIONS[0] == 1 and VERSIONS[-1] == LATEST
+    assert VERSIONS == sorted(set(VERSIONS))
+
+
+@pytest.mark.parametrize("version", [0, *VERSIONS[:-1]])
 def test_a_database_at_each_earlier_version_upgrades_to_the_new_schema(make_database, version):
     fresh = _migrated(make_database("schema_fresh"))
     old = make_database("schema_old")
     migrate(old, upto=version)
     assert current_version(old) == version
-    assert migrate(old) == list(range(version + 1, LATEST + 1))
+    assert migrate(old) == [v for v in VERSIONS if v > version]
     assert current_version(old) == LATEST
     assert differences(schema_of(old), fresh) == []
 

@@ -757,6 +757,10 @@ class InMemoryServices(_Repo):
             self._put(s.id, self._copy(s))
 
     def delete(self, service_id):
+        for key in [k for k in self.uow._rows("git_deliveries") if k[0] == service_id]:  # ON DELETE CASCADE
+            self._delete(key, table="git_deliveries")
+        if service_id in self.uow._rows("webhook_secrets"):  # a column of the row
+            self._delete(service_id, table="webhook_secrets")
         for b in list(self.uow._rows("backups").values()):  # ON DELETE CASCADE
             if b.service_id == service_id:
                 self._delete(b.id, table="backups")
@@ -800,6 +804,30 @@ class InMemoryServices(_Repo):
     def previews_page(self, parent_id, *, page, per_page):
         rows = [self._copy(s) for s in self._previews(parent_id)]
         return _paginate(rows, page, per_page), len(rows)
+    def webhook_secret(self, service_id):
+        return self.uow._rows("webhook_secrets").get(service_id) if service_id in self.rows else None
+
+    def set_webhook_secret(self, service_id, secret):
+        if service_id in self.rows:
+            self._put(service_id, secret, table="webhook_secrets")
+
+
+class InMemoryGitDeliveries(_Repo):
+    table = "git_deliveries"
+
+    def seen(self, service_id, delivery_id):
+        return (service_id, delivery_id) in self.rows
+
+    def forget_before(self, service_id, before):
+        gone = [k for k, (_, at) in self.rows.items() if k[0] == service_id and at < before]
+        for key in gone:
+            self._delete(key)
+        return len(gone)
+
+    def add(self, service_id, delivery_id, provider, now):
+        if service_id not in self.uow._rows("services"):
+            raise IntegrityError("service does not exist")
+        self._insert((service_id, delivery_id), (provider, now))
 
 
 class InMemoryDeployJobs(_Repo):
@@ -826,7 +854,9 @@ class InMemoryDeployJobs(_Repo):
         busy = set()
         if per_customer is not None:
             busy = {c for c, n in self.running_by_customer().items() if n >= per_customer}
-        for job in _sorted([j for j in self.rows.values() if j.state == "queued"], "created_at", "id"):
+        running = {j.service_id for j in self.rows.values() if j.state == "running"}  # one job per service at a time
+        for job in _sorted([j for j in self.rows.values() if j.state == "queued" and j.service_id not in running],
+                           "created_at", "id"):
             service = services.get(job.service_id)
             if service is not None and service.customer_id in busy:
                 continue
@@ -835,6 +865,18 @@ class InMemoryDeployJobs(_Repo):
             self._put(job.id, owner, table=self.owners)
             return claimed
         return None
+
+    def queued_push(self, service_id):
+        queued = [j for j in self.rows.values() if j.service_id == service_id and j.state == "queued"
+                  and j.commit and (j.created_by or "").startswith("git:")]
+        return _sorted(queued, "created_at", "id")[-1] if queued else None
+
+    def retarget(self, job_id, commit, created_by, now):
+        job = self.rows.get(job_id)
+        if job is None or job.state != "queued":
+            return False
+        self._put(job_id, replace(job, commit=commit, created_by=created_by, updated_at=now))
+        return True
 
     def requeue_orphaned(self, now, live_owners):
         owners = self.uow._rows(self.owners)
@@ -1192,6 +1234,7 @@ class FakeUnitOfWork:
         self.panel_logins = InMemoryPanelLogins(self)
         self.services = InMemoryServices(self)
         self.deploy_jobs = InMemoryDeployJobs(self)
+        self.git_deliveries = InMemoryGitDeliveries(self)
         self.releases = InMemoryReleases(self)
         self.service_events = InMemoryServiceEvents(self)
         self.backups = InMemoryBackups(self)

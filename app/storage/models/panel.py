@@ -120,6 +120,10 @@ def define(Base) -> dict:
         secret_values = peewee.TextField(null=True)
         customer_network = peewee.BooleanField(default=False, constraints=[peewee.SQL("DEFAULT FALSE")])
         deploy_key_id = peewee.CharField(max_length=40, null=True)  # migration 26: the key its ssh clones use
+        # migration 27: deploy on push (core.panel.pushes): the webhook secret, encrypted
+        # (app.storage.secrets; never on the Service entity), and whether a push deploys
+        webhook_secret = peewee.TextField(null=True)
+        auto_deploy = peewee.BooleanField(default=True, constraints=[peewee.SQL("DEFAULT TRUE")])
         # migration 28: preview environments (core.panel.previews): a git service's choice to
         # have them, and a preview's parent and pull-request number
         previews = peewee.BooleanField(default=False, constraints=[peewee.SQL("DEFAULT FALSE")])
@@ -180,6 +184,8 @@ def define(Base) -> dict:
         cancel_requested = peewee.BooleanField(default=False, constraints=[peewee.SQL("DEFAULT FALSE")])
         finished_at = UtcDateTimeField(null=True)
         created_by = peewee.CharField(max_length=80, default="system", constraints=[peewee.SQL("DEFAULT 'system'")])
+        # migration 27: the commit to deploy (a push's); none: the branch's newest
+        commit = peewee.CharField(max_length=64, null=True, column_name="source_commit")
 
         class Meta:
             table_name = "deploy_job"
@@ -284,7 +290,21 @@ def define(Base) -> dict:
         class Meta:
             table_name = "deploy_key"
 
-    return dict(PanelCustomer=PanelCustomer, PanelApiKey=PanelApiKey, PanelUser=PanelUser,
+    class GitDelivery(Base):
+        """A git provider's webhook delivery a service received (migration 27): one per
+        delivery id, so a delivery sent again runs nothing (``core.panel.pushes``)."""
+
+        # no index of its own: the primary key (service_id, delivery_id) starts with it
+        service = peewee.ForeignKeyField(Service, column_name="service_id", on_delete="CASCADE", index=False)
+        delivery_id = peewee.CharField(max_length=200)
+        provider = peewee.CharField(max_length=32)
+        received_at = UtcDateTimeField()
+
+        class Meta:
+            table_name = "git_delivery"
+            primary_key = peewee.CompositeKey("service", "delivery_id")
+
+    return dict(GitDelivery=GitDelivery, PanelCustomer=PanelCustomer, PanelApiKey=PanelApiKey, PanelUser=PanelUser,
                 PanelSession=PanelSession, PanelKeySession=PanelKeySession, PanelLogin=PanelLogin, Service=Service,
                 ServiceRoute=ServiceRoute, CustomDomain=CustomDomain, WorkerLease=WorkerLease, DeployJob=DeployJob,
                 Release=Release, ServiceEvent=ServiceEvent, Backup=Backup, BackupPolicy=BackupPolicy,

@@ -18,7 +18,7 @@ _SERVICE_FIELDS = [f.name for f in fields(Service)]
 _NOT_COLUMNS = ("custom_domains", "secrets")
 _COLUMN_FIELDS = [name for name in _SERVICE_FIELDS if name not in _NOT_COLUMNS]
 _DATETIME_FIELDS = ("created_at", "updated_at", "deployed_at", "health_checked_at")
-_BOOL_FIELDS = ("customer_network", "previews", "previews_from_forks")  # SQLite answers 0 and 1 in tuples
+_BOOL_FIELDS = ("customer_network", "auto_deploy", "previews", "previews_from_forks")  # SQLite answers 0 and 1 in tuples
 _CLAIM_LOCK = 0x736C7730  # pg_advisory_xact_lock key of deploy-job claims ("slw0")
 SORTABLE = ("name", "status", "created_at", "updated_at")
 
@@ -158,6 +158,20 @@ class PeeweeServices:
         rows = query.order_by(S.preview_number, S.id).limit(per_page).offset((page - 1) * per_page).tuples()
         return self._with_domains([self._from_tuple(row) for row in rows]), total
 
+    def webhook_secret(self, service_id: str) -> str | None:
+        """The service's push-webhook secret in the clear (None: none made yet, or no such service)."""
+        S = self.m.Service
+        row = S.select(S.webhook_secret).where(S.id == service_id).tuples().first()
+        if row is None or not row[0]:
+            return None
+        return self.m.secret_box.open(row[0], _webhook_row(service_id)).get("secret")
+
+    def set_webhook_secret(self, service_id: str, secret: str) -> None:
+        """Keep ``secret`` as the service's webhook secret, encrypted (``SLIPWAY_SECRET_KEY``)."""
+        S = self.m.Service
+        sealed = self.m.secret_box.seal({"secret": secret}, _webhook_row(service_id))
+        S.update(webhook_secret=sealed).where(S.id == service_id).execute()
+
     def on_customer_network(self, customer_id: str) -> int:
         """How many of the customer's services join its network (``core.panel.networks``)."""
         S = self.m.Service
@@ -166,6 +180,31 @@ class PeeweeServices:
     def customer_names(self, customer_ids) -> dict:
         C = self.m.PanelCustomer
         return {r.id: r.name for r in C.select(C.id, C.name).where(C.id.in_(list(customer_ids)))}
+
+
+def _webhook_row(service_id: str) -> str:
+    """The associated data of a webhook secret: not the row's id alone, so the sealed
+    secret variables of the same row never open as it (nor it as them)."""
+    return f"{service_id}#webhook"
+
+
+class PeeweeGitDeliveries:
+    """The git providers' deliveries each service received (``core.panel.pushes``)."""
+
+    def __init__(self, m):
+        self.m = m
+
+    def seen(self, service_id: str, delivery_id: str) -> bool:
+        D = self.m.GitDelivery
+        return D.select().where((D.service == service_id) & (D.delivery_id == delivery_id)).exists()
+
+    def forget_before(self, service_id: str, before) -> int:
+        D = self.m.GitDelivery
+        return D.delete().where((D.service == service_id) & (D.received_at < before)).execute()
+
+    def add(self, service_id: str, delivery_id: str, provider: str, now) -> None:
+        self.m.GitDelivery.insert(service=service_id, delivery_id=delivery_id, provider=provider,
+                                  received_at=now).execute()
 
 
 class PeeweeDeployJobs:
@@ -178,7 +217,7 @@ class PeeweeDeployJobs:
                          created_at=row.created_at, updated_at=row.updated_at, step=row.step, error=row.error,
                          attempts=row.attempts, release_id=row.release_id, target_release_id=row.target_release_id,
                          cancel_requested=bool(row.cancel_requested), finished_at=row.finished_at,
-                         created_by=row.created_by or "system")
+                         created_by=row.created_by or "system", commit=row.commit)
 
     def add(self, job: DeployJob) -> None:
         self.m.DeployJob.insert(**asdict(job)).execute()
@@ -197,7 +236,11 @@ class PeeweeDeployJobs:
         postgres = isinstance(db, peewee.PostgresqlDatabase)
         if postgres and per_customer is not None:
             db.execute_sql("SELECT pg_advisory_xact_lock(%s)", (_CLAIM_LOCK,))
-        query = J.select().where(J.state == "queued")
+        # one job of a service at a time: a job queued behind a running one (a push's) waits for it
+        running = J.alias()
+        query = J.select().where((J.state == "queued")
+                                 & J.service_id.not_in(running.select(running.service_id)
+                                                       .where(running.state == "running")))
         if per_customer is not None:
             R, RS = J.alias(), S.alias()
             busy = (RS.select(RS.customer).join(R, on=(R.service_id == RS.id))
@@ -229,6 +272,20 @@ class PeeweeDeployJobs:
         if rows:
             J.update(state="queued", updated_at=now, owner=None).where(J.id.in_([r.id for r in rows])).execute()
         return rows
+
+    def queued_push(self, service_id: str) -> DeployJob | None:
+        """The service's push deploy still queued (not started), if any: the newest."""
+        J = self.m.DeployJob
+        row = (J.select().where((J.service_id == service_id) & (J.state == "queued") & J.commit.is_null(False)
+                                & J.created_by.startswith("git:"))
+               .order_by(J.created_at.desc(), J.id.desc()).first())
+        return self._entity(row) if row else None
+
+    def retarget(self, job_id: str, commit: str, created_by: str, now) -> bool:
+        """A queued job deploys ``commit`` instead; False when it started meanwhile."""
+        J = self.m.DeployJob
+        return J.update(commit=commit, created_by=created_by, updated_at=now).where(
+            (J.id == job_id) & (J.state == "queued")).execute() > 0
 
     def set_step(self, job_id: str, step: str, now) -> None:
         J = self.m.DeployJob

@@ -135,3 +135,22 @@ def test_hook_register_backup_destinations(tmp_path):
     assert made["tape"][:2] == ("made", "probe") and dict(made["tape"][2]) == {"kind": "probe", "drive": "st0",
                                                                                  "name": "tape"}
     assert parts.backup_archives.default == "tape"
+
+
+def test_hook_register_git_providers():
+    """Every provider every loaded plugin offers, each created once with empty settings;
+    two plugins providing one name stop start-up."""
+    from app.pluginmanager import git_providers
+
+    assert {"github", "gitlab", "gitea", "bitbucket"} <= set(git_providers(make_plugin_manager()))
+    parts = Composition(Config(database_url="sqlite:///:memory:",
+                               plugins=(_plugin("register_git_providers", "probe"),)))
+    made = {p.name if hasattr(p, "name") else p[1]: p for p in parts.git_providers}
+    assert {"github", "gitlab", "gitea", "bitbucket", "probe"} <= set(made)
+    assert made["probe"][:2] == ("made", "probe") and dict(made["probe"][2]) == {}
+    assert parts.git_providers is parts.git_providers  # made once
+    twice = Composition(Config(database_url="sqlite:///:memory:",
+                               plugins=(_plugin("register_git_providers", "probe"),
+                                        _plugin("register_git_providers", "probe"))))
+    with pytest.raises(ConfigError, match="two plugins provide git provider 'probe'"):
+        twice.git_providers

@@ -1,0 +1,95 @@
+"""``POST /api/hooks/git/{id}`` (a git provider's webhook delivery: deploy on push) and
+``POST /api/services/{id}/webhook-secret``.
+
+The webhook needs no API key: the provider's signature (GitLab: its token) made with the
+service's webhook secret is the authentication. It is still bounded: the panel gate's
+per-address tier of requests without credentials (``SLIPWAY_RATE_ANON_RPM``), and a body
+of at most 1 MiB (413). In order: the body is read (413); a service that is not there,
+is not a git or ai service, or has no secret yet is 404, the same answer for each; no
+provider recognising the headers is 400; a bad or missing signature is 401 and nothing
+changes; then the provider reads the body (422 when it is not what the provider
+documents) and :mod:`core.panel.pushes` decides. The providers are the plugins'
+(``register_git_providers``: ``app.composition.Composition.git_providers``)."""
+from __future__ import annotations
+
+from app.http.errors import ApiError
+from app.http.pipeline import MAX_BODY, Reply
+from core.panel import pushes
+from ports.git_providers import PING, PayloadError
+
+HOOK_PATH = "/api/hooks/git/{id}"
+NO_PROVIDER = ("no git provider recognises this delivery: send it from GitHub (X-GitHub-Event), GitLab "
+               "(X-Gitlab-Event), Gitea or Forgejo (X-Gitea-Event) or Bitbucket Cloud (X-Event-Key)")
+BAD_SIGNATURE = "the delivery's signature does not match the service's webhook secret"
+TOO_LARGE = "request body is larger than 1 MiB"
+
+
+def webhook_url(public_url: str | None, service) -> str | None:
+    """Where a git or ai service's provider sends its pushes (None for other services):
+    ``{SLIPWAY_PUBLIC_URL}/api/hooks/git/{id}``, or the path alone without a public URL."""
+    if service.deploy_method not in pushes.METHODS:
+        return None
+    return (public_url or "").rstrip("/") + HOOK_PATH.format(id=service.id)
+
+
+async def read_raw(req, limit: int = MAX_BODY) -> bytes:
+    """The request's body as sent (the signature is over these bytes); 413 past ``limit``."""
+    length = req.content_length
+    if length is not None and length > limit:
+        raise ApiError(413, TOO_LARGE)
+    chunks, size = [], 0
+    async for chunk in req.stream:
+        size += len(chunk)
+        if size > limit:
+            raise ApiError(413, TOO_LARGE)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+class GitHooksHandlers:
+    """``providers``: the git providers, asked in order; ``wake()`` tells the deploy worker
+    a job is queued; ``quota``: the customer limits a push deploy is counted against."""
+
+    def __init__(self, store, clock, providers, *, quota, wake=lambda: None, on_pull_request=None):
+        """``on_pull_request(uow, clock, service, pull_request)``: what a pull or merge
+        request does (the factory binds ``core.panel.previews.on_pull_request`` to the
+        app's deploy methods, catalog, limits and engine); None: previews' default."""
+        self.store, self.clock, self.providers = store, clock, list(providers)
+        self.quota, self.wake, self.on_pull_request = quota, wake, on_pull_request
+
+    def handlers(self) -> dict:
+        return {"receiveGitWebhook": self.receive, "newServiceWebhookSecret": self.new_secret}
+
+    async def new_secret(self, call):
+        secret = await self.store.run(pushes.new_webhook_secret, self.store.uow(), self.clock, call.caller,
+                                      call.params["id"])
+        return Reply(200, {"secret": secret}, headers={"Cache-Control": "no-store"})
+
+    async def receive(self, call):
+        req, service_id = call.req, call.params["id"]
+        body = await read_raw(req)
+        headers = {name.lower(): value for name, value in req.headers.items()}
+        secret = await self.store.run(pushes.webhook_secret, self.store.uow(write=False), service_id)
+        if secret is None:
+            raise ApiError(404, pushes.NO_HOOK)
+        provider = next((p for p in self.providers if p.recognizes(headers)), None)
+        if provider is None:
+            raise ApiError(400, NO_PROVIDER)
+        if not provider.verify(headers, body, secret):
+            raise ApiError(401, BAD_SIGNATURE)
+        try:
+            event = provider.parse(headers, body)
+        except PayloadError as exc:
+            raise ApiError(422, f"the {provider.name} delivery is not what {provider.name} documents: {exc}",
+                           fields={"body": str(exc)}) from None
+        if event.kind == PING:
+            return Reply(204)
+        delivery = provider.delivery_id(headers)
+        outcome = await self.store.run(pushes.receive, self.store.uow(), self.clock, service_id, provider.name,
+                                       delivery[:200] if delivery else None, event, quota=self.quota,
+                                       on_pull_request=self.on_pull_request)
+        if outcome.status == 202 and outcome.body and "deploy_job_id" in outcome.body:
+            self.wake()
+        elif outcome.status == 202 and event.kind != "push":  # previews may have queued work
+            self.wake()
+        return Reply(outcome.status, outcome.body)

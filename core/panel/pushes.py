@@ -1,0 +1,204 @@
+"""Deploy on push: a git provider's webhook delivery to ``POST /api/hooks/git/{id}``,
+already recognised and verified by the app (``app.panel.git_hooks``, through the
+git-provider plugins), decided here in one transaction.
+
+- A delivery id seen before for the service runs nothing (200 ``{"duplicate": true}``);
+  every verified delivery that carries an id is recorded (``uow.git_deliveries``) in the
+  same transaction as what it queues, so a delivery sent twice at once runs once; ids
+  are remembered :data:`KEEP_DELIVERIES` (30 days).
+- A push to another branch than the tracked one is 202 ``{"ignored": "branch"}``; the
+  tracked branch is the service's ``git_branch``, or, without one, the default branch the
+  provider names in the payload (a payload naming none: ignored as another branch's).
+- With ``auto_deploy`` off: 202 ``{"ignored": "auto_deploy"}``.
+- A push to the tracked branch queues a health-gated redeploy of the pushed commit
+  (``DeployJob.commit``; ``created_by`` ``git:<provider>``), 202 ``{"deploy_job_id"}``.
+  While a push deploy of the service is still queued (not started), that job deploys
+  the new commit instead (coalesced: its id is answered); a job already running is left
+  to finish, and the queued one runs after it (one job of a service runs at a time).
+- A pull or merge request goes to ``on_pull_request`` when previews are there
+  (:func:`pull_request`), else 202 ``{"ignored": "event"}``; so does every other event.
+"""
+from __future__ import annotations
+
+import secrets as random
+from dataclasses import dataclass, replace
+from datetime import timedelta
+
+from core.errors import Conflict, NotFound
+from core.panel.customers import DEFAULT_QUOTA, Footprint, Quota, reserve
+from core.panel.events import service_status
+from core.panel.services import DeployJob, new_id, record, visible
+
+#: the deploy methods whose services deploy on push (those that clone a repository)
+METHODS = ("git", "ai")
+#: how long a delivery id is remembered (providers redeliver, by hand too, for a few days)
+KEEP_DELIVERIES = timedelta(days=30)
+#: the same answer for a service that is not there, is not git or ai, or has no secret:
+#: a stranger learns nothing of which ids exist
+NO_HOOK = "no git webhook here"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the webhook answers: ``status`` and its JSON ``body`` (None: no body)."""
+
+    status: int
+    body: dict | None = None
+
+
+def short(commit: str) -> str:
+    return (commit or "")[:7]
+
+
+def new_webhook_secret(uow, clock, principal, service_id: str) -> str:
+    """``POST /api/services/{id}/webhook-secret``: a new secret (the old one stops
+    working), kept encrypted, answered this once. 409 for a service that does not deploy
+    from a repository (not ``git`` or ``ai``)."""
+    principal.require("services:deploy")
+    secret = random.token_urlsafe(32)
+    with uow:
+        service = visible(principal, uow.services.get(service_id, for_update=True), service_id)
+        if service.deploy_method not in METHODS:
+            raise Conflict(f"{service.deploy_method} services are not deployed on push (git and ai services are)")
+        uow.services.set_webhook_secret(service.id, secret)
+        uow.commit()
+    return secret
+
+
+def webhook_secret(uow, service_id: str) -> str | None:
+    """The secret a delivery to ``service_id`` must be signed with; None (the caller
+    answers 404, :data:`NO_HOOK`) when there is no such git or ai service or no secret."""
+    with uow.reading():
+        service = uow.services.get(service_id)
+        if service is None or service.deploy_method not in METHODS:
+            return None
+        return uow.services.webhook_secret(service_id)
+
+
+def tracked_branch(service, default_branch: str | None) -> str | None:
+    return service.git_branch or default_branch
+
+
+def receive(uow, clock, service_id: str, provider: str, delivery_id: str | None, event, *,
+            quota: Quota = DEFAULT_QUOTA, on_pull_request=None) -> Outcome:
+    """Decide a verified delivery (``event``: a ``ports.git_providers.GitEvent``, read by
+    its attributes: core knows no port). ``on_pull_request(uow, clock, service,
+    pull_request)``: previews' reaction (:func:`_pull_request_delivery`); it answers an
+    :class:`Outcome` (or a dict body, 202)."""
+    kind = getattr(event, "kind", None)
+    with uow.reading():
+        found = uow.services.get(service_id)
+    if found is None or found.deploy_method not in METHODS:
+        raise NotFound(NO_HOOK)
+    if kind == "pull_request" and getattr(event, "pull_request", None) is not None:
+        return _pull_request_delivery(uow, clock, found, provider, delivery_id, event.pull_request,
+                                      on_pull_request)
+    footprint = None
+    if kind == "push":
+        footprint = quota.footprint_of_compose(found.compose, found.variables)
+    with uow:
+        # the customer's row first, then the service's: the order create and redeploy take (previews
+        # create services for a pull request: the same order)
+        customer = uow.panel_customers.get(found.customer_id, for_update=True) \
+            if kind in ("push", "pull_request") else None
+        service = uow.services.get(service_id, for_update=True)
+        if service is None:
+            raise NotFound(NO_HOOK)
+        if delivery_id:
+            if uow.git_deliveries.seen(service.id, delivery_id):
+                return Outcome(200, {"duplicate": True})
+            now = clock.now()
+            uow.git_deliveries.forget_before(service.id, now - KEEP_DELIVERIES)  # a provider redelivers for days
+            uow.git_deliveries.add(service.id, delivery_id, provider, now)
+        outcome = _decide(uow, clock, service, customer, provider, event, kind, quota, footprint, found,
+                          on_pull_request)
+        uow.commit()
+    return outcome
+
+
+def _pull_request_delivery(uow, clock, service, provider, delivery_id, request, on_pull_request) -> Outcome:
+    """A pull or merge request: previews create, redeploy and delete services in
+    transactions of their own and call the engine (a closed request's preview goes), so
+    their reaction runs outside the delivery's transaction: the delivery id is looked for
+    first and recorded once the reaction answered (a reaction that raised is not recorded:
+    the provider's retry runs it again; two copies at once make one preview, which the
+    database's unique preview number decides)."""
+    if delivery_id:
+        with uow.reading():
+            if uow.git_deliveries.seen(service.id, delivery_id):
+                return Outcome(200, {"duplicate": True})
+    outcome = pull_request(uow, clock, service, request, on_pull_request)
+    if delivery_id:
+        with uow:
+            if uow.services.get(service.id, for_update=True) is not None \
+                    and not uow.git_deliveries.seen(service.id, delivery_id):
+                now = clock.now()
+                uow.git_deliveries.forget_before(service.id, now - KEEP_DELIVERIES)
+                uow.git_deliveries.add(service.id, delivery_id, provider, now)
+            uow.commit()
+    return outcome
+
+
+def _decide(uow, clock, service, customer, provider, event, kind, quota, footprint, found, on_pull_request):
+    push = getattr(event, "push", None)
+    if kind != "push" or push is None or push.deleted:
+        return Outcome(202, {"ignored": "event"})
+    if push.branch != tracked_branch(service, getattr(push, "default_branch", None)):
+        return Outcome(202, {"ignored": "branch"})
+    if not service.auto_deploy:
+        return Outcome(202, {"ignored": "auto_deploy"})
+    return Outcome(202, {"deploy_job_id": queue_push(uow, clock, service, customer, provider, push.commit,
+                                                     push.branch, quota, footprint, found)})
+
+
+def previews_reaction():
+    """``core.panel.previews.on_pull_request`` when that module is there, else None."""
+    try:
+        from core.panel import previews
+    except ImportError:
+        return None
+    return getattr(previews, "on_pull_request", None)
+
+
+def pull_request(uow, clock, service, request, on_pull_request=None) -> Outcome:
+    """The one place a pull or merge request goes: ``on_pull_request(uow, clock,
+    service, pull_request)`` (by default previews', :func:`previews_reaction`), when there
+    is one, else 202 ``{"ignored": "event"}``."""
+    on_pull_request = on_pull_request or previews_reaction()
+    if on_pull_request is None:
+        return Outcome(202, {"ignored": "event"})
+    answer = on_pull_request(uow, clock, service, request)
+    if isinstance(answer, Outcome):
+        return answer
+    return Outcome(202, answer if isinstance(answer, dict) else {"ignored": "event"})
+
+
+def queue_push(uow, clock, service, customer, provider: str, commit: str, branch: str, quota: Quota = DEFAULT_QUOTA,
+               footprint: Footprint | None = None, found=None) -> str:
+    """In the caller's transaction (the service's row locked): the id of the push deploy
+    that will deploy ``commit``: a queued one retargeted, or a new one."""
+    now, by = clock.now(), f"git:{provider}"
+    named = f"commit {short(commit)} ({provider}, {branch})"
+    queued = uow.deploy_jobs.queued_push(service.id)
+    if queued is not None and uow.deploy_jobs.retarget(queued.id, commit, by, now):
+        record(uow, clock, service.id, "redeploy", "started",
+               f"push of {named}: queued redeploy job {queued.id} deploys it instead of commit "
+               f"{short(queued.commit)}")
+        return queued.id
+    if service.status != "deploying":  # a job running keeps its own count and status; this one waits for it
+        if found is not None and service.compose != found.compose:  # a deploy ended meanwhile with another compose
+            footprint = quota.footprint_of_compose(service.compose, service.variables)
+        if footprint is None:
+            footprint = Footprint(service.memory_mb, service.millicpus, service.containers)
+        if customer is not None:
+            reserve(uow, quota, customer, footprint, new_service=False,
+                    replacing=Footprint(service.memory_mb, service.millicpus, service.containers))
+        service = replace(service, status="deploying", updated_at=now, memory_mb=footprint.memory_mb,
+                          millicpus=footprint.millicpus, containers=footprint.containers)
+        uow.services.update(service)
+        uow.emit(service_status(service))
+    job = DeployJob(id=new_id("job"), service_id=service.id, kind="redeploy", state="queued", created_at=now,
+                    updated_at=now, created_by=by, commit=commit)
+    uow.deploy_jobs.add(job)
+    record(uow, clock, service.id, "redeploy", "started", f"push of {named}: redeploy job {job.id} queued")
+    return job.id
