@@ -1,4 +1,4 @@
-"""``python -m bench [me|lists|licensing|realtime|compose-bomb|frontend|idempotency|webhooks|redaction|backups]``: GET /v1/me on a bare Falcon app, then on Slipway
+"""``python -m bench [me|lists|licensing|realtime|compose-bomb|frontend|idempotency|webhooks|redaction|backups|push]``: GET /v1/me on a bare Falcon app, then on Slipway
 (``me``); or GET /v1/licenses and GET /api/services next to a bare Falcon app running the same SQL
 (``lists``, see bench/lists.py); or license list pages and the activity export on a small and a large generated
 database (``licensing``, see bench/licensing.py); or the web frontend's services list with
@@ -7,7 +7,8 @@ database (``licensing``, see bench/licensing.py); or the web frontend's services
 with and without a webhook endpoint that never answers (``webhooks``, see bench/webhooks.py); or
 what the access log's redaction costs a 500-character path built against it next to a plain
 one (``redaction``, see bench/redaction.py); or backup and restore throughput to S3 of a volume and
-a PostgreSQL database next to ``tar`` and ``pg_dumpall`` by hand (``backups``, see bench/backups.py).
+a PostgreSQL database next to ``tar`` and ``pg_dumpall`` by hand (``backups``, see bench/backups.py); or
+a push webhook's time to the new page being served next to a manual redeploy's (``push``, see bench/push.py).
 Prints a table and one JSON line."""
 from __future__ import annotations
 
@@ -81,7 +82,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("scenario", nargs="?", default="me",
                         choices=["me", "lists", "licensing", "realtime", "compose-bomb", "frontend", "idempotency", "webhooks",
-                                 "redaction", "backups"],
+                                 "redaction", "backups", "push"],
                         help="what to measure (default: me)")
     parser.add_argument("--connections", type=int, default=32, help="concurrent keep-alive connections (32)")
     parser.add_argument("--duration", type=float, default=5.0, help="seconds measured per target (5)")
@@ -89,7 +90,7 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=None,
                         help="me: alternating rounds of load on the bare app and on Slipway (7: this "
                              "machine's rounds spread, the median of seven holds still); lists, "
-                             "redaction: alternating rounds (3)")
+                             "redaction, push: alternating rounds (3)")
     lists = parser.add_argument_group("lists scenario")
     lists.add_argument("--list-services", type=int, default=100, help="services of the one customer (100)")
     licensing = parser.add_argument_group("licensing scenario")
@@ -131,6 +132,14 @@ def main(argv=None) -> int:
             parser.error("--rounds and --list-services must be >= 1")
         args.licenses = 10_000 if "--licenses" not in (argv or sys.argv) else args.licenses
         print_lists(run_lists(args))
+        return 0
+
+    if args.scenario == "push":
+        from bench.push import print_report as print_push, run as run_push
+
+        if args.rounds < 1:
+            parser.error("--rounds must be >= 1")
+        print_push(run_push(args))
         return 0
 
     if args.scenario == "backups":
