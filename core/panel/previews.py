@@ -59,8 +59,14 @@ class _AsGiven:
         self.name = name
 
     def plan(self, request, catalog):
-        return DeployPlan(compose="", components=(), source={"git_url": request["git_url"],
+        field = url_field(self.name)
+        return DeployPlan(compose="", components=(), source={field: request[field],
                                                               "git_branch": request.get("git_branch")})
+
+
+def url_field(deploy_method: str) -> str:
+    """The field naming a service's repository: ``ai_url`` for ai services, else ``git_url``."""
+    return "ai_url" if deploy_method == "ai" else "git_url"
 
 
 def preview_name(parent_name: str, number: int) -> str:
@@ -113,12 +119,14 @@ def on_pull_request(uow, clock, service, pull_request, *, methods: dict | None =
 def _source(parent, pr) -> dict:
     """The preview's repository, branch and variables as the request has them now."""
     variables = {**(parent.variables or {}), PREVIEW_VARIABLE: "1"}
-    return {"git_url": pr.head_clone_url if pr.from_fork else parent.git_url, "git_branch": pr.head_branch,
+    field = url_field(parent.deploy_method)
+    return {field: pr.head_clone_url if pr.from_fork else getattr(parent, field), "git_branch": pr.head_branch,
             "variables": variables, "secrets": tuple(n for n in parent.secrets if n != PREVIEW_VARIABLE)}
 
 
 def _deploy(uow, clock, parent, pr, methods, catalog, quota, base_domain, reserved_hosts) -> dict:
     source = _source(parent, pr)
+    field = url_field(parent.deploy_method)
     note = f"pull request #{pr.number} at commit {pr.head_commit[:12]} on {pr.head_branch}"
     method = (methods or {}).get(parent.deploy_method) or _AsGiven(parent.deploy_method)
     with uow.reading():
@@ -126,7 +134,7 @@ def _deploy(uow, clock, parent, pr, methods, catalog, quota, base_domain, reserv
     try:
         if existing is None:
             request = {"name": preview_name(parent.name, pr.number), "customer_id": parent.customer_id,
-                       "deploy_method": parent.deploy_method, "git_url": source["git_url"],
+                       "deploy_method": parent.deploy_method, field: source[field],
                        "git_branch": source["git_branch"], "customer_network": parent.customer_network}
             if parent.deploy_key_id and not pr.from_fork:  # the parent's repository: the parent's key
                 request["deploy_key_id"] = parent.deploy_key_id
@@ -139,10 +147,10 @@ def _deploy(uow, clock, parent, pr, methods, catalog, quota, base_domain, reserv
         if existing.status == "deploying":  # its job clones the head branch's newest commit when it starts
             return _under_way(uow, clock, existing, note)
         # the source as a create checks it (a fork's repository may have changed)
-        method.plan({"git_url": source["git_url"], "git_branch": source["git_branch"],
+        method.plan({field: source[field], "git_branch": source["git_branch"],
                      "name": existing.name, "customer_id": existing.customer_id,
                      "deploy_method": existing.deploy_method}, catalog)
-        changes = {"git_url": source["git_url"], "git_branch": source["git_branch"],
+        changes = {field: source[field], "git_branch": source["git_branch"],
                    "variables": source["variables"], "secrets": source["secrets"]}
         updated, job = services.redeploy(uow, clock, PROVIDER, existing.id, quota, changes=changes, note=note)
         return {"preview_id": updated.id, "deploy_job_id": job.id}

@@ -1,7 +1,7 @@
 """Deploy method ``ai``: analyse a repository, write a compose definition for it and run that.
 
-The deploy job clones ``ai_url`` (the remote's default branch, shallowly; the same
-schemes as ``git_url``), hands the tree to the analyzer ``SLIPWAY_AI_ANALYZER`` names
+The deploy job clones ``ai_url`` (``git_branch`` when given, else the remote's default
+branch, shallowly; the same schemes as ``git_url``), hands the tree to the analyzer ``SLIPWAY_AI_ANALYZER`` names
 (``heuristic`` by default, or ``llm``; analyzers are plugins, see
 :mod:`ports.analyzer`), checks the compose definition it answers with the compose
 parser, builds its images and runs it like the compose method. The definition that runs
@@ -27,6 +27,9 @@ class AiDeploy(DeployMethod):
     request_schema = {
         "required": ["ai_url"],
         "properties": {"ai_url": {"type": "string", "minLength": 1},
+                       "git_branch": {"type": "string", "minLength": 1,
+                                      "description": "the branch of ai_url analysed and deployed (default: the "
+                                                     "remote's default branch); a preview's head branch"},
                        "deploy_key_id": DEPLOY_KEY_ID},
     }
 
@@ -48,7 +51,9 @@ class AiDeploy(DeployMethod):
 
     def plan(self, request: dict, catalog: dict) -> DeployPlan:
         source.check_source(request["ai_url"], "ai_url", self.sources)
-        return DeployPlan(compose="", components=(), source={"ai_url": request["ai_url"]})
+        source.check_branch(request.get("git_branch"))
+        return DeployPlan(compose="", components=(), source={"ai_url": request["ai_url"],
+                                                              "git_branch": request.get("git_branch")})
 
     def built_images(self, service) -> tuple:
         return tuple(source.built_images(service.id, service.compose))
@@ -58,8 +63,9 @@ class AiDeploy(DeployMethod):
         if self.analyzer is None:
             raise RuntimeError("no analyzer configured (SLIPWAY_AI_ANALYZER)")
         tree = os.path.join(workdir, "src")
-        progress(f"cloning {source.redact_url(service.ai_url)}")
-        commit, branch = clone(service.ai_url, None, tree, self.sources, cancel=cancel, deploy_key=deploy_key,
+        progress(f"cloning {source.redact_url(service.ai_url)}"
+                 + (f" ({service.git_branch})" if service.git_branch else ""))
+        commit, branch = clone(service.ai_url, service.git_branch, tree, self.sources, cancel=cancel, deploy_key=deploy_key,
                                commit=commit)
         note = f"commit {commit[:12]} on {branch}"
         progress(f"analysing {note} with the {self.analyzer.name} analyzer")

@@ -80,7 +80,6 @@ def test_create_and_patch_set_the_switches(parent):
     ({"deploy_method": "template", "template_id": "nginx", "previews": True}, "previews"),
     ({"deploy_method": "compose", "compose": "services:\n  web:\n    image: nginx\n", "previews_from_forks": True},
      "previews_from_forks"),
-    ({"deploy_method": "ai", "ai_url": REPO, "previews": True}, "previews"),
     ({"deploy_method": "git", "git_url": REPO, "previews": "yes"}, "previews"),
     ({"deploy_method": "git", "git_url": REPO, "previews_from_forks": 1}, "previews_from_forks"),
 ])
@@ -121,6 +120,25 @@ def test_opened_creates_a_preview_with_the_parents_variables_and_a_queued_deploy
     [job] = jobs_of(store, preview_id)
     assert (job.id, job.kind, job.state) == (job_id, "deploy", "queued")
     assert any(HEAD[:12] in e["message"] and "#7" in e["message"] for e in events_of(client, admin, preview_id))
+
+
+def test_an_ai_service_previews_the_head_branch_of_its_repository(panel, store, clock):
+    """Every deploy method that reads a repository has previews: an ai service's preview
+    analyses and deploys the request's head branch of its ``ai_url``."""
+    make, acme, admin = panel
+    client, app = make()
+    made = create_service(client, admin, acme, name="ai-app", deploy_method="ai", ai_url=REPO, previews=True)
+    assert made.status_code == 201, made.text
+    with store.uow() as uow:
+        uow.services.update(replace(uow.services.get(made.json["id"]), status="running"))
+        uow.commit()
+    answer = call(app, store, clock, made.json["id"], pr(number=3))
+    shown = client.get(f"/api/services/{answer['preview_id']}", token=admin).json
+    assert (shown["name"], shown["deploy_method"], shown["ai_url"], shown["git_branch"]) == \
+        ("ai-app-pr-3", "ai", REPO, "feature")
+    assert (shown["preview_of"], shown["preview_number"]) == (made.json["id"], 3)
+    [job] = jobs_of(store, answer["preview_id"])
+    assert (job.id, job.state) == (answer["deploy_job_id"], "queued")
 
 
 def test_updated_redeploys_the_preview_with_the_new_head(parent, store, clock):
