@@ -106,7 +106,7 @@ export function DeployKeysPage({ session }) {
       choose the key in the service's Git tab. Slipway keeps the private half and never shows it.</p>
     ${created ? html`<div class="card secret" role="status" data-testid="deploy-key-created">
       <h2>Key ${created.name} created</h2>
-      <p>Add this public key to the repository as a read-only deploy key. Fingerprint <span class="mono">${created.fingerprint}</span>.</p>
+      <p class="fingerprint">Add this public key to the repository as a read-only deploy key. Fingerprint <span class="mono">${created.fingerprint}</span>.</p>
       <${CopyField} value=${created.public_key} label=${`Public key of ${created.name}`} testid="deploy-key-created-public" multiline />
       <div class="actions"><button type="button" class="small ghost" onClick=${() => setCreated(null)}>Done</button></div>
     </div>` : null}
@@ -117,7 +117,7 @@ export function DeployKeysPage({ session }) {
         ${list.data.map((k) => html`<li class="row" data-testid="deploy-key-row" data-key-id=${k.id} key=${k.id}>
           <div class="row-main">
             <span class="row-title" data-testid="deploy-key-name">${k.name}</span>
-            <span class="mono small" data-testid="deploy-key-fingerprint" title="Fingerprint (as ssh-keygen -l prints it)">${k.fingerprint}</span>
+            <span class="mono small fingerprint" data-testid="deploy-key-fingerprint" title="Fingerprint (as ssh-keygen -l prints it)">${k.fingerprint}</span>
           </div>
           <div class="row-meta">
             ${session.customer_id ? null : html`<span title="Customer">${names[k.customer_id] ? `${names[k.customer_id]} (${k.customer_id})` : k.customer_id}</span>`}

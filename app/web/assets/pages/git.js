@@ -73,16 +73,16 @@ function DeployKey({ service, session, onSaved }) {
 
   return html`<form class="card" onSubmit=${save} aria-labelledby="deploy-key-title" noValidate data-testid="git-deploy-key">
     <h2 id="deploy-key-title">Deploy key</h2>
-    <p class="muted small">The ssh key this service clones its repository with (an <span class="mono">git@…</span> or
-      <span class="mono">ssh://</span> URL). Make one on the <a href="/deploy-keys">Deploy keys</a> page and add its public
-      key to the repository.</p>
+    <p class="muted small">The ssh key this service clones its repository with (a <span class="mono">git@…</span> or <span class="mono">ssh://</span> URL).
+      Make one on the <a href="/deploy-keys">Deploy keys</a> page and add its public key to the
+      repository.</p>
     ${keys === null ? html`<${Loading} />` : html`
       <${Field} label="Key" name="deploy_key_id" error=${errors.deploy_key_id}>
         <${DeployKeySelect} id="f-deploy_key_id" testid="git-deploy-key-select" keys=${keys} value=${chosen}
           invalid=${!!errors.deploy_key_id} onChange=${setChosen} />
       </${Field}>
       ${keys.length === 0 ? html`<p class="small muted" data-testid="git-no-deploy-keys">This customer has no deploy key yet.</p>` : null}
-      ${key ? html`<p class="small">Fingerprint <span class="mono" data-testid="git-deploy-key-fingerprint">${key.fingerprint}</span></p>
+      ${key ? html`<p class="small fingerprint">Fingerprint <span class="mono" data-testid="git-deploy-key-fingerprint">${key.fingerprint}</span></p>
         <${CopyField} value=${key.public_key} label=${`Public key of ${key.name}`} testid="git-deploy-key-public" />` : null}
       <div class="form-actions">
         <button type="submit" class="primary" data-testid="git-deploy-key-save" disabled=${saving}>${saving ? "Saving…" : "Save key"}</button>
@@ -91,26 +91,29 @@ function DeployKey({ service, session, onSaved }) {
   </form>`;
 }
 
-/** One switch of the service, saved (PATCH) as soon as it changes. */
+/** One switch of the service, saved (PATCH) as soon as it changes; a refused change is
+ * said next to it and the switch goes back. */
 function Switch({ service, name, label, hint, testid, onSaved }) {
   const [errors, setErrors] = useState({});
   const [busy, setBusy] = useState(false);
-  const [saved, setSaved] = useState(false);
+  const [value, setValue] = useState(!!service[name]);
+  const [saved, setSaved] = useState(null); // the value last saved here
+  useEffect(() => { setValue(!!service[name]); }, [service.id, service[name]]);
 
   async function flip(e) {
     const on = e.currentTarget.checked;
-    setBusy(true); setSaved(false);
+    setValue(on); setBusy(true); setSaved(null);
     const next = await patch(service, { [name]: on }, setErrors);
     setBusy(false);
-    if (next) { setSaved(true); onSaved(next); }
+    if (next) { setSaved(!!next[name]); onSaved(next); } else setValue(!!service[name]);
   }
 
   return html`<div class=${"field check" + (errors[name] ? " invalid" : "")}>
-    <label class="check"><input type="checkbox" id=${"f-" + name} data-testid=${testid} checked=${!!service[name]}
+    <label class="check"><input type="checkbox" id=${"f-" + name} data-testid=${testid} checked=${value}
       disabled=${busy} aria-invalid=${errors[name] ? "true" : undefined} onChange=${flip} /> ${label}</label>
     ${hint ? html`<small class="hint">${hint}</small>` : null}
     ${errors[name] ? html`<small class="field-error" id=${"e-" + name} data-testid=${"field-error-" + name}>${errors[name]}</small>` : null}
-    ${saved ? html`<small role="status" data-testid=${testid + "-saved"}>Saved.</small>` : null}
+    ${saved !== null ? html`<small role="status" data-testid=${testid + "-saved"}>Saved: ${saved ? "on" : "off"}.</small>` : null}
   </div>`;
 }
 
@@ -172,10 +175,10 @@ function Previews({ service, deploy, version, onSaved }) {
 
   return html`<section class="card" aria-labelledby="previews-title" data-testid="git-previews">
     <h2 id="previews-title">Preview environments</h2>
-    <p class="muted small">A pull (merge) request opened against the tracked branch gets a service of its own,
-      <span class="mono">${s.name}-pr-N</span>, deployed from the request's head with this service's variables plus
-      <span class="mono">SLIPWAY_PREVIEW=1</span>; closing or merging the request deletes it. Needs deploy on push's webhook
-      with pull request events.</p>
+    <p class="muted small">A pull (merge) request opened against the tracked branch gets a service of its
+      own, <span class="mono">${s.name}-pr-N</span>, deployed from the request's head with this service's variables
+      plus <span class="mono">SLIPWAY_PREVIEW=1</span>; closing or merging the request deletes it. The repository's
+      webhook (see deploy on push) sends pull request events.</p>
     ${deploy ? html`<div class="checks-col">
       <${Switch} service=${s} name="previews" label="Deploy a preview of each pull request" testid="git-previews-switch" onSaved=${onSaved} />
       <${Switch} service=${s} name="previews_from_forks" label="Also of pull requests from forks" testid="git-previews-forks"

@@ -241,9 +241,8 @@ function PreviewOf({ service }) {
       .catch(() => { /* not visible or gone: its id is shown */ });
     return () => { live = false; };
   }, [service.preview_of]);
-  return html`<p class="preview-of" data-testid="preview-of">Preview of
-    <a href=${"/services/" + enc(service.preview_of)} data-testid="preview-parent">${parent ? parent.name : service.preview_of}</a>
-    (PR #${service.preview_number})</p>`;
+  return html`<p class="preview-of" data-testid="preview-of">Preview of${" "}<a href=${"/services/" + enc(service.preview_of)}
+    data-testid="preview-parent">${parent ? parent.name : service.preview_of}</a>${" "}(PR #${service.preview_number})</p>`;
 }
 
 function Overview({ s, id, session, version }) {
