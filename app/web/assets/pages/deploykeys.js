@@ -31,7 +31,7 @@ export function useDeployKeys(session, customerId, version = 0) {
 /** ``value`` in a read-only field (select it to copy by hand) and a Copy button that
  * writes it to the clipboard; when the browser has no clipboard or refuses, the text is
  * selected in the field and the page says to copy it from there. */
-export function CopyField({ value, label, testid, multiline = false }) {
+export function CopyField({ id, value, label, testid, multiline = false }) {
   const field = useRef(null);
   const [said, setSaid] = useState("");
   useEffect(() => { setSaid(""); }, [value]);
@@ -52,7 +52,7 @@ export function CopyField({ value, label, testid, multiline = false }) {
     }
   }
 
-  const props = { ref: field, readOnly: true, value, "aria-label": label, "data-testid": testid, spellcheck: false,
+  const props = { id, ref: field, readOnly: true, value, "aria-label": label, "data-testid": testid, spellcheck: false,
     class: "mono copy-value", onFocus: selectIt };
   return html`<div class="copy-field">
     ${multiline ? html`<textarea rows="3" ...${props}></textarea>` : html`<input ...${props} />`}

@@ -108,7 +108,7 @@ function Switch({ service, name, label, hint, testid, onSaved }) {
     if (next) { setSaved(!!next[name]); onSaved(next); } else setValue(!!service[name]);
   }
 
-  return html`<div class=${"field check" + (errors[name] ? " invalid" : "")}>
+  return html`<div class=${"field switch" + (errors[name] ? " invalid" : "")}>
     <label class="check"><input type="checkbox" id=${"f-" + name} data-testid=${testid} checked=${value}
       disabled=${busy} aria-invalid=${errors[name] ? "true" : undefined} onChange=${flip} /> ${label}</label>
     ${hint ? html`<small class="hint">${hint}</small>` : null}
@@ -144,7 +144,7 @@ function Push({ service, onSaved }) {
       Bitbucket) with this URL, content type JSON, and the secret below: a push to the tracked branch then
       redeploys the service.</p>
     <${Field} label="Webhook URL" name="webhook_url">
-      <${CopyField} value=${url} label="Webhook URL" testid="git-webhook-url" />
+      <${CopyField} id="f-webhook_url" value=${url} label="Webhook URL" testid="git-webhook-url" />
     </${Field}>
     <div class="actions">
       <button type="button" data-testid="git-webhook-secret-new" disabled=${busy} onClick=${newSecret}>
