@@ -5,7 +5,8 @@
   its fingerprint and copies its public key (the clipboard and the read-only field both
   hold the key the API answers);
 - a git service's Git tab picks that key (the detail then names it), and the create form
-  of a git service offers the customer's keys;
+  of a git service offers the customer's keys; a key deleted meanwhile is refused (422)
+  next to the picker;
 - deleting the key while the service names it is refused (409) and the page says why in
   the key's row; once the tab sets the service's key to none, the delete goes through;
 - the previews switches are saved (the detail says so), the previews list shows a preview
@@ -274,3 +275,31 @@ def test_deploy_on_push_the_webhook_url_a_new_secret_and_auto_deploy(site, open_
     assert site.http.get(f"/api/services/{service_id}").json()["auto_deploy"] is True
     shot(page, screenshots, "service-git-push")
     assert watched.problems() == {}, watched.problems()
+
+
+def test_a_refused_deploy_key_is_said_next_to_the_picker(site, open_page, screenshots):
+    """The key picked on the tab was deleted meanwhile (in another window): the PATCH is
+    422 on ``deploy_key_id`` and the page says so next to the picker; nothing is stored."""
+    from playwright.sync_api import expect
+
+    acme = site.customer("Acme")
+    service_id = _git_service(site, acme["id"], "docs")
+    made = site.http.post("/api/deploy-keys", json={"name": "docs", "customer_id": acme["id"]})
+    assert made.status_code == 201, made.text
+    key_id = made.json()["id"]
+    watched = open_page(site)
+    page = watched.page
+    sign_in(watched, site.admin)
+    page.wait_for_load_state("networkidle")
+    watched.load(f"/services/{service_id}?tab=git", wait_until="networkidle")
+    page.get_by_test_id("git-deploy-key-select").select_option(key_id)
+    assert site.http.delete(f"/api/deploy-keys/{key_id}").status_code == 204
+    page.get_by_test_id("git-deploy-key-save").click()
+    _next_to(page, "git-deploy-key-select", "field-error-deploy_key_id")
+    expect(page.get_by_test_id("git-deploy-key-saved")).to_have_count(0)
+    assert site.http.get(f"/api/services/{service_id}").json()["deploy_key_id"] is None
+    shot(page, screenshots, "deploy-key-refused")
+    assert not watched.exceptions, watched.exceptions
+    problems = watched.problems(allowed_errors=(rf"PATCH \S+/api/services/{service_id} 422$",))
+    assert not problems.get("error answers") and not problems.get("failed requests"), problems
+    assert all(re.search(r"status of 422", line) for line in problems.get("console errors", [])), problems
