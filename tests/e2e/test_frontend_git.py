@@ -193,8 +193,8 @@ def test_the_git_tab_fits_a_360_pixel_wide_screen_and_a_viewer_sees_the_previews
 
     acme = site.customer("Acme")
     service_id = _git_service(site, acme["id"], "blog", previews=True)
-    _git_service(site, acme["id"], "blog-pr-3", status="deploying", git_branch="draft", preview_of=service_id,
-                 preview_number=3)
+    preview_id = _git_service(site, acme["id"], "blog-pr-3", status="deploying", git_branch="draft",
+                              preview_of=service_id, preview_number=3)
     made = site.http.post("/api/deploy-keys", json={"name": "blog", "customer_id": acme["id"]})
     assert made.status_code == 201, made.text
     assert site.http.patch(f"/api/services/{service_id}", json={"deploy_key_id": made.json()["id"]}).status_code == 200
@@ -225,6 +225,11 @@ def test_the_git_tab_fits_a_360_pixel_wide_screen_and_a_viewer_sees_the_previews
     expect(page.get_by_test_id("git-previews-state")).to_have_text("Previews are on.")
     for control in ("git-deploy-key", "git-previews-switch", "git-push", "git-webhook-secret-new"):
         expect(page.get_by_test_id(control)).to_have_count(0)
+    # a preview's page: whose preview it is, and no Git tab (nothing on it a viewer may see)
+    page.get_by_test_id("preview-link").click()
+    page.wait_for_url(re.compile(rf"/services/{preview_id}$"))
+    expect(page.get_by_test_id("preview-of")).to_contain_text("Preview of blog (PR #3)")
+    expect(page.get_by_test_id("tab-git")).to_have_count(0)
     assert not [r for r in watched.requests if "/api/deploy-keys" in r], watched.requests
     assert watched.problems() == {}, watched.problems()
 

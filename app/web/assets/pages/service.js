@@ -14,10 +14,12 @@ import { Git } from "./git.js";
 
 const enc = encodeURIComponent;
 
-/** The tabs a session may open on a service, in order: [key, label] (Git: git and ai services). */
+/** The tabs a session may open on a service, in order: [key, label]. Git: git and ai
+ * services for keys with services:deploy; without it, a git service's previews only. */
 function tabsFor(session, service) {
-  const git = !!service && (service.deploy_method === "git"
-    || (service.deploy_method === "ai" && can(session, "services:deploy")));
+  const method = service && service.deploy_method;
+  const git = can(session, "services:deploy") ? method === "git" || method === "ai"
+    : method === "git" && !service.preview_of;
   return [["overview", "Overview"], ["releases", "Releases"], ["deploys", "Deploys"],
     ...(can(session, "services:deploy") ? [["settings", "Settings"]] : []),
     ...(git ? [["git", "Git"]] : []),
