@@ -4,6 +4,7 @@
 - the Deploy keys page makes a key (an empty name refused next to its field first), shows
   its fingerprint and copies its public key (the clipboard and the read-only field both
   hold the key the API answers);
+  a customer key makes keys for its own customer only and sees no other's;
 - a git service's Git tab picks that key (the detail then names it), and the create form
   of a git service offers the customer's keys; a key deleted meanwhile is refused (422)
   next to the picker;
@@ -308,3 +309,28 @@ def test_a_refused_deploy_key_is_said_next_to_the_picker(site, open_page, screen
     problems = watched.problems(allowed_errors=(rf"PATCH \S+/api/services/{service_id} 422$",))
     assert not problems.get("error answers") and not problems.get("failed requests"), problems
     assert all(re.search(r"status of 422", line) for line in problems.get("console errors", [])), problems
+
+
+def test_a_customer_key_makes_and_sees_its_own_customers_deploy_keys_only(site, open_page, screenshots):
+    from playwright.sync_api import expect
+
+    mine, theirs = site.customer("Mine"), site.customer("Theirs")
+    other = site.http.post("/api/deploy-keys", json={"name": "their-secret-repo", "customer_id": theirs["id"]})
+    assert other.status_code == 201, other.text
+    watched = open_page(site)
+    page = watched.page
+    sign_in(watched, site.key("customer", "--customer", mine["id"]))
+    page.get_by_test_id("nav-deploy-keys").click()
+    page.wait_for_url(re.compile(r"/deploy-keys$"))
+    expect(page.get_by_text("No deploy keys yet.")).to_be_visible()
+    customer = page.get_by_test_id("deploy-key-field-customer")
+    expect(customer).to_have_value(mine["id"])
+    assert customer.get_attribute("readonly") is not None
+    page.get_by_test_id("deploy-key-field-name").fill("my repo")
+    page.get_by_test_id("deploy-key-create").click()
+    expect(page.get_by_test_id("deploy-key-row")).to_have_count(1)
+    expect(page.get_by_test_id("deploy-key-name")).to_have_text("my repo")
+    made = [k for k in site.http.get("/api/deploy-keys").json()["data"] if k["name"] == "my repo"]
+    assert [k["customer_id"] for k in made] == [mine["id"]], made
+    assert "their-secret-repo" not in page.content()
+    assert watched.problems() == {}, watched.problems()
