@@ -529,6 +529,7 @@ PAGES = [  # (path, the hook that shows the page has drawn its content)
     ("/create", "create-service"),
     ("/customers", "customer-row"),
     ("/keys", "key-row"),
+    ("/deploy-keys", "deploy-key-create"),
     ("/templates", "template-card"),
     ("/", "service-row"),
 ]

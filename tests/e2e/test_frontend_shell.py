@@ -23,6 +23,7 @@ NAV = [  # (the navigation entry, its path, what shows the page has drawn)
     ("nav-create", "/create", "create-service"),
     ("nav-templates", "/templates", "template-card"),
     ("nav-customers", "/customers", "customer-row"),
+    ("nav-deploy-keys", "/deploy-keys", "deploy-key-create"),
     ("nav-keys", "/keys", "key-row"),
 ]
 BROWSER = "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,*/*;q=0.8"

@@ -15,6 +15,7 @@ const PAGES = {
   create: () => import("./pages/create.js"),
   customers: () => import("./pages/customers.js"),
   keys: () => import("./pages/keys.js"),
+  "deploy-keys": () => import("./pages/deploykeys.js"),
   templates: () => import("./pages/templates.js"),
 };
 const loaded = new Map(); // page name -> its module, once imported (shown without a "Loading" frame)
@@ -60,6 +61,7 @@ const NAV = [
   { path: "/create", label: "Create", testid: "nav-create", needs: ["services:create", "services:deploy"] },
   { path: "/templates", label: "Templates", testid: "nav-templates", needs: ["templates:read"] },
   { path: "/customers", label: "Customers", testid: "nav-customers", needs: ["customers:read"], adminOnly: true },
+  { path: "/deploy-keys", label: "Deploy keys", testid: "nav-deploy-keys", needs: ["services:deploy"] },
   { path: "/keys", label: "API keys", testid: "nav-keys", needs: ["api_keys:manage"] },
 ];
 
@@ -83,6 +85,7 @@ function pageFor(route, session) {
     case "/templates": return page("templates", ({ TemplatesPage }) => html`<${TemplatesPage} session=${session} />`);
     case "/customers": return page("customers", ({ CustomersPage }) => html`<${CustomersPage} session=${session} />`);
     case "/keys": return page("keys", ({ KeysPage }) => html`<${KeysPage} session=${session} />`);
+    case "/deploy-keys": return page("deploy-keys", ({ DeployKeysPage }) => html`<${DeployKeysPage} session=${session} />`);
   }
   return undefined;
 }

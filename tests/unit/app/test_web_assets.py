@@ -199,7 +199,12 @@ page-load-retry release-row rollback deploy-row cancel-deploy custom-domains sav
 log-origin logs-component backup-status backup-destination backup-kind backup-size backup-verify
 backup-verified backup-restore backup-restore-new restore-new-name restore-new-confirm backup-delete
 backup-confirm backup-policy policy-summary policy-schedule policy-keep-last policy-save policy-remove
-policy-saved""".split()
+policy-saved nav-deploy-keys deploy-key-row deploy-key-name deploy-key-fingerprint deploy-key-public
+deploy-key-create deploy-key-field-name deploy-key-field-customer deploy-key-delete deploy-key-confirm
+deploy-key-error deploy-key-created git-deploy-key-select git-deploy-key-save git-deploy-key-saved
+git-webhook-url git-webhook-secret-new git-webhook-secret git-auto-deploy git-previews-switch
+git-previews-forks preview-row preview-link preview-number preview-commit preview-status preview-of
+preview-parent""".split()
 HOOK_PREFIXES = ["field-error-", "method-", "field-"]
 
 
@@ -209,8 +214,9 @@ def sources() -> str:
 
 @pytest.mark.parametrize("hook", HOOKS)
 def test_the_data_testid_hooks_are_there(hook):
-    # in a template (data-testid="sign-out") or in a table the template reads (the main menu)
-    assert re.search(r'(?:data-testid=|testid: )"' + re.escape(hook) + '"', sources()), hook
+    # in a template (data-testid="sign-out"), a component's testid prop (CopyField's) or in a
+    # table the template reads (the main menu)
+    assert re.search(r'(?:data-testid=|\btestid=|testid: )"' + re.escape(hook) + '"', sources()), hook
 
 
 @pytest.mark.parametrize("prefix", HOOK_PREFIXES)

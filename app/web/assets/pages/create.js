@@ -8,6 +8,8 @@ import { Field, Loading, can, clearError, html, showError } from "../ui.js";
 import { SchemaField, bodyValue, deployMethods, emptyValue, labelFor } from "../schemaform.js";
 import { useCustomers } from "./services.js";
 import { TemplateCard, groupByCategory } from "./templates.js";
+import { useDeployKeys } from "./deploykeys.js";
+import { DeployKeySelect } from "./git.js";
 
 const METHOD_TEXT = {
   template: "From the catalog, with its variables",
@@ -105,6 +107,8 @@ export function CreatePage({ session, query }) {
             customers=${customers} value=${values.customer_id} onChange=${(v) => setValue("customer_id", v)} error=${errors.customer_id} />`;
           if (f.name === "template_id" && templates) return html`<${TemplatePicker} key="template_id" templates=${templates}
             value=${values.template_id} onChange=${(v) => { setValue("template_id", v); setValue("template_vars", {}); }} error=${errors.template_id} />`;
+          if (f.name === "deploy_key_id") return html`<${DeployKeyField} key="deploy_key_id" field=${f} session=${session}
+            customerId=${values.customer_id} value=${values.deploy_key_id || ""} onChange=${(v) => setValue("deploy_key_id", v)} errors=${errors} />`;
           if (f.name === "variables" && template) return html`<${TemplateVariables} key="template_vars" template=${template}
             values=${values.template_vars || {}} onChange=${(v) => setValue("template_vars", v)} errors=${errors} />`;
           return html`<${SchemaField} key=${f.name} field=${f} value=${valueOf(f)} onChange=${(v) => setValue(f.name, v)} errors=${errors} />`;
@@ -137,6 +141,20 @@ function CustomerField({ field, session, customers, value, onChange, error }) {
     control = html`<input ...${props} placeholder="cust_…" spellcheck="false" value=${value} onInput=${(e) => onChange(e.currentTarget.value)} />`;
   }
   return html`<${Field} label=${html`Customer<span class="req" aria-hidden="true"> *</span>`} name="customer_id" error=${error} hint=${field.schema.description}>${control}</${Field}>`;
+}
+
+/** The deploy key of a git or ai service: a pick of its customer's keys (none: left out). */
+function DeployKeyField({ field, session, customerId, value, onChange, errors }) {
+  const keys = useDeployKeys(session, customerId);
+  useEffect(() => {
+    if (keys && value && !keys.some((k) => k.id === value)) onChange(""); // another customer's key
+  }, [keys]);
+  const error = errors.deploy_key_id;
+  return html`<${Field} label="Deploy key" name="deploy_key_id" error=${error}
+      hint="For a private repository over ssh: a deploy key of the customer (make one on the Deploy keys page).">
+    ${keys === null ? html`<${Loading} />` : html`<${DeployKeySelect} id="f-deploy_key_id" testid="field-deploy_key_id"
+      keys=${keys} value=${value} invalid=${!!error} onChange=${onChange} />`}
+  </${Field}>`;
 }
 
 function TemplatePicker({ templates, value, onChange, error }) {

@@ -10,13 +10,19 @@ import { navigate, useRoute } from "../router.js";
 import { Empty, Field, Loading, Pager, Progress, StatusBadge, can, clearError, fmtDate, fmtNumber, html, safeUrl, showError } from "../ui.js";
 import { Logs } from "./logs.js";
 import { Backups } from "./backups.js";
+import { Git } from "./git.js";
 
 const enc = encodeURIComponent;
 
-/** The tabs a session may open, in order: [key, label]. */
-function tabsFor(session) {
+/** The tabs a session may open on a service, in order: [key, label]. Git: git and ai
+ * services for keys with services:deploy; without it, a git service's previews only. */
+function tabsFor(session, service) {
+  const method = service && service.deploy_method;
+  const git = can(session, "services:deploy") ? method === "git" || method === "ai"
+    : method === "git" && !service.preview_of;
   return [["overview", "Overview"], ["releases", "Releases"], ["deploys", "Deploys"],
     ...(can(session, "services:deploy") ? [["settings", "Settings"]] : []),
+    ...(git ? [["git", "Git"]] : []),
     ...(can(session, "backups:read") ? [["backups", "Backups"]] : [])];
 }
 
@@ -33,9 +39,9 @@ export function allowedActions(status) {
 
 export function ServicePage({ id, session }) {
   const route = useRoute();
-  const tabs = tabsFor(session);
-  const tab = tabs.some(([k]) => k === route.query.get("tab")) ? route.query.get("tab") : "overview";
   const [service, setService] = useState(null);
+  const tabs = tabsFor(session, service);
+  const tab = tabs.some(([k]) => k === route.query.get("tab")) ? route.query.get("tab") : "overview";
   const [missing, setMissing] = useState(false);
   const [failure, setFailure] = useState(null);
   const [deleted, setDeleted] = useState(false);
@@ -175,6 +181,7 @@ export function ServicePage({ id, session }) {
       <${StatusBadge} status=${s.status} />
       ${s.release ? html`<span class="badge" data-testid="running-release">release ${s.release}</span>` : null}
     </div>
+    ${s.preview_of ? html`<${PreviewOf} service=${s} />` : null}
     ${deleted ? html`<p class="notice" role="status">This service has been deleted. <a href="/services">Back to the services</a>.</p>` : null}
     ${s.status === "failed" ? html`<div class="notice bad failure" role="alert" data-testid="failure-reason">
       <strong>This service failed.</strong> ${reason || "Reading why…"}
@@ -221,8 +228,23 @@ export function ServicePage({ id, session }) {
       : tab === "deploys" ? html`<${Deploys} service=${s} session=${session} version=${version} onChange=${bump} />`
       : tab === "settings" ? html`<${Settings} service=${s} onSaved=${(next) => setService(next)}
           onRedeploy=${allowed.redeploy ? () => act("redeploy") : null} />`
+      : tab === "git" ? html`<${Git} service=${s} session=${session} version=${version} onSaved=${(next) => setService(next)} />`
       : html`<${Backups} id=${id} session=${session} status=${s.status} volumes=${s.volumes || []} />`}
   </section>`;
+}
+
+/** "Preview of <parent> (PR #n)" at the top of a preview's page, the parent linked. */
+function PreviewOf({ service }) {
+  const [parent, setParent] = useState(null);
+  useEffect(() => {
+    let live = true;
+    setParent(null);
+    api(`/api/services/${enc(service.preview_of)}`).then((p) => { if (live) setParent(p); })
+      .catch(() => { /* not visible or gone: its id is shown */ });
+    return () => { live = false; };
+  }, [service.preview_of]);
+  return html`<p class="preview-of" data-testid="preview-of">Preview of${" "}<a href=${"/services/" + enc(service.preview_of)}
+    data-testid="preview-parent">${parent ? parent.name : service.preview_of}</a>${" "}(PR #${service.preview_number})</p>`;
 }
 
 function Overview({ s, id, session, version }) {
