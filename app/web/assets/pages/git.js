@@ -36,7 +36,7 @@ export function Git({ service, session, version, onSaved }) {
   return html`<div class="git-tab">
     ${deploy ? html`<${DeployKey} service=${s} session=${session} onSaved=${onSaved} />` : null}
     ${deploy && push ? html`<${Push} service=${s} onSaved=${onSaved} />` : null}
-    ${s.deploy_method === "git" && !s.preview_of ? html`<${Previews} service=${s} deploy=${deploy} version=${version} onSaved=${onSaved} />` : null}
+    ${(s.deploy_method === "git" || s.deploy_method === "ai") && !s.preview_of ? html`<${Previews} service=${s} deploy=${deploy} version=${version} onSaved=${onSaved} />` : null}
   </div>`;
 }
 

@@ -15,11 +15,11 @@ import { Git } from "./git.js";
 const enc = encodeURIComponent;
 
 /** The tabs a session may open on a service, in order: [key, label]. Git: git and ai
- * services for keys with services:deploy; without it, a git service's previews only. */
+ * services for keys with services:deploy; without it, the previews of one (not a preview). */
 function tabsFor(session, service) {
   const method = service && service.deploy_method;
   const git = can(session, "services:deploy") ? method === "git" || method === "ai"
-    : method === "git" && !service.preview_of;
+    : (method === "git" || method === "ai") && !service.preview_of;
   return [["overview", "Overview"], ["releases", "Releases"], ["deploys", "Deploys"],
     ...(can(session, "services:deploy") ? [["settings", "Settings"]] : []),
     ...(git ? [["git", "Git"]] : []),
@@ -491,7 +491,7 @@ export function Settings({ service, onSaved, onRedeploy }) {
   const [saved, setSaved] = useState("");
   const hasVariables = s.deploy_method === "template" || s.deploy_method === "compose";
   const hasCompose = s.deploy_method === "compose";
-  const hasBranch = s.deploy_method === "git";
+  const hasBranch = s.deploy_method === "git" || s.deploy_method === "ai"; // ai: the branch of ai_url analysed
 
   // another save or a rollback changed the service: start again from what it has
   useEffect(() => {
