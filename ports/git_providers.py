@@ -187,3 +187,14 @@ def push_of(document: dict, *, after: str = "after") -> Push | None:
     default = document.get("repository") if isinstance(document.get("repository"), dict) else {}
     default = default.get("default_branch") if isinstance(default.get("default_branch"), str) else None
     return Push(branch=branch, commit=commit, deleted=deleted, default_branch=default)
+
+
+def other_repository(head_repo, base_repo) -> bool:
+    """Whether a request's head repository is another than its base's (a fork), by id,
+    else by full name; a head whose repository is gone (a deleted fork) counts as one."""
+    if not isinstance(head_repo, dict) or not isinstance(base_repo, dict):
+        return True
+    for key in ("id", "full_name"):
+        if head_repo.get(key) is not None and base_repo.get(key) is not None:
+            return head_repo[key] != base_repo[key]
+    return True

@@ -16,7 +16,7 @@ from __future__ import annotations
 from ports import hookimpl
 from ports.git_providers import (CLOSED, OPENED, OTHER, PULL_REQUEST, PUSH, REOPENED, UPDATED, GitEvent, GitProvider,
                                  GitProviderFactory, PullRequest, commit_of, field, hmac_sha256_hex, load_json,
-                                 push_of, same)
+                                 other_repository, push_of, same)
 
 NAME = "gitea"
 ACTIONS = {"opened": OPENED, "reopened": REOPENED, "synchronized": UPDATED, "closed": CLOSED}
@@ -27,15 +27,9 @@ def _header(headers, suffix: str):
 
 
 def _from_fork(head: dict, base: dict) -> bool:
-    head_repo, base_repo = head.get("repo"), base.get("repo")
     if head.get("repo_id") is not None and base.get("repo_id") is not None:
         return head["repo_id"] != base["repo_id"]
-    if not isinstance(head_repo, dict) or not isinstance(base_repo, dict):
-        return True
-    for key in ("id", "full_name"):
-        if head_repo.get(key) is not None and base_repo.get(key) is not None:
-            return head_repo[key] != base_repo[key]
-    return True
+    return other_repository(head.get("repo"), base.get("repo"))
 
 
 class Gitea(GitProvider):

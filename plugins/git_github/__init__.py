@@ -15,7 +15,7 @@ from __future__ import annotations
 from ports import hookimpl
 from ports.git_providers import (CLOSED, OPENED, OTHER, PING, PULL_REQUEST, PUSH, REOPENED, UPDATED, GitEvent,
                                  GitProvider, GitProviderFactory, PullRequest, commit_of, field, hmac_sha256_hex,
-                                 load_json, push_of, same)
+                                 load_json, other_repository, push_of, same)
 
 NAME = "github"
 ACTIONS = {"opened": OPENED, "reopened": REOPENED, "synchronize": UPDATED, "closed": CLOSED}
@@ -34,20 +34,9 @@ def pull_request_of(document: dict, actions: dict) -> PullRequest:
     return PullRequest(number=number, action=actions.get(action), base_branch=field(pr, "base.ref"),
                        head_branch=field(pr, "head.ref"),
                        head_commit=commit_of(field(pr, "head.sha"), "pull_request.head.sha"),
-                       from_fork=from_fork(head_repo, base_repo),
+                       from_fork=other_repository(head_repo, base_repo),
                        head_clone_url=head_repo.get("clone_url") if isinstance(head_repo, dict)
                        and isinstance(head_repo.get("clone_url"), str) else None)
-
-
-def from_fork(head_repo, base_repo) -> bool:
-    """Whether the head repository is another than the base's (by id, else by full name);
-    a head whose repository is gone (a deleted fork) is a fork's."""
-    if not isinstance(head_repo, dict) or not isinstance(base_repo, dict):
-        return True
-    for key in ("id", "full_name"):
-        if head_repo.get(key) is not None and base_repo.get(key) is not None:
-            return head_repo[key] != base_repo[key]
-    return True
 
 
 class GitHub(GitProvider):
