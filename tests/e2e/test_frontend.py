@@ -161,8 +161,9 @@ class Watched:
     def load(self, path: str, wait_until: str = "load") -> None:
         """Open ``path`` (``page.goto``); again (up to twice) when the host's network changed
         meanwhile, which is no fault of the page (tests run beside others whose containers
-        add and remove networks)."""
-        abandoned: set = set()
+        add and remove networks). What was still in flight when it navigates (a module the
+        page before was importing) is aborted by the navigation: no fault either."""
+        abandoned: set = set(self._in_flight)
         for _ in range(3):
             mark = self.mark()
             self.page.goto(path, wait_until=wait_until)
