@@ -118,13 +118,7 @@ class ServicesHandlers:
             services.list_services, call.caller, page=p["page"], per_page=p["per_page"], status=p.get("status"),
             customer_id=p.get("customer_id"), sort=p.get("sort"), order=p["order"], search=p.get("search"))
 
-        ids = [s.id for s in found]
-        by_id = self.resources.cached_page(ids)  # sampled within the last seconds: no engine call
-        if by_id is None:
-            try:
-                by_id = await self.calls.run_for(tenant(call.caller), self.resources.for_page, ids)
-            except EngineError:  # a hung engine: the list still answers, from the database
-                by_id = {sid: self.resources.unknown() for sid in ids}
+        by_id = await self._resources(call, [s.id for s in found])
         return Reply(200, {"data": [service_item(s, by_id[s.id]) for s in found], "total": total,
                            "page": p["page"], "per_page": p["per_page"]})
 
