@@ -315,7 +315,7 @@ class ClientRuntime(ContainerRuntime):
         which fails while a container still uses it."""
         with self.engine(f"creating network {name}"):
             if self._exists(self.client.networks, name):
-                if self._network_isolated(name) is not False:
+                if self._network_isolation(name) is None:
                     return
                 self._read(lambda: self.client.networks.get(name)).remove()
             try:
@@ -326,11 +326,13 @@ class ClientRuntime(ContainerRuntime):
                 if (status_code(exc) == CONFLICT or "already" in str(exc)) and self._exists(self.client.networks, name):
                     return
                 raise
-            if self._network_isolated(name) is False:
+            missing = self._network_isolation(name)
+            if missing is not None:
                 with contextlib.suppress(*self.errors):
                     self.client.networks.get(name).remove()
                 raise EngineError(f"creating network {name}: the engine did not isolate it "
-                                  f"(netavark's isolate option); refusing to run services on it")
+                                  f"(netavark's isolate option; its options: {missing}); "
+                                  f"refusing to run services on it")
 
     def remove_network(self, name: str) -> None:
         """Remove network ``name``; a missing one is fine."""
@@ -792,9 +794,9 @@ class ClientRuntime(ContainerRuntime):
         """Create the isolated bridge network ``name`` with DNS."""
         raise NotImplementedError
 
-    def _network_isolated(self, name: str) -> bool | None:
-        """Whether the engine isolates network ``name`` from other networks; None when
-        the engine has no such option (Docker: its bridge networks are isolated)."""
+    def _network_isolation(self, name: str) -> dict | None:
+        """None when the engine isolates network ``name`` from other networks (Docker's
+        bridge networks always are); else the options the engine says the network has."""
         return None
 
     def _pull_response(self, image: str, read_timeout: float):

@@ -23,7 +23,7 @@ from plugins.runtime_common.parsing import (
     healthcheck_call_timeout,
     healthcheck_nanoseconds,
     listed_host_ports,
-    network_isolated,
+    network_isolation,
     number,
     parse_timestamp,
     published_ports,
@@ -138,13 +138,13 @@ class DockerRuntime(ClientRuntime):
         options = dict(ISOLATE) if self._podman_engine() else None
         self.client.api.create_network(name, driver="bridge", labels=labels, options=options)
 
-    def _network_isolated(self, name: str) -> bool | None:
+    def _network_isolation(self, name: str) -> dict | None:
         if not self._podman_engine():  # Docker: bridge networks are isolated
             return None
         api = self.client.api
         response = api.get(f"{api.base_url}{LIBPOD_PREFIX}/networks/{name}/json")
         response.raise_for_status()
-        return network_isolated(response.json())
+        return network_isolation(response.json())
 
     def _pull_response(self, image: str, read_timeout: float):
         # docker-py's pull would send X-Registry-Auth from ~/.docker/config.json; the

@@ -126,10 +126,11 @@ def published_ports(attrs: dict) -> dict:
 ISOLATE = {"isolate": "true"}
 
 
-def network_isolated(attrs: dict) -> bool:
-    """Whether a libpod network inspect (``options``) says the network is isolated."""
+def network_isolation(attrs: dict) -> dict | None:
+    """None when a libpod network inspect (``options``) says the network is isolated;
+    else the options it has (what an error names)."""
     options = (attrs or {}).get("options") or {}
-    return str(options.get("isolate", "")).lower() in ("true", "strict")
+    return None if str(options.get("isolate", "")).lower() in ("true", "strict") else dict(options)
 
 
 def listed_host_ports(entry: dict) -> set:

@@ -14,7 +14,7 @@ from plugins.runtime_common.parsing import (
     healthcheck_call_timeout,
     healthcheck_nanoseconds,
     listed_host_ports,
-    network_isolated,
+    network_isolation,
     usage_from_stats,
 )
 from plugins.runtime_common.settings import RuntimeSettings
@@ -64,8 +64,8 @@ class PodmanRuntime(ClientRuntime):
         # between bridge networks unless they are isolated
         self.client.networks.create(name, driver="bridge", dns_enabled=True, labels=labels, options=ISOLATE)
 
-    def _network_isolated(self, name: str) -> bool:
-        return network_isolated(self.client.networks.get(name).attrs)
+    def _network_isolation(self, name: str) -> dict | None:
+        return network_isolation(self.client.networks.get(name).attrs)
 
     def _pull_response(self, image: str, read_timeout: float):
         # podman-py's images.pull would parse the reference itself and send an (empty)

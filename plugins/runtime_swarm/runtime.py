@@ -503,8 +503,8 @@ class SwarmRuntime(DockerRuntime):
         self._manager()
         self.client.api.create_network(name, driver="overlay", labels=labels, scope="swarm")
 
-    def _network_isolated(self, name: str) -> bool | None:
-        return None
+    def _network_isolation(self, name: str) -> dict | None:
+        return None  # overlay networks are isolated from each other
 
     def _used_host_ports(self) -> set:
         """Ports the swarm's services publish, and the manager engine's containers'."""

@@ -92,10 +92,11 @@ class Watched:
         self.requests: list[str] = []  # "METHOD /path?query" of every request the page made
         page.on("console", lambda m: m.type == "error" and self.console.append(f"{m.text} ({m.location})"))
         page.on("pageerror", lambda e: self.exceptions.append(str(e)))
-        self._in_flight: set = set()  # requests sent and not yet finished or failed
+        self._document = 0  # how many documents the main frame committed so far
+        self._issued_by: dict = {}  # request -> the document (its number) that sent it
         self._failed_requests: list = []  # the request behind each entry of ``failed``
-        page.on("request", lambda r: self._in_flight.add(r))
-        page.on("requestfinished", lambda r: self._in_flight.discard(r))
+        page.on("request", lambda r: self._issued_by.setdefault(r, self._document))
+        page.on("framenavigated", self._navigated)
         page.on("requestfailed", self._failed)
         self._server_errors = []  # 5xx answers, whose bodies problems() shows
         page.on("response", self._answer)
@@ -111,8 +112,11 @@ class Watched:
 
         page.route("**/*", route)
 
+    def _navigated(self, frame) -> None:
+        if frame == self.page.main_frame and not frame.url.startswith("about:"):
+            self._document += 1
+
     def _failed(self, request) -> None:
-        self._in_flight.discard(request)
         self.failed.append(f"{request.method} {request.url}: {request.failure}")
         self._failed_requests.append(request)
 
@@ -150,27 +154,30 @@ class Watched:
             del self._failed_requests[mark[2]:]
         return changed
 
-    def _forget_abandoned(self, abandoned: set, mark: tuple) -> None:
-        """Loading the page again aborts (ERR_ABORTED) what the abandoned load still had in
-        flight: no fault of the page either."""
+    def _forget_abandoned(self, mark: tuple) -> None:
+        """A navigation aborts (ERR_ABORTED) what the document before it still had in flight
+        (a module a click on that page had it import a moment before): no fault of the page.
+        Whatever the document now shown sent, and the navigation itself, still counts."""
+        def abandoned(entry: str, request) -> bool:
+            return ("ERR_ABORTED" in entry and not request.is_navigation_request()
+                    and self._issued_by.get(request, self._document) < self._document)
+
         keep = [(entry, request) for entry, request in zip(self.failed[mark[2]:], self._failed_requests[mark[2]:])
-                if not (request in abandoned and "ERR_ABORTED" in entry)]
+                if not abandoned(entry, request)]
         self.failed[mark[2]:] = [entry for entry, _ in keep]
         self._failed_requests[mark[2]:] = [request for _, request in keep]
 
     def load(self, path: str, wait_until: str = "load") -> None:
         """Open ``path`` (``page.goto``); again (up to twice) when the host's network changed
         meanwhile, which is no fault of the page (tests run beside others whose containers
-        add and remove networks). What was still in flight when it navigates (a module the
-        page before was importing) is aborted by the navigation: no fault either."""
-        abandoned: set = set(self._in_flight)
+        add and remove networks). What the page before still had in flight when it
+        navigates is aborted by the navigation: no fault either (``_forget_abandoned``)."""
         for _ in range(3):
             mark = self.mark()
             self.page.goto(path, wait_until=wait_until)
-            self._forget_abandoned(abandoned, mark)
+            self._forget_abandoned(mark)
             if not self.network_changed_since(mark):
                 return
-            abandoned = set(self._in_flight)
 
     def problems(self, *, allowed_errors=()) -> dict:
         """What went wrong, less the error answers matching ``allowed_errors`` and those

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from plugins.runtime_common.hostports import HostPorts, is_port_conflict
-from plugins.runtime_common.parsing import listed_host_ports, network_isolated, port_bindings
+from plugins.runtime_common.parsing import listed_host_ports, network_isolation, port_bindings
 from plugins.runtime_common.settings import RuntimeSettings
 from ports.runtime import PortSpec
 
@@ -82,9 +82,11 @@ def test_listed_host_ports_of_both_apis():
     assert listed_host_ports({"Ports": None}) == set()
 
 
-def test_network_isolated():
-    assert network_isolated({"options": {"isolate": "true"}})
-    assert not network_isolated({"options": {}}) and not network_isolated({})
+def test_network_isolation():
+    assert network_isolation({"options": {"isolate": "true"}}) is None
+    assert network_isolation({"options": {"isolate": "strict"}}) is None
+    assert network_isolation({"options": {"mtu": "1500"}}) == {"mtu": "1500"}
+    assert network_isolation({"options": {}}) == {} and network_isolation({}) == {}
 
 
 def test_host_ports_skip_used_taken_and_unbindable_ports():
