@@ -13,8 +13,6 @@ from dataclasses import dataclass, field
 from importlib import resources
 
 import yaml
-from openapi_schema_validator import (OAS30Validator, OAS31Validator, oas30_format_checker,
-                                      oas31_format_checker)
 
 METHODS = ("get", "post", "put", "patch", "delete")
 # libyaml's safe loader where PyYAML has it (its wheels do): the same documents, parsed faster
@@ -65,8 +63,6 @@ class ApiContract:
         self.version = document["openapi"]
         self.oas31 = self.version.startswith("3.1")
         self.base = document.get("servers", [{"url": "/"}])[0]["url"].rstrip("/")
-        self._validator_cls = OAS31Validator if self.oas31 else OAS30Validator
-        self._format_checker = oas31_format_checker if self.oas31 else oas30_format_checker
         self.operations = list(self._operations())
 
     @functools.cached_property
@@ -108,9 +104,16 @@ class ApiContract:
 
     def validator(self, schema: dict):
         """A jsonschema validator for ``schema``; ``#/components/...`` refs resolve."""
+        # imported on first use: it brings pydantic, most of a CLI command's start-up, and
+        # only serving and the contract tests validate
+        from openapi_schema_validator import (OAS30Validator, OAS31Validator, oas30_format_checker,
+                                              oas31_format_checker)
+
         root = dict(schema)
         root["components"] = self.document.get("components", {})
-        return self._validator_cls(root, format_checker=self._format_checker)
+        if self.oas31:
+            return OAS31Validator(root, format_checker=oas31_format_checker)
+        return OAS30Validator(root, format_checker=oas30_format_checker)
 
     def _messages(self, schema: dict):
         validator = self.validator(schema)

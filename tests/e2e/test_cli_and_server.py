@@ -4,11 +4,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 
 import httpx
 import pytest
 
+from tests.support.http import wait_answering
 from tests.support.partners import UUID_RE
 from tests.support.processes import free_port, slipway
 
@@ -81,15 +81,8 @@ def test_served_end_to_end(initialised):
                               stderr=subprocess.PIPE, text=True)
     try:
         base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                contract = httpx.get(f"{base}/v1/openapi.yaml", timeout=2)
-                break
-            except httpx.TransportError:
-                assert server.poll() is None, server.stderr.read()
-                assert time.monotonic() < deadline, "server did not start"
-                time.sleep(0.1)
+        contract = wait_answering(f"{base}/v1/openapi.yaml", alive=lambda: server.poll() is None, seconds=20,
+                                  said=lambda: server.stderr.read() if server.poll() is not None else "server did not start")
         assert contract.status_code == 200 and "openapi: 3.0" in contract.text
         headers = {"Authorization": f"Bearer {token['token']}"}
         me = httpx.get(f"{base}/v1/me", headers=headers, timeout=5)

@@ -13,12 +13,12 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 
 import httpx
 import pytest
 
 from app.engine_discovery import DOCKER_SOCKET, ROOTFUL_PODMAN
+from tests.support.http import wait_answering
 from tests.support.panel_server import IMAGE, _until
 from tests.support.processes import free_port, slipway
 from tests.support.servers import Server
@@ -140,14 +140,7 @@ def _serve_with_stderr_on_a_terminal(database_url, **env) -> str:
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
-                break
-            except httpx.TransportError:
-                assert proc.poll() is None and time.monotonic() < deadline
-                time.sleep(0.1)
+        wait_answering(f"http://127.0.0.1:{port}/healthz", alive=lambda: proc.poll() is None)
     finally:
         proc.terminate()
         proc.wait(timeout=20)

@@ -11,8 +11,9 @@ import os
 import httpx
 from websockets.sync.client import connect
 
-from tests.support.servers import Server
+from tests.support.http import wait_answering
 from tests.support.processes import free_port, slipway
+from tests.support.servers import Server
 
 
 def _customer_and_session(url: str, email: str) -> tuple[str, str]:
@@ -107,7 +108,6 @@ def test_plain_uvicorn_on_app_asgi_logs_no_query_string(database_url, tmp_path):
     uvicorn's own access line, which holds the query string, is off."""
     import subprocess
     import sys
-    import time
 
     slipway(database_url, "init")
     key = slipway(database_url, "apikey", "create", "--name", "ops", "--role", "admin")[1]["key"]
@@ -117,14 +117,8 @@ def test_plain_uvicorn_on_app_asgi_logs_no_query_string(database_url, tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "app.asgi:app", "--port", str(port)], env=env,
                             stdout=log, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
-                break
-            except httpx.TransportError:
-                assert proc.poll() is None and time.monotonic() < deadline, "uvicorn did not start"
-                time.sleep(0.1)
+        wait_answering(f"http://127.0.0.1:{port}/healthz", alive=lambda: proc.poll() is None, seconds=30,
+                       said=lambda: "uvicorn did not start")
         answer = httpx.get(f"http://127.0.0.1:{port}/api/services?api_key={key}", timeout=5)
         assert answer.status_code in (200, 401)
     finally:

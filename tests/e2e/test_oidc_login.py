@@ -14,9 +14,10 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 
-from tests.support.database import POSTGRES, _reset_postgres
-from tests.support.processes import free_port, slipway
 from tests.fixtures.fake_oidc import FakeOIDC
+from tests.support.database import POSTGRES, _reset_postgres
+from tests.support.http import wait_answering
+from tests.support.processes import free_port, slipway
 
 pytestmark = pytest.mark.storage  # browser sessions and users live in the database
 
@@ -34,15 +35,9 @@ def _serve(url, port, extra_env):
     log = tempfile.TemporaryFile(mode="w+")  # one access line per request: a pipe nobody reads would fill
     proc = subprocess.Popen([sys.executable, "-m", "app.cli.main", "serve", "--port", str(port)], env=env,
                             stdout=subprocess.DEVNULL, stderr=log, text=True)
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            httpx.get(f"http://127.0.0.1:{port}/api/auth/session", timeout=2)
-            return proc
-        except httpx.TransportError:
-            assert proc.poll() is None, log.seek(0) or log.read()
-            assert time.monotonic() < deadline, "server did not start"
-            time.sleep(0.1)
+    wait_answering(f"http://127.0.0.1:{port}/api/auth/session", alive=lambda: proc.poll() is None, seconds=30,
+                   said=lambda: log.seek(0) or log.read())
+    return proc
 
 
 def _stop(proc):

@@ -24,6 +24,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
 from tests.support.database import POSTGRES
+from tests.support.http import wait_answering
 from tests.support.processes import free_port, slipway
 
 pytestmark = pytest.mark.runtime
@@ -82,14 +83,7 @@ class Panel:
 
 
 def _wait_http(base: str, key: str, alive=lambda: True):
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            httpx.get(base + "/api/openapi.yaml", headers={"Authorization": f"Bearer {key}"}, timeout=5)
-            return
-        except httpx.TransportError:
-            assert alive() and time.monotonic() < deadline, "server did not start"
-            time.sleep(0.1)
+    wait_answering(base + "/api/openapi.yaml", alive=alive, seconds=30, headers={"Authorization": f"Bearer {key}"})
 
 
 def _env(database_url, runtime_url, ulimits, **extra):

@@ -17,6 +17,7 @@ import pytest
 from ports.runtime import ContainerSpec
 from tests.support.engine import ENGINES, _tree, engine_for, engine_settings
 from tests.support.files import modes
+from tests.support.http import wait_answering
 from tests.support.panel_server import _until, admin_key, serve_panel
 
 pytestmark = pytest.mark.runtime
@@ -67,13 +68,7 @@ def _volume_in(data: bytes) -> dict:
 
 
 def _fetch(url: str, seconds: float = 30) -> httpx.Response:
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            return httpx.get(url, timeout=5)
-        except httpx.TransportError:
-            assert time.monotonic() < deadline
-            time.sleep(0.3)
+    return wait_answering(url, seconds=seconds)
 
 
 def test_backup_change_restore_delete(panel):

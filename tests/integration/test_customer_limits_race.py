@@ -8,13 +8,14 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
 
-from core.panel import access, customers as panel_customers
+from core.panel import access
+from core.panel import customers as panel_customers
+from tests.support.http import wait_answering
 from tests.support.processes import free_port
 
 ONE = "services:\n  a: {image: localhost/busybox:latest, mem_limit: 512m, cpus: 0.5}\n"
@@ -34,14 +35,7 @@ def servers(store, database_url):
         bases.append(f"http://127.0.0.1:{port}")
     try:
         for proc, base in zip(procs, bases):
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    httpx.get(base + "/api/openapi.yaml", timeout=2)
-                    break
-                except httpx.TransportError:
-                    assert proc.poll() is None and time.monotonic() < deadline, "server did not start"
-                    time.sleep(0.1)
+            wait_answering(base + "/api/openapi.yaml", alive=lambda proc=proc: proc.poll() is None)
         yield bases
     finally:
         for proc in procs:

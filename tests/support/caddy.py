@@ -14,12 +14,12 @@ import json
 import os
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
+from tests.support.http import wait_answering
 from tests.support.processes import free_port
 
 
@@ -82,15 +82,8 @@ def running_caddy(tmp_path: Path, apps: dict | None = None):
                                    stdout=out, stderr=subprocess.STDOUT)
     caddy = Caddy(admin_port, http_port, https_port, process, log)
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                httpx.get(f"{caddy.admin_url}/config/", timeout=2)
-                break
-            except httpx.TransportError:
-                assert process.poll() is None, caddy.output()
-                assert time.monotonic() < deadline, caddy.output()
-                time.sleep(0.1)
+        wait_answering(f"{caddy.admin_url}/config/", alive=lambda: process.poll() is None, seconds=20,
+                       said=caddy.output)
         yield caddy
     finally:
         process.terminate()

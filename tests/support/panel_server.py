@@ -12,6 +12,7 @@ import httpx
 
 from app.http.openapi import ApiContract
 from tests.support.engine import engine_settings
+from tests.support.http import wait_answering
 from tests.support.processes import free_port, slipway
 
 IMAGE = "localhost/busybox:latest"
@@ -85,13 +86,7 @@ def _until(client, service_id, status, seconds=90):
 
 
 def _get(url, seconds=30):
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            return httpx.get(url, timeout=5).text
-        except httpx.TransportError:
-            assert time.monotonic() < deadline
-            time.sleep(0.3)
+    return wait_answering(url, seconds=seconds).text
 
 
 @contextlib.contextmanager

@@ -11,14 +11,13 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
 
 import boto3
-import httpx
 import pytest
 from botocore.config import Config
 
+from tests.support.http import wait_answering
 from tests.support.processes import free_port
 
 ACCESS_KEY, SECRET_KEY, REGION = "testing-key", "testing-secret", "us-east-1"
@@ -33,16 +32,12 @@ class S3Server:
                    AWS_DEFAULT_REGION=REGION)
         self.process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
                                         env=env, stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                httpx.get(self.endpoint, timeout=2)
-                return
-            except httpx.TransportError:
-                if self.process.poll() is not None or time.monotonic() > deadline:
-                    self.log.seek(0)
-                    raise RuntimeError(f"moto's S3 server did not start: {self.log.read()[-2000:]}")
-                time.sleep(0.1)
+        wait_answering(self.endpoint, alive=lambda: self.process.poll() is None, seconds=30,
+                       said=lambda: f"moto's S3 server did not start: {self._log()[-2000:]}")
+
+    def _log(self) -> str:
+        self.log.seek(0)
+        return self.log.read()
 
     def client(self):
         return boto3.session.Session().client(

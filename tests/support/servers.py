@@ -7,10 +7,8 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 
-import httpx
-
+from tests.support.http import wait_answering
 from tests.support.processes import free_port
 
 # settings of the test run's environment that would change what the server under test does
@@ -35,15 +33,8 @@ class Server:
         command = (["uvicorn", "app.asgi:app"] if asgi else ["app.cli.main", "serve"]) + ["--port", str(self.port)]
         self.proc = subprocess.Popen([sys.executable, "-m", *command, *serve_args], env=full,
                                      stdout=self.output, stderr=subprocess.STDOUT, text=True)
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                httpx.get(self.base + "/api/openapi.yaml", timeout=2)
-                break
-            except httpx.TransportError:
-                assert self.proc.poll() is None, self.log()
-                assert time.monotonic() < deadline, "server did not start: " + self.log()
-                time.sleep(0.1)
+        wait_answering(self.base + "/api/openapi.yaml", alive=lambda: self.proc.poll() is None,
+                       said=lambda: "server did not start: " + self.log())
 
     def log(self) -> str:
         self.output.seek(0)
