@@ -237,9 +237,22 @@ def main(argv=None) -> int:
 
 def _main(argv) -> int:
     try:
-        status, document = run(sys.argv[1:] if argv is None else argv)
+        status, document = answer(sys.argv[1:] if argv is None else argv)
     except SystemExit:  # --help: its text is written now, while a closed pipe can still be told apart
         sys.stdout.flush()
+        raise
+    if document is not None:
+        print(json.dumps(document, indent=2), flush=True)
+    return status
+
+
+def answer(argv, environ=None) -> tuple[int, dict | None]:
+    """What ``slipway ARGV`` exits with and prints, errors included, without printing it:
+    :func:`run`, with every refusal turned into its JSON error document. ``environ``: the
+    settings (default ``os.environ``). ``--help`` still raises ``SystemExit``."""
+    try:
+        return run(argv, environ)
+    except SystemExit:
         raise
     except BrokenPipeError:
         raise
@@ -254,9 +267,7 @@ def _main(argv) -> int:
         status, document = 1, {"error": {"code": code, "message": exc.message}}
     except Exception as exc:  # the operator still gets JSON, never a bare traceback
         status, document = 1, {"error": {"code": "internal-error", "message": f"{type(exc).__name__}: {exc}"}}
-    if document is not None:
-        print(json.dumps(document, indent=2), flush=True)
-    return status
+    return status, document
 
 
 def closed_pipe() -> int:

@@ -49,7 +49,14 @@ def test_deploy_jobs_are_counted_by_outcome(runtime_url, database_url, engine_ul
                 assert statuses[0] != "failed", statuses
                 assert time.monotonic() < deadline, statuses
                 time.sleep(0.5)
-            text = http.get("/metrics", headers={"Authorization": f"Bearer {token}"}).text
+            # a job is counted once it has ended (app.workers.deploys.record_deploy, after the
+            # status the loop above saw was committed): the counters, a moment later
+            deadline = time.monotonic() + 30
+            while True:
+                text = http.get("/metrics", headers={"Authorization": f"Bearer {token}"}).text
+                if _value(text, "slipway_deploy_jobs_total{") >= 2 or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
             assert _value(text, 'slipway_deploy_jobs_total{outcome="succeeded"}') == 1, text
             assert _value(text, 'slipway_deploy_jobs_total{outcome="failed"}') == 1, text
             assert _value(text, 'slipway_deploy_job_duration_seconds_count{outcome="succeeded"}') == 1
