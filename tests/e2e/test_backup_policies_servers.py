@@ -62,10 +62,10 @@ def _archives(backup_dir) -> set:
 
 
 @pytest.fixture
-def panel(database_url, runtime_url, engine_ulimits, tmp_path):
-    key = admin_key(database_url)
+def panel(migrated_database_url, runtime_url, engine_ulimits, tmp_path):
+    key = admin_key(migrated_database_url)
     backup_dir = tmp_path / "backups"
-    env = dict(os.environ, SLIPWAY_RUNTIME_ULIMITS=engine_ulimits, SLIPWAY_DATABASE_URL=database_url,
+    env = dict(os.environ, SLIPWAY_RUNTIME_ULIMITS=engine_ulimits, SLIPWAY_DATABASE_URL=migrated_database_url,
                SLIPWAY_RUNTIME="podman", SLIPWAY_RUNTIME_URL=runtime_url, SLIPWAY_BILLING_INTERVAL="0",
                SLIPWAY_BACKUP_DIR=str(backup_dir), SLIPWAY_RUNTIME_HELPER_IMAGE=IMAGE, SLIPWAY_DEPLOY_WORKER="1")
     servers = []

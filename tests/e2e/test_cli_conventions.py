@@ -76,12 +76,11 @@ def test_every_command_and_subcommand_has_help_saying_what_it_does(path, capsys)
                 assert action.option_strings[-1] in text
 
 
-def test_partner_list(database_url):
-    slipway(database_url, "init")
-    assert slipway(database_url, "partner", "list")[1] == []
-    _, root = slipway(database_url, "partner", "create", "--name", "Operator", "--type", "root")
-    _, child = slipway(database_url, "partner", "create", "--name", "Reseller", "--parent", root["id"])
-    _, listed = slipway(database_url, "partner", "list")
+def test_partner_list(migrated_database_url):
+    assert slipway(migrated_database_url, "partner", "list")[1] == []
+    _, root = slipway(migrated_database_url, "partner", "create", "--name", "Operator", "--type", "root")
+    _, child = slipway(migrated_database_url, "partner", "create", "--name", "Reseller", "--parent", root["id"])
+    _, listed = slipway(migrated_database_url, "partner", "list")
     assert listed == [root, child]
     assert set(listed[1]) == {"id", "name", "type", "parentId", "createdAt"} and listed[1]["parentId"] == root["id"]
 
@@ -114,11 +113,10 @@ def test_only_init_creates_a_database_and_never_in_the_current_folder(tmp_path):
     assert not (tmp_path / "typo.db").exists()
 
 
-def test_a_closed_pipe_ends_quietly_with_the_sigpipe_status(database_url):
-    slipway(database_url, "init")
+def test_a_closed_pipe_ends_quietly_with_the_sigpipe_status(migrated_database_url):
     for n in range(3):
-        slipway(database_url, "partner", "create", "--name", f"Partner {n}")
-    env = {"SLIPWAY_DATABASE_URL": database_url}
+        slipway(migrated_database_url, "partner", "create", "--name", f"Partner {n}")
+    env = {"SLIPWAY_DATABASE_URL": migrated_database_url}
     for args, statuses in ((("partner", "list"), {141}), (("partner", "nope"), {141}), (("--help",), {0, 141})):
         read_end, write_end = os.pipe()
         os.close(read_end)  # nobody will read: the first write fails with EPIPE
@@ -128,7 +126,7 @@ def test_a_closed_pipe_ends_quietly_with_the_sigpipe_status(database_url):
             os.close(write_end)
         assert done.returncode in statuses and done.stderr == "", (args, done.returncode, done.stderr)
     # and through a shell's pipe into head, as an operator types it
-    full = dict(os.environ, PYTHONPATH=os.getcwd(), SLIPWAY_DATABASE_URL=database_url)
+    full = dict(os.environ, PYTHONPATH=os.getcwd(), SLIPWAY_DATABASE_URL=migrated_database_url)
     piped = subprocess.run(["sh", "-c", f'"{sys.executable}" -m app.cli.main partner list | head -c1'], env=full,
                            capture_output=True, text=True, timeout=60)
     assert piped.returncode == 0 and piped.stdout == "[" and piped.stderr == "", piped.stderr

@@ -21,9 +21,8 @@ def run(url, *args, expect=0) -> dict:
 
 
 @pytest.fixture
-def initialised(database_url):
-    run(database_url, "init")
-    return database_url
+def initialised(migrated_database_url):
+    return migrated_database_url
 
 
 def test_version_is_the_package_version(database_url):

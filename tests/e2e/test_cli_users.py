@@ -7,9 +7,8 @@ from tests.support.processes import slipway
 
 
 @pytest.fixture
-def initialised(database_url):
-    slipway(database_url, "init")
-    return database_url
+def initialised(migrated_database_url):
+    return migrated_database_url
 
 
 def _customer(url) -> str:

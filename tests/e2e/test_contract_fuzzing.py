@@ -87,16 +87,16 @@ def assert_clean(proc: subprocess.CompletedProcess, server_log: str) -> None:
 
 
 @pytest.mark.slow
-def test_partner_contract_holds_under_schemathesis(database_url, tmp_path):
-    with served(database_url, **RAISED) as running:
+def test_partner_contract_holds_under_schemathesis(migrated_database_url, tmp_path):
+    with served(migrated_database_url, init=False, **RAISED) as running:
         proc = run_schemathesis(running.base + "/v1/openapi.yaml", running.partner_token, tmp_path)
         log = running.server.log()
     assert_clean(proc, log)
 
 
 @pytest.mark.slow
-def test_panel_contract_holds_under_schemathesis(database_url, tmp_path):
-    with served(database_url, panel_rpm=PANEL_KEY_RPM,
+def test_panel_contract_holds_under_schemathesis(migrated_database_url, tmp_path):
+    with served(migrated_database_url, init=False, panel_rpm=PANEL_KEY_RPM,
                 SLIPWAY_BACKUP_DIR=str(tmp_path / "backups"), **RAISED) as running:
         extra = []
         if anonymous_tier(running.base) < int(RAISED["SLIPWAY_RATE_ANON_RPM"]):

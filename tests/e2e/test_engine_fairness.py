@@ -34,9 +34,9 @@ def _compose(template: str, components: int = 1) -> str:
 
 
 @pytest.fixture
-def panel(runtime_url, database_url, engine_ulimits):
-    key = admin_key(database_url)
-    env = dict(os.environ, SLIPWAY_RUNTIME_ULIMITS=engine_ulimits, SLIPWAY_DATABASE_URL=database_url,
+def panel(runtime_url, migrated_database_url, engine_ulimits):
+    key = admin_key(migrated_database_url)
+    env = dict(os.environ, SLIPWAY_RUNTIME_ULIMITS=engine_ulimits, SLIPWAY_DATABASE_URL=migrated_database_url,
                SLIPWAY_RUNTIME_URL=runtime_url, SLIPWAY_HEALTH_INTERVAL="5", SLIPWAY_BILLING_INTERVAL="0",
                SLIPWAY_ENGINE_THREADS="8", SLIPWAY_CUSTOMER_MAX_CPUS="100", SLIPWAY_CUSTOMER_MAX_MEMORY_MB="100000")
     server, admin = serve_panel(key, env)
@@ -48,7 +48,7 @@ def panel(runtime_url, database_url, engine_ulimits):
 
     def customer(name):
         made_customer = admin.post("/api/customers", json={"name": name}).json()
-        _, key = slipway(database_url, "apikey", "create", "--name", name, "--role", "customer", "--customer",
+        _, key = slipway(migrated_database_url, "apikey", "create", "--name", name, "--role", "customer", "--customer",
                          made_customer["id"], "--rate-limit-rpm", "10000")
         client = httpx.Client(base_url=str(admin.base_url), headers={"Authorization": f"Bearer {key['key']}"},
                               timeout=90)

@@ -273,9 +273,9 @@ def _serve(database_url, **env):
 
 
 @pytest.fixture
-def site(database_url):
+def site(migrated_database_url):
     """A server whose services are only rows in its database (no health checks)."""
-    server, site = _serve(database_url, SLIPWAY_HEALTH_INTERVAL="3600")
+    server, site = _serve(migrated_database_url, SLIPWAY_HEALTH_INTERVAL="3600")
     yield site
     site.http.close()
     server.terminate()
@@ -283,10 +283,10 @@ def site(database_url):
 
 
 @pytest.fixture
-def engine_site(runtime_url, database_url, engine_ulimits):
+def engine_site(runtime_url, migrated_database_url, engine_ulimits):
     """A server on the real container engine; what it deployed is removed afterwards."""
-    server, site = _serve(database_url, SLIPWAY_RUNTIME_URL=runtime_url, SLIPWAY_RUNTIME_ULIMITS=engine_ulimits,
-                          SLIPWAY_HEALTH_INTERVAL="1")
+    server, site = _serve(migrated_database_url, SLIPWAY_RUNTIME_URL=runtime_url,
+                          SLIPWAY_RUNTIME_ULIMITS=engine_ulimits, SLIPWAY_HEALTH_INTERVAL="1")
     from app.pluginmanager import make_plugin_manager, runtimes
 
     engine = runtimes(make_plugin_manager())["podman"].create(engine_settings(runtime_url, engine_ulimits))

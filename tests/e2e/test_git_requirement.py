@@ -13,9 +13,8 @@ from tests.support.processes import free_port, slipway
 
 
 @pytest.fixture
-def initialised(database_url):
-    slipway(database_url, "init")
-    return database_url
+def initialised(migrated_database_url):
+    return migrated_database_url
 
 
 def test_serve_refuses_to_start_without_git(initialised, tmp_path):

@@ -17,13 +17,12 @@ NO_ENGINE = {"SLIPWAY_RUNTIME_URL": "", "PC_RATE_BURST": "1000"}
 
 
 @pytest.mark.storage
-def test_two_servers_share_the_keys(database_url):
-    slipway(database_url, "init")
-    _, partner = slipway(database_url, "partner", "create", "--name", "Acme")
-    _, token = slipway(database_url, "token", "create", "--partner", partner["id"], "--label", "ops",
+def test_two_servers_share_the_keys(migrated_database_url):
+    _, partner = slipway(migrated_database_url, "partner", "create", "--name", "Acme")
+    _, token = slipway(migrated_database_url, "token", "create", "--partner", partner["id"], "--label", "ops",
                        "--scope", "write")
     headers = {"Authorization": f"Bearer {token['token']}", "Idempotency-Key": "once"}
-    with Server(database_url, **NO_ENGINE) as one, Server(database_url, **NO_ENGINE) as two:
+    with Server(migrated_database_url, **NO_ENGINE) as one, Server(migrated_database_url, **NO_ENGINE) as two:
         bases = [one.base, two.base] * 6
 
         def post(base):

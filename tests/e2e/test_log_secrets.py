@@ -31,9 +31,8 @@ def _customer_and_session(url: str, email: str) -> tuple[str, str]:
         store.close()
 
 
-def test_the_logs_hold_no_secret(database_url):
-    url = database_url
-    slipway(url, "init")
+def test_the_logs_hold_no_secret(migrated_database_url):
+    url = migrated_database_url
     partner = slipway(url, "partner", "create", "--name", "Acme")[1]
     token = slipway(url, "token", "create", "--partner", partner["id"], "--label", "ci", "--scope", "write")[1]["token"]
     key = slipway(url, "apikey", "create", "--name", "ops", "--role", "admin", "--rate-limit-rpm", "10000")[1]["key"]
@@ -103,17 +102,17 @@ def test_the_logs_hold_no_secret(database_url):
     assert any(r["operation"] == "openRealtimeChannel" and r["status"] == 101 for r in access.values())
 
 
-def test_plain_uvicorn_on_app_asgi_logs_no_query_string(database_url, tmp_path):
+def test_plain_uvicorn_on_app_asgi_logs_no_query_string(migrated_database_url, tmp_path):
     """``uvicorn app.asgi:app`` (docs/operator/proxies.md: the other way to serve) has Slipway's logging too:
     uvicorn's own access line, which holds the query string, is off."""
     import subprocess
     import sys
 
-    slipway(database_url, "init")
-    key = slipway(database_url, "apikey", "create", "--name", "ops", "--role", "admin")[1]["key"]
+    key = slipway(migrated_database_url, "apikey", "create", "--name", "ops", "--role", "admin")[1]["key"]
     port = free_port()
     log = open(tmp_path / "uvicorn.log", "w+")
-    env = dict(os.environ, SLIPWAY_DATABASE_URL=database_url, SLIPWAY_DEPLOY_WORKER="0", SLIPWAY_BILLING_INTERVAL="0")
+    env = dict(os.environ, SLIPWAY_DATABASE_URL=migrated_database_url, SLIPWAY_DEPLOY_WORKER="0",
+               SLIPWAY_BILLING_INTERVAL="0")
     proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "app.asgi:app", "--port", str(port)], env=env,
                             stdout=log, stderr=subprocess.STDOUT)
     try:

@@ -87,10 +87,9 @@ class McpSession:
 
 
 @pytest.fixture
-def panel(database_url):
-    slipway(database_url, "init")
-    with Server(database_url, SLIPWAY_RATE_DEPLOY_RPM="3") as server:
-        panel = Panel(server, database_url)
+def panel(migrated_database_url):
+    with Server(migrated_database_url, SLIPWAY_RATE_DEPLOY_RPM="3") as server:
+        panel = Panel(server, migrated_database_url)
         yield panel
         panel.http.close()
 
@@ -323,16 +322,15 @@ def test_deploy_tools_draw_on_the_deploy_tier(panel):
 
 
 @pytest.mark.runtime
-def test_a_compose_service_lives_and_dies_through_tools(database_url, runtime_url, engine_ulimits):
+def test_a_compose_service_lives_and_dies_through_tools(migrated_database_url, runtime_url, engine_ulimits):
     from tests.support.engine import _factories, engine_settings
 
-    slipway(database_url, "init")
     env = {"SLIPWAY_RUNTIME_URL": runtime_url, "SLIPWAY_RUNTIME_ULIMITS": engine_ulimits,
            "SLIPWAY_DEPLOY_WORKER": "1", "SLIPWAY_HEALTH_INTERVAL": "1"}
     runtime = _factories()["podman"].create(engine_settings(runtime_url, engine_ulimits))
     made = []
-    with Server(database_url, **env) as server:
-        panel = Panel(server, database_url)
+    with Server(migrated_database_url, **env) as server:
+        panel = Panel(server, migrated_database_url)
         customer = panel.customer("Acme")
         key = panel.key("customer", "--customer", customer)
         name = f"mcp-{os.getpid()}-{time.monotonic_ns() % 1000000}"

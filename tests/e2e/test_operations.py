@@ -26,9 +26,8 @@ NO_ENGINE = {"SLIPWAY_RUNTIME_URL": "", "PC_AUTHFAIL_RPS": "1000"}
 
 
 @pytest.fixture
-def initialised(database_url):
-    slipway(database_url, "init")
-    return database_url
+def initialised(migrated_database_url):
+    return migrated_database_url
 
 
 def access_lines(server: Server) -> list[dict]:

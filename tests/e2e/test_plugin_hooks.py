@@ -70,12 +70,11 @@ def _seen(server, admin) -> dict:
     return answer.json()
 
 
-def test_hook_register_routes_behind_the_gate_in_the_contract_and_mcp(database_url, hello_site, tmp_path):
-    slipway(database_url, "init")
-    admin = _key(database_url, "admin")
-    no_read = _key(database_url, "admin", "--deny", "services:read")
-    viewer = _key(database_url, "viewer")
-    with Server(database_url, **_env(hello_site, tmp_path / "hello")) as server:
+def test_hook_register_routes_behind_the_gate_in_the_contract_and_mcp(migrated_database_url, hello_site, tmp_path):
+    admin = _key(migrated_database_url, "admin")
+    no_read = _key(migrated_database_url, "admin", "--deny", "services:read")
+    viewer = _key(migrated_database_url, "viewer")
+    with Server(migrated_database_url, **_env(hello_site, tmp_path / "hello")) as server:
         http = httpx.Client(base_url=server.base, timeout=30)
         assert http.get("/api/ext/hello/greeting").status_code == 401
         assert http.get("/api/ext/hello/greeting", headers=_bearer("slw_0000000000000000_" + "x" * 40)).status_code == 401
@@ -120,12 +119,11 @@ def test_hook_register_routes_behind_the_gate_in_the_contract_and_mcp(database_u
 
 
 
-def test_hook_register_jobs_run_in_the_server_again_and_again(database_url, hello_site, tmp_path):
-    slipway(database_url, "init")
-    admin = _key(database_url, "admin")
-    with Server(database_url, **_env(hello_site, tmp_path / "hello", SLIPWAY_HELLO_INTERVAL="0.2")) as server:
+def test_hook_register_jobs_run_in_the_server_again_and_again(migrated_database_url, hello_site, tmp_path):
+    admin = _key(migrated_database_url, "admin")
+    with Server(migrated_database_url, **_env(hello_site, tmp_path / "hello", SLIPWAY_HELLO_INTERVAL="0.2")) as server:
         _wait(lambda: _seen(server, admin)["ticks"] >= 3, "three runs of the plugin's job")
-    with Server(database_url, **_env(hello_site, tmp_path / "off", SLIPWAY_DEPLOY_WORKER="0")) as server:
+    with Server(migrated_database_url, **_env(hello_site, tmp_path / "off", SLIPWAY_DEPLOY_WORKER="0")) as server:
         assert _seen(server, admin)["ticks"] == 0  # a process that runs no workers runs no jobs
 
 
@@ -136,11 +134,10 @@ def _rpc_result(response) -> dict:
     return json.loads(text)["result"]
 
 
-def test_hook_register_auth_sources_admit_a_customer_and_one_that_raises_refuses(database_url, hello_site,
+def test_hook_register_auth_sources_admit_a_customer_and_one_that_raises_refuses(migrated_database_url, hello_site,
                                                                                     tmp_path):
-    slipway(database_url, "init")
-    admin = _key(database_url, "admin")
-    with Server(database_url, **_env(hello_site, tmp_path / "hello")) as server:
+    admin = _key(migrated_database_url, "admin")
+    with Server(migrated_database_url, **_env(hello_site, tmp_path / "hello")) as server:
         http = httpx.Client(base_url=server.base, timeout=30)
         mine = http.post("/api/customers", json={"name": "Mine"}, headers=_bearer(admin)).json()["id"]
         other = http.post("/api/customers", json={"name": "Other"}, headers=_bearer(admin)).json()["id"]
@@ -175,13 +172,12 @@ def _events(folder: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
-def test_hook_register_event_subscribers_after_commit_and_again_after_a_crash(database_url, hello_site,
+def test_hook_register_event_subscribers_after_commit_and_again_after_a_crash(migrated_database_url, hello_site,
                                                                                            tmp_path):
-    slipway(database_url, "init")
-    admin = _key(database_url, "admin")
+    admin = _key(migrated_database_url, "admin")
     folder = tmp_path / "hello"
     crash = _env(hello_site, folder, SLIPWAY_HELLO_CRASH_ON="panel.service.status")
-    server = Server(database_url, **crash)
+    server = Server(migrated_database_url, **crash)
     try:
         http = httpx.Client(base_url=server.base, timeout=30)
         customer = http.post("/api/customers", json={"name": "Acme"}, headers=_bearer(admin)).json()["id"]
@@ -202,7 +198,7 @@ def test_hook_register_event_subscribers_after_commit_and_again_after_a_crash(da
     service_id = next(e for e in first if e["id"] == crashed_on)["data"]["id"]
     assert made is None or made.json()["id"] == service_id
 
-    with Server(database_url, **_env(hello_site, folder)) as server:
+    with Server(migrated_database_url, **_env(hello_site, folder)) as server:
         again = _wait(lambda: [e for e in _events(folder) if e["id"] == crashed_on][1:],
                       "the interrupted event delivered again")
         assert again[0]["data"]["id"] == service_id
@@ -221,14 +217,14 @@ def test_hook_register_event_subscribers_after_commit_and_again_after_a_crash(da
     assert {e["service_id"] for e in events if e["topic"].startswith("panel.")} == {service_id}
 
 
-def test_hook_register_event_subscribers_hear_partner_ledger_events(database_url, hello_site, tmp_path):
-    slipway(database_url, "init")
-    _, partner = slipway(database_url, "partner", "create", "--name", "Reseller")
-    _, token = slipway(database_url, "token", "create", "--partner", partner["id"], "--label", "t", "--scope", "write")
-    _, contract = slipway(database_url, "contract", "create", "--partner", partner["id"], "--model",
+def test_hook_register_event_subscribers_hear_partner_ledger_events(migrated_database_url, hello_site, tmp_path):
+    _, partner = slipway(migrated_database_url, "partner", "create", "--name", "Reseller")
+    _, token = slipway(migrated_database_url, "token", "create", "--partner", partner["id"], "--label", "t",
+                       "--scope", "write")
+    _, contract = slipway(migrated_database_url, "contract", "create", "--partner", partner["id"], "--model",
                           "per_instance_metered", "--currency", "EUR", "--unit-price-cents", "500")
     folder = tmp_path / "hello"
-    with Server(database_url, **_env(hello_site, folder)) as server:
+    with Server(migrated_database_url, **_env(hello_site, folder)) as server:
         partner_api = httpx.Client(base_url=server.base, headers=_bearer(token["token"]), timeout=30)
         customer = partner_api.post("/v1/customers", json={"name": "Ledgered"})
         assert customer.status_code == 201, customer.text

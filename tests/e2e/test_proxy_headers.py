@@ -10,15 +10,13 @@ import httpx
 import pytest
 
 from tests.support.servers import Server
-from tests.support.processes import slipway
 
 BAD_TOKEN = {"Authorization": "Bearer pcp_" + "x" * 43}
 
 
 @pytest.fixture
-def db(database_url):
-    slipway(database_url, "init")
-    return database_url
+def db(migrated_database_url):
+    return migrated_database_url
 
 
 def _forged(i: int) -> dict:

@@ -92,15 +92,14 @@ def _env(database_url, runtime_url, ulimits, **extra):
 
 
 @pytest.fixture
-def panel(runtime_url, database_url, engine_ulimits):
+def panel(runtime_url, migrated_database_url, engine_ulimits):
     """Slipway under uvicorn in a thread of this process."""
     from app.config import Config
     from app.factory import create_app
 
-    slipway(database_url, "init")
-    _, admin = slipway(database_url, "apikey", "create", "--name", "rt", "--role", "admin",
+    _, admin = slipway(migrated_database_url, "apikey", "create", "--name", "rt", "--role", "admin",
                        "--rate-limit-rpm", "10000")
-    env = _env(database_url, runtime_url, engine_ulimits, SLIPWAY_WS_QUEUE="50")
+    env = _env(migrated_database_url, runtime_url, engine_ulimits, SLIPWAY_WS_QUEUE="50")
     app = create_app(Config.from_env(env))
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
@@ -108,7 +107,7 @@ def panel(runtime_url, database_url, engine_ulimits):
     thread.start()
     base = f"http://127.0.0.1:{port}"
     _wait_http(base, admin["key"], thread.is_alive)
-    panel = Panel(base, admin["key"], database_url, app)
+    panel = Panel(base, admin["key"], migrated_database_url, app)
     yield panel
     runtime = app.parts.runtime
     for service_id in panel.made:
@@ -307,22 +306,21 @@ def test_a_slow_client_is_disconnected(panel):
 @pytest.mark.storage
 @pytest.mark.skipif(not POSTGRES, reason="needs PostgreSQL (SLIPWAY_DATABASE_URL=postgresql://...): "
                                          "LISTEN/NOTIFY is the bus between processes")
-def test_two_processes_share_events_through_postgres(runtime_url, database_url, engine_ulimits):
-    slipway(database_url, "init")
-    _, admin = slipway(database_url, "apikey", "create", "--name", "pg", "--role", "admin",
+def test_two_processes_share_events_through_postgres(runtime_url, migrated_database_url, engine_ulimits):
+    _, admin = slipway(migrated_database_url, "apikey", "create", "--name", "pg", "--role", "admin",
                        "--rate-limit-rpm", "10000")
     servers, bases = [], []
     try:
         for worker in ("0", "1"):  # A runs no deploy jobs: everything it hears comes from B
             port = free_port()
-            env = _env(database_url, runtime_url, engine_ulimits, SLIPWAY_EVENT_BUS="postgres",
+            env = _env(migrated_database_url, runtime_url, engine_ulimits, SLIPWAY_EVENT_BUS="postgres",
                        SLIPWAY_DEPLOY_WORKER=worker)
             servers.append(subprocess.Popen([sys.executable, "-m", "app.cli.main", "serve", "--port", str(port)], env=env,
                                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True))
             bases.append(f"http://127.0.0.1:{port}")
         for server, base in zip(servers, bases):
             _wait_http(base, admin["key"], lambda server=server: server.poll() is None)
-        a, b = (Panel(base, admin["key"], database_url) for base in bases)
+        a, b = (Panel(base, admin["key"], migrated_database_url) for base in bases)
         customer = b.customer("Acme")
         with a.ws("/api/ws", admin["key"]) as ws:
             service_id = b.create(customer)

@@ -40,16 +40,16 @@ def _served(servers, path) -> list[int]:
 
 
 def _credentials(database_url):
-    slipway(database_url, "init")
+    """A token and an admin key on the migrated database."""
     _, partner = slipway(database_url, "partner", "create", "--name", "Acme")
     _, token = slipway(database_url, "token", "create", "--partner", partner["id"], "--label", "ops", "--scope", "read")
     _, key = slipway(database_url, "apikey", "create", "--name", "ci", "--role", "admin", "--rate-limit-rpm", "6")
     return token["token"], key["key"]
 
 
-def test_one_limit_across_two_processes_with_the_redis_store(tmp_path, database_url, redis_url):
-    token, key = _credentials(database_url)
-    with balanced(tmp_path, database_url, SLIPWAY_RATE_STORE=redis_url) as (base, servers):
+def test_one_limit_across_two_processes_with_the_redis_store(tmp_path, migrated_database_url, redis_url):
+    token, key = _credentials(migrated_database_url)
+    with balanced(tmp_path, migrated_database_url, SLIPWAY_RATE_STORE=redis_url) as (base, servers):
         with httpx.Client(base_url=base, timeout=30) as client:
             me = {"Authorization": f"Bearer {token}"}
             statuses = [client.get("/v1/me", headers=me).status_code for _ in range(30)]
@@ -69,10 +69,10 @@ def test_one_limit_across_two_processes_with_the_redis_store(tmp_path, database_
             assert min(_served(servers, "/api/services")) == 4
 
 
-def test_without_the_shared_store_each_process_gives_the_whole_burst(tmp_path, database_url):
+def test_without_the_shared_store_each_process_gives_the_whole_burst(tmp_path, migrated_database_url):
     """The control: on ``memory`` the same 32 requests all pass (16 per process)."""
-    token, _ = _credentials(database_url)
-    with balanced(tmp_path, database_url, SLIPWAY_RATE_STORE="memory") as (base, servers):
+    token, _ = _credentials(migrated_database_url)
+    with balanced(tmp_path, migrated_database_url, SLIPWAY_RATE_STORE="memory") as (base, servers):
         with httpx.Client(base_url=base, timeout=30) as client:
             me = {"Authorization": f"Bearer {token}"}
             statuses = [client.get("/v1/me", headers=me).status_code for _ in range(32)]

@@ -24,7 +24,6 @@ import standardwebhooks
 from core.partner import ledger, tokens, webhooks
 from core.partner.scope import Page
 from tests.support.partners import World
-from tests.support.processes import slipway
 from tests.support.servers import Server
 from tests.support.silent import close_listener, silent_listener
 
@@ -123,13 +122,12 @@ def receivers():
 
 
 @pytest.fixture
-def partners(database_url):
+def partners(migrated_database_url):
     """An initialised database with a parent partner, its child, tokens and contracts."""
-    slipway(database_url, "init")
     from app.storage.store import Store
     from ports.clock import SystemClock
 
-    store = Store(database_url, threads=1)
+    store = Store(migrated_database_url, threads=1)
     try:
         world = World(store, SystemClock())
         parent = world.partner("Parent")

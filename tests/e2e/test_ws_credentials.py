@@ -61,9 +61,8 @@ def _alive(ws) -> None:
 
 
 @pytest.fixture
-def db(database_url):
-    slipway(database_url, "init")
-    return database_url
+def db(migrated_database_url):
+    return migrated_database_url
 
 
 def test_revoking_a_key_in_another_process_closes_its_sockets_within_10_s(db):

@@ -43,9 +43,8 @@ def _subscribed(ws) -> None:
 
 
 @pytest.fixture
-def db(database_url):
-    slipway(database_url, "init")
-    return database_url
+def db(migrated_database_url):
+    return migrated_database_url
 
 
 @pytest.mark.parametrize("asgi", [False, True], ids=["slipway-serve", "uvicorn-app-asgi"])

@@ -12,7 +12,7 @@ from tests.support.releases import page_images  # noqa: F401 (a fixture: three l
 
 
 @pytest.fixture(params=["podman", "docker"])
-def start_panel(request, runtime_url, database_url, engine_ulimits, tmp_path):
+def start_panel(request, runtime_url, migrated_database_url, engine_ulimits, tmp_path):
     """``start_panel(**env)``: a real server on this database with extra environment (a
     value None unsets the variable; ``cwd``: the folder it starts in); answers (client,
     customer, made) and removes services and built images afterwards."""
@@ -20,12 +20,12 @@ def start_panel(request, runtime_url, database_url, engine_ulimits, tmp_path):
 
     engine = runtimes(make_plugin_manager())[request.param].create(engine_settings(runtime_url, engine_ulimits))
     servers, made = [], []
-    key = admin_key(database_url)
+    key = admin_key(migrated_database_url)
 
     def start(cwd=None, **extra):
         log = open(tmp_path / f"server-{len(servers)}.log", "w+")
         # the repositories of these tests are on this machine: file:// and loopback URLs
-        env = dict(os.environ, SLIPWAY_RUNTIME_ULIMITS=engine_ulimits, SLIPWAY_DATABASE_URL=database_url,
+        env = dict(os.environ, SLIPWAY_RUNTIME_ULIMITS=engine_ulimits, SLIPWAY_DATABASE_URL=migrated_database_url,
                    SLIPWAY_RUNTIME=request.param, SLIPWAY_RUNTIME_URL=runtime_url, SLIPWAY_HEALTH_INTERVAL="1",
                    SLIPWAY_BILLING_INTERVAL="0", SLIPWAY_GIT_ALLOWED_SCHEMES="https,ssh,file",
                    SLIPWAY_GIT_ALLOW_PRIVATE="1", SLIPWAY_IMAGE_STATIC=BUSYBOX,

@@ -25,11 +25,11 @@ IMAGE = "localhost/busybox:latest"
 
 
 @pytest.fixture(params=ENGINES)
-def panel(request, database_url, tmp_path, umask_022):
+def panel(request, migrated_database_url, tmp_path, umask_022):
     runtime_url, engine_ulimits = engine_for(request, request.param)
     backup_dir = tmp_path / "backups"
-    key = admin_key(database_url)
-    env = dict(os.environ, SLIPWAY_RUNTIME_ULIMITS=engine_ulimits, SLIPWAY_DATABASE_URL=database_url,
+    key = admin_key(migrated_database_url)
+    env = dict(os.environ, SLIPWAY_RUNTIME_ULIMITS=engine_ulimits, SLIPWAY_DATABASE_URL=migrated_database_url,
                SLIPWAY_RUNTIME=request.param, SLIPWAY_RUNTIME_URL=runtime_url, SLIPWAY_BILLING_INTERVAL="0",
                SLIPWAY_BACKUP_DIR=str(backup_dir), SLIPWAY_RUNTIME_HELPER_IMAGE=IMAGE)
     server, client = serve_panel(key, env)

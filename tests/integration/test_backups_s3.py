@@ -98,8 +98,8 @@ class Panel:
 
 
 @pytest.fixture
-def panel(database_url, runtime_url, engine_ulimits, tmp_path, s3_bucket, umask_022):
-    made = Panel(database_url, runtime_url, engine_ulimits, tmp_path / "backups", s3_bucket)
+def panel(migrated_database_url, runtime_url, engine_ulimits, tmp_path, s3_bucket, umask_022):
+    made = Panel(migrated_database_url, runtime_url, engine_ulimits, tmp_path / "backups", s3_bucket)
     yield made
     made.stop()
 

@@ -43,13 +43,13 @@ def _eventually(check, seconds=30, what=""):
 
 
 @pytest.mark.runtime
-def test_hostname_and_custom_domains_answer_through_caddy_over_https(runtime_url, database_url, engine_ulimits,
-                                                                     tmp_path):
+def test_hostname_and_custom_domains_answer_through_caddy_over_https(runtime_url, migrated_database_url,
+                                                                     engine_ulimits, tmp_path):
     operator = {"listen": [f"127.0.0.1:{free_port()}"],
                 "routes": [{"handle": [{"handler": "static_response", "body": "the operator's"}]}]}
     with running_caddy(tmp_path, apps={"http": {"servers": {"operator": operator}}}) as caddy:
-        key = admin_key(database_url)
-        env = dict(os.environ, SLIPWAY_RUNTIME_ULIMITS=engine_ulimits, SLIPWAY_DATABASE_URL=database_url,
+        key = admin_key(migrated_database_url)
+        env = dict(os.environ, SLIPWAY_RUNTIME_ULIMITS=engine_ulimits, SLIPWAY_DATABASE_URL=migrated_database_url,
                    SLIPWAY_RUNTIME_URL=runtime_url, SLIPWAY_BILLING_INTERVAL="0", SLIPWAY_BASE_DOMAIN=BASE,
                    SLIPWAY_ROUTES="caddy", SLIPWAY_CADDY_ADMIN=caddy.admin_url, SLIPWAY_CADDY_TLS="internal",
                    SLIPWAY_CADDY_LISTEN=f"127.0.0.1:{caddy.https_port}", SLIPWAY_ROUTES_INTERVAL="0.2")
@@ -128,13 +128,13 @@ def test_hostname_and_custom_domains_answer_through_caddy_over_https(runtime_url
 
 
 @pytest.mark.runtime
-def test_a_custom_domain_folding_to_another_services_host_takes_nothing_from_it(runtime_url, database_url,
+def test_a_custom_domain_folding_to_another_services_host_takes_nothing_from_it(runtime_url, migrated_database_url,
                                                                                engine_ulimits, tmp_path):
     """The service ``my-shop`` (``my-shop.apps.example.com``) and another customer's custom
     domain ``my.shop-apps.example.com``: Caddy serves each host name from its own service."""
     with running_caddy(tmp_path) as caddy:
-        key = admin_key(database_url)
-        env = dict(os.environ, SLIPWAY_RUNTIME_ULIMITS=engine_ulimits, SLIPWAY_DATABASE_URL=database_url,
+        key = admin_key(migrated_database_url)
+        env = dict(os.environ, SLIPWAY_RUNTIME_ULIMITS=engine_ulimits, SLIPWAY_DATABASE_URL=migrated_database_url,
                    SLIPWAY_RUNTIME_URL=runtime_url, SLIPWAY_BILLING_INTERVAL="0",
                    SLIPWAY_BASE_DOMAIN="apps.example.com", SLIPWAY_ROUTES="caddy",
                    SLIPWAY_CADDY_ADMIN=caddy.admin_url, SLIPWAY_CADDY_TLS="internal",

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.runtime
 
 
 @pytest.fixture(params=["podman"])
-def panel(request, runtime_url, database_url, engine_ulimits, tmp_path):
+def panel(request, runtime_url, migrated_database_url, engine_ulimits, tmp_path):
     """A real server on the Podman service, through the Podman client. Through the Docker
     client (Podman's Docker-compatible API) the database's name on the customer network
     was not served to every client within 30 s in this environment (sometimes it was):
@@ -33,9 +33,9 @@ def panel(request, runtime_url, database_url, engine_ulimits, tmp_path):
     from tests.support.engine import engine_settings
 
     engine = runtimes(make_plugin_manager())[request.param].create(engine_settings(runtime_url, engine_ulimits))
-    key = admin_key(database_url)
+    key = admin_key(migrated_database_url)
     log = open(tmp_path / "server.log", "w+")
-    env = dict(os.environ, SLIPWAY_RUNTIME_ULIMITS=engine_ulimits, SLIPWAY_DATABASE_URL=database_url,
+    env = dict(os.environ, SLIPWAY_RUNTIME_ULIMITS=engine_ulimits, SLIPWAY_DATABASE_URL=migrated_database_url,
                SLIPWAY_RUNTIME=request.param, SLIPWAY_RUNTIME_URL=runtime_url, SLIPWAY_HEALTH_INTERVAL="1",
                SLIPWAY_BILLING_INTERVAL="0", SLIPWAY_WORK_DIR=str(tmp_path / "work"),
                SLIPWAY_DEPLOY_HEALTH_TIMEOUT="180", SLIPWAY_CUSTOMER_MAX_CPUS="64",

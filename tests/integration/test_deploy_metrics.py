@@ -24,13 +24,14 @@ def _value(text: str, line_start: str) -> float:
     return sum(found)
 
 
-def test_deploy_jobs_are_counted_by_outcome(runtime_url, database_url, engine_ulimits):
-    slipway(database_url, "init")
-    key = slipway(database_url, "apikey", "create", "--name", "m", "--role", "admin", "--rate-limit-rpm", "10000")[1]
+def test_deploy_jobs_are_counted_by_outcome(runtime_url, migrated_database_url, engine_ulimits):
+    key = slipway(migrated_database_url, "apikey", "create", "--name", "m", "--role", "admin",
+                  "--rate-limit-rpm", "10000")[1]
     token = "m-" + os.urandom(8).hex()
     auth = {"Authorization": f"Bearer {key['key']}"}
     made = []
-    with Server(database_url, SLIPWAY_DEPLOY_WORKER="1", SLIPWAY_RUNTIME="podman", SLIPWAY_RUNTIME_URL=runtime_url,
+    with Server(migrated_database_url, SLIPWAY_DEPLOY_WORKER="1", SLIPWAY_RUNTIME="podman",
+                SLIPWAY_RUNTIME_URL=runtime_url,
                 SLIPWAY_RUNTIME_ULIMITS=engine_ulimits, SLIPWAY_DEPLOY_SETTLE="1", SLIPWAY_METRICS_TOKEN=token,
                 SLIPWAY_RUNTIME_HELPER_IMAGE="localhost/busybox:latest") as server, \
             httpx.Client(base_url=server.base, headers=auth, timeout=60) as http:

@@ -92,11 +92,11 @@ class Server:
 
 
 @pytest.fixture
-def server(runtime_url, database_url, engine_ulimits):
+def server(runtime_url, migrated_database_url, engine_ulimits):
     made = []
 
     def start(**env):
-        made.append(Server(runtime_url, database_url, engine_ulimits, **env))
+        made.append(Server(runtime_url, migrated_database_url, engine_ulimits, **env))
         return made[-1]
 
     yield start

@@ -156,15 +156,15 @@ def test_the_events_keep_setting_is_checked_at_start_up(bad):
 
 
 @pytest.mark.storage
-def test_a_server_bounds_the_timeline_with_its_setting(database_url, tmp_path):
+def test_a_server_bounds_the_timeline_with_its_setting(migrated_database_url, tmp_path):
     """The real server: ``SLIPWAY_EVENTS_KEEP`` reaches the job it runs, and the timeline
     API answers the newest events only."""
     import os
 
     from app.storage.store import Store
 
-    key = admin_key(database_url)
-    store = Store(database_url, threads=1)
+    key = admin_key(migrated_database_url)
+    store = Store(migrated_database_url, threads=1)
     try:
         clock = FakeClock()
         # failed: the server's start-up reconcile and health checks leave them (and their timelines) alone
@@ -173,7 +173,8 @@ def test_a_server_bounds_the_timeline_with_its_setting(database_url, tmp_path):
         _events(store, clock, quiet.id, 2)
     finally:
         store.close()
-    env = dict(os.environ, SLIPWAY_DATABASE_URL=database_url, SLIPWAY_EVENTS_KEEP="3", SLIPWAY_BILLING_INTERVAL="0",
+    env = dict(os.environ, SLIPWAY_DATABASE_URL=migrated_database_url, SLIPWAY_EVENTS_KEEP="3",
+               SLIPWAY_BILLING_INTERVAL="0",
                SLIPWAY_WORK_DIR=str(tmp_path / "work"), SLIPWAY_BACKUP_DIR=str(tmp_path / "backups"))
 
     def timeline(service_id):

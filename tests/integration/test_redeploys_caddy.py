@@ -74,11 +74,12 @@ def _watched(caddy, hostname, action, allowed, final):
     return result, watcher.pages
 
 
-def test_redeploys_cancel_and_rollback_through_caddy(runtime_url, database_url, engine_ulimits, page_images, tmp_path):
+def test_redeploys_cancel_and_rollback_through_caddy(runtime_url, migrated_database_url, engine_ulimits, page_images,
+                                                     tmp_path):
     live, point, ids = page_images
     with running_caddy(tmp_path) as caddy:
-        key = admin_key(database_url)
-        env = dict(os.environ, SLIPWAY_RUNTIME_ULIMITS=engine_ulimits, SLIPWAY_DATABASE_URL=database_url,
+        key = admin_key(migrated_database_url)
+        env = dict(os.environ, SLIPWAY_RUNTIME_ULIMITS=engine_ulimits, SLIPWAY_DATABASE_URL=migrated_database_url,
                    SLIPWAY_RUNTIME_URL=runtime_url, SLIPWAY_BILLING_INTERVAL="0", SLIPWAY_BASE_DOMAIN=BASE,
                    SLIPWAY_ROUTES="caddy", SLIPWAY_CADDY_ADMIN=caddy.admin_url, SLIPWAY_CADDY_TLS="internal",
                    SLIPWAY_CADDY_LISTEN=f"127.0.0.1:{caddy.https_port}", SLIPWAY_ROUTES_INTERVAL="0.5",

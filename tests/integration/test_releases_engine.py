@@ -65,10 +65,11 @@ def _polled(client, service_id, action):
         assert not poller.failures, poller.failures[:3]
 
 
-def test_health_gated_redeploys_cancel_and_rollback(runtime_url, database_url, engine_ulimits, store, page_images):
+def test_health_gated_redeploys_cancel_and_rollback(runtime_url, migrated_database_url, engine_ulimits, store,
+                                                    page_images):
     live, point, ids = page_images
-    key = admin_key(database_url)
-    env = dict(os.environ, SLIPWAY_RUNTIME_ULIMITS=engine_ulimits, SLIPWAY_DATABASE_URL=database_url,
+    key = admin_key(migrated_database_url)
+    env = dict(os.environ, SLIPWAY_RUNTIME_ULIMITS=engine_ulimits, SLIPWAY_DATABASE_URL=migrated_database_url,
                SLIPWAY_RUNTIME_URL=runtime_url, SLIPWAY_BILLING_INTERVAL="0", SLIPWAY_DEPLOY_HEALTH_TIMEOUT="15",
                SLIPWAY_DEPLOY_SETTLE="1", SLIPWAY_DEPLOY_DRAIN="1")
     env.pop("SLIPWAY_BASE_DOMAIN", None)

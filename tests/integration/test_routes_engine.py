@@ -35,10 +35,11 @@ def _eventually(check, seconds=15):
         time.sleep(0.2)
 
 
-def test_deploy_writes_a_route_record_and_delete_removes_it(runtime_url, database_url, engine_ulimits, tmp_path):
+def test_deploy_writes_a_route_record_and_delete_removes_it(runtime_url, migrated_database_url, engine_ulimits,
+                                                            tmp_path):
     routes_file = tmp_path / "proxy" / "slipway.yml"
-    key = admin_key(database_url)
-    env = dict(os.environ, SLIPWAY_RUNTIME_ULIMITS=engine_ulimits, SLIPWAY_DATABASE_URL=database_url,
+    key = admin_key(migrated_database_url)
+    env = dict(os.environ, SLIPWAY_RUNTIME_ULIMITS=engine_ulimits, SLIPWAY_DATABASE_URL=migrated_database_url,
                SLIPWAY_RUNTIME_URL=runtime_url, SLIPWAY_BILLING_INTERVAL="0", SLIPWAY_BASE_DOMAIN="apps.example.test",
                SLIPWAY_ROUTES_FILE=str(routes_file), SLIPWAY_ROUTES_INTERVAL="0.2")
     server, client = serve_panel(key, env)
@@ -55,7 +56,7 @@ def test_deploy_writes_a_route_record_and_delete_removes_it(runtime_url, databas
         hostname = f"{name}.apps.example.test"
         assert detail["url"] == f"https://{hostname}"
 
-        _, listed = slipway(database_url, "route", "list")
+        _, listed = slipway(migrated_database_url, "route", "list")
         [route] = listed["routes"]
         assert route["hostname"] == hostname and route["service_id"] == service_id
         assert route["target"].startswith("http://127.0.0.1:")
@@ -67,16 +68,16 @@ def test_deploy_writes_a_route_record_and_delete_removes_it(runtime_url, databas
         # a custom domain gets a router of its own, to the same upstream, at once
         patched = client.patch(f"/api/services/{service_id}", json={"custom_domains": ["www.routed.test"]})
         assert patched.status_code == 200, patched.text
-        assert sorted(r["hostname"] for r in slipway(database_url, "route", "list")[1]["routes"]) == [
+        assert sorted(r["hostname"] for r in slipway(migrated_database_url, "route", "list")[1]["routes"]) == [
             hostname, "www.routed.test"]
         in_file = _eventually(lambda: len(_file_routes(routes_file) or {}) == 2 and _file_routes(routes_file))
         assert sorted(in_file.values()) == sorted([(f"Host(`{hostname}`)", route["target"]),
                                                    ("Host(`www.routed.test`)", route["target"])])
-        _, written = slipway(database_url, "route", "write", env={"SLIPWAY_ROUTES_FILE": str(routes_file)})
+        _, written = slipway(migrated_database_url, "route", "write", env={"SLIPWAY_ROUTES_FILE": str(routes_file)})
         assert (written["provider"], written["file"], written["changed"]) == ("file", str(routes_file), False)
 
         assert client.delete(f"/api/services/{service_id}").status_code == 204
-        assert slipway(database_url, "route", "list")[1] == {"routes": []}
+        assert slipway(migrated_database_url, "route", "list")[1] == {"routes": []}
         _eventually(lambda: _file_routes(routes_file) == {})
         service_id = None
     finally:
@@ -89,20 +90,19 @@ def test_deploy_writes_a_route_record_and_delete_removes_it(runtime_url, databas
         server.wait(timeout=20)
 
 
-def test_route_write_needs_the_file_setting(database_url):
-    slipway(database_url, "init")
-    status, out = slipway(database_url, "route", "write", check=False)
+def test_route_write_needs_the_file_setting(migrated_database_url):
+    status, out = slipway(migrated_database_url, "route", "write", check=False)
     assert status != 0 and "SLIPWAY_ROUTES_FILE" in out["error"]["message"]
 
 
-def test_a_custom_domain_folding_to_another_services_host_takes_nothing_from_it(runtime_url, database_url,
+def test_a_custom_domain_folding_to_another_services_host_takes_nothing_from_it(runtime_url, migrated_database_url,
                                                                                engine_ulimits, tmp_path):
     """``my.shop-apps.example.com``, a custom domain another customer may add, and the host
     ``my-shop.apps.example.com`` of the service ``my-shop``: a key of dots turned dashes
     folded both into one router; each keeps its own router, rule and upstream."""
     routes_file = tmp_path / "proxy" / "slipway.yml"
-    key = admin_key(database_url)
-    env = dict(os.environ, SLIPWAY_RUNTIME_ULIMITS=engine_ulimits, SLIPWAY_DATABASE_URL=database_url,
+    key = admin_key(migrated_database_url)
+    env = dict(os.environ, SLIPWAY_RUNTIME_ULIMITS=engine_ulimits, SLIPWAY_DATABASE_URL=migrated_database_url,
                SLIPWAY_RUNTIME_URL=runtime_url, SLIPWAY_BILLING_INTERVAL="0", SLIPWAY_BASE_DOMAIN="apps.example.com",
                SLIPWAY_ROUTES_FILE=str(routes_file), SLIPWAY_ROUTES_INTERVAL="0.2")
     with shop_and_squatter(key, env, runtime_url) as (server, client, ids):
@@ -111,7 +111,7 @@ def test_a_custom_domain_folding_to_another_services_host_takes_nothing_from_it(
         patched = client.patch(f"/api/services/{squatter['id']}", json={"custom_domains": ["my.shop-apps.example.com"]})
         assert patched.status_code == 200, patched.text
 
-        records = {r["hostname"]: r for r in slipway(database_url, "route", "list")[1]["routes"]}
+        records = {r["hostname"]: r for r in slipway(migrated_database_url, "route", "list")[1]["routes"]}
         assert set(records) == {"my-shop.apps.example.com", "squatter.apps.example.com", "my.shop-apps.example.com"}
         assert records["my-shop.apps.example.com"]["service_id"] == shop["id"]
         assert records["my.shop-apps.example.com"]["service_id"] == squatter["id"]

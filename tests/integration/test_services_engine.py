@@ -39,10 +39,11 @@ volumes:
 
 
 @pytest.fixture(params=ENGINES)
-def panel(request, database_url):
+def panel(request, migrated_database_url):
     runtime_url, engine_ulimits = engine_for(request, request.param)
-    key = admin_key(database_url)
-    env = dict(os.environ, SLIPWAY_RUNTIME_ULIMITS=engine_ulimits, SLIPWAY_DATABASE_URL=database_url, SLIPWAY_RUNTIME=request.param,
+    key = admin_key(migrated_database_url)
+    env = dict(os.environ, SLIPWAY_RUNTIME_ULIMITS=engine_ulimits, SLIPWAY_DATABASE_URL=migrated_database_url,
+               SLIPWAY_RUNTIME=request.param,
                SLIPWAY_RUNTIME_URL=runtime_url, SLIPWAY_HEALTH_INTERVAL="1", SLIPWAY_BILLING_INTERVAL="0")
     server, client = serve_panel(key, env)
     customer = client.post("/api/customers", json={"name": "Acme"}).json()

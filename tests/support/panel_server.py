@@ -19,8 +19,8 @@ IMAGE = "localhost/busybox:latest"
 
 
 def admin_key(database_url) -> str:
-    """A fresh schema and an admin key for it, made with the operator CLI."""
-    slipway(database_url, "init")
+    """An admin key for the database (already migrated: the ``migrated_database_url``
+    fixture), made with the operator CLI."""
     _, key = slipway(database_url, "apikey", "create", "--name", "it", "--role", "admin", "--rate-limit-rpm", "10000")
     return key["key"]
 

@@ -32,8 +32,12 @@ class Served:
 
 
 @contextmanager
-def served(database_url: str, *, panel_rpm: int = 120, **env):
-    slipway(database_url, "init")
+def served(database_url: str, *, panel_rpm: int = 120, init: bool = True, **env):
+    """A server on ``database_url`` with a partner token and an admin key; ``init``: run
+    ``slipway init`` first (False: the database is migrated already, the
+    ``migrated_database_url`` fixture)."""
+    if init:
+        slipway(database_url, "init")
     _, partner = slipway(database_url, "partner", "create", "--name", "Contract Check", "--type", "root")
     _, token = slipway(database_url, "token", "create", "--partner", partner["id"], "--label", "contracts",
                        "--scope", "write")

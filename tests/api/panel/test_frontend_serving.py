@@ -14,6 +14,7 @@ import pytest
 
 from app.config import Config, ConfigError
 from app.panel.frontend import CSP, WEB_DIR
+from tests.support.database import POSTGRES, copy_sqlite, sqlite_template
 from tests.support.processes import slipway
 from tests.support.servers import Server
 
@@ -24,7 +25,7 @@ APP_JS = b"import { h } from './vendor/lib.js';\nexport const ready = true;\n"
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory):
+def site(tmp_path_factory, migrated_template):
     """A real server over a copy of app/web with known assets and planted escapes; yields
     (server, admin key, the secret file outside the web directory)."""
     root = tmp_path_factory.mktemp("frontend")
@@ -45,8 +46,12 @@ def site(tmp_path_factory):
     os.symlink(secret, assets / "leak.txt")  # a symlink out of app/web
     os.symlink(outside, assets / "outdir")  # a symlinked directory out of app/web
     os.symlink(assets / "app.js", assets / "alias.js")  # a symlink inside: fine
-    url = f"sqlite:///{root}/slipway.db"
-    slipway(url, "init")
+    database = root / "slipway.db"
+    if POSTGRES:  # the tests' template is a PostgreSQL database; this server's is a SQLite file
+        database = sqlite_template(root)
+    else:
+        copy_sqlite(migrated_template, database)
+    url = f"sqlite:///{database}"
     _, key = slipway(url, "apikey", "create", "--name", "fe", "--role", "admin", "--rate-limit-rpm", "10000")
     with Server(url, SLIPWAY_WEB_DIR=str(web)) as server:
         yield server, key["key"], secret
