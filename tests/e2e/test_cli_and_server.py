@@ -21,21 +21,23 @@ def initialised(migrated_database_url):
 
 
 def test_operator_commands_print_json(database_url):
+    """Each command a process of its own, as an operator runs them."""
     url = database_url
-    _, first = slipway(url, "init")
-    _, again = slipway(url, "init")  # idempotent: the second applies nothing
+    _, first = slipway(url, "init", process=True)
+    _, again = slipway(url, "init", process=True)  # idempotent: the second applies nothing
     assert first["applied"] and again["applied"] == [] and again["schemaVersion"] == first["schemaVersion"]
-    _, root = slipway(url, "partner", "create", "--name", "Operator", "--type", "root")
+    _, root = slipway(url, "partner", "create", "--name", "Operator", "--type", "root", process=True)
     assert UUID_RE.match(root["id"]) and root["type"] == "root" and root["parentId"] is None
-    _, child = slipway(url, "partner", "create", "--name", "Reseller", "--parent", root["id"])
+    _, child = slipway(url, "partner", "create", "--name", "Reseller", "--parent", root["id"], process=True)
     assert set(child) == {"id", "name", "type", "parentId", "createdAt"}
     assert child["parentId"] == root["id"] and child["type"] == "reseller"
-    _, token = slipway(url, "token", "create", "--partner", child["id"], "--label", "ops", "--scope", "read")
+    _, token = slipway(url, "token", "create", "--partner", child["id"], "--label", "ops", "--scope", "read",
+                       process=True)
     assert token["token"].startswith("pcp_") and token["scope"] == "read" and token["createdBy"] is None
     _, contract = slipway(url, "contract", "create", "--partner", child["id"], "--model", "per_instance_metered",
-                          "--currency", "EUR", "--unit-price-cents", "990")
+                          "--currency", "EUR", "--unit-price-cents", "990", process=True)
     assert contract["partnerId"] == child["id"] and contract["unitPriceCents"] == 990
-    _, plugins = slipway(url, "plugins")
+    _, plugins = slipway(url, "plugins", process=True)
     assert "per_instance_metered" in plugins["billingModels"]
 
 
