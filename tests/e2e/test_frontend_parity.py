@@ -42,10 +42,10 @@ NEVER_HEALTHY = TWO.replace("  worker:\n", "    healthcheck:\n      test: [CMD, 
 
 
 @pytest.fixture
-def engine_site(runtime_url, database_url, engine_ulimits, tmp_path):
+def engine_site(runtime_url, migrated_database_url, engine_ulimits, tmp_path):
     """A server on the real container engine whose volume helper is the local image (no
     registry here); what it deployed is removed afterwards."""
-    server, site = _serve(database_url, SLIPWAY_RUNTIME_URL=runtime_url, SLIPWAY_RUNTIME_ULIMITS=engine_ulimits,
+    server, site = _serve(migrated_database_url, SLIPWAY_RUNTIME_URL=runtime_url, SLIPWAY_RUNTIME_ULIMITS=engine_ulimits,
                           SLIPWAY_HEALTH_INTERVAL="1", SLIPWAY_RUNTIME_HELPER_IMAGE=IMAGE,
                           SLIPWAY_BACKUP_DIR=str(tmp_path / "backups"))
     from app.pluginmanager import make_plugin_manager, runtimes
