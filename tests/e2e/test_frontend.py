@@ -173,11 +173,12 @@ class Watched:
         add and remove networks). What the page before still had in flight when it
         navigates is aborted by the navigation: no fault either (``_forget_abandoned``)."""
         for _ in range(3):
-            mark = self.mark()
+            mark, sent = self.mark(), len(self.requests)
             self.page.goto(path, wait_until=wait_until)
             self._forget_abandoned(mark)
             if not self.network_changed_since(mark):
                 return
+            del self.requests[sent:]  # the abandoned load's requests: the next load makes them again
 
     def problems(self, *, allowed_errors=()) -> dict:
         """What went wrong, less the error answers matching ``allowed_errors`` and those
