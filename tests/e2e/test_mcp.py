@@ -7,6 +7,7 @@ checked with a plain HTTP client: the SDK client turns them into exceptions."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import time
@@ -19,6 +20,12 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from tests.support.processes import slipway
 from tests.support.servers import Server
+
+# the server imports the MCP SDK on the endpoint's first request (app/panel/mcp.py): on a
+# machine the other tests keep busy that took longer than httpx's default 5 s
+_post = functools.partial(httpx.post, timeout=30)
+_get = functools.partial(httpx.get, timeout=30)
+_request = functools.partial(httpx.request, timeout=30)
 
 ALL_TOOLS = {"list_services", "get_service", "create_service", "start_service", "stop_service", "restart_service",
              "redeploy_service", "delete_service", "get_logs", "get_events", "list_templates", "list_customers"}
@@ -97,34 +104,34 @@ def panel(migrated_database_url):
 def test_the_http_request_needs_a_bearer_key(panel):
     url = panel.base + "/api/mcp"
     for headers in ({}, {"Authorization": "Bearer slw_0000000000000000_" + "x" * 40}, {"Authorization": "Basic eA=="}):
-        refused = httpx.post(url, json=TOOLS_LIST, headers={**JSON_RPC, **headers})
+        refused = _post(url, json=TOOLS_LIST, headers={**JSON_RPC, **headers})
         assert refused.status_code == 401, refused.text
         assert refused.json()["error"]["code"] == "unauthorized"
         assert refused.headers["content-type"] == "application/json"
         assert "x-ratelimit-remaining" in refused.headers  # the per-address tier, as the panel API
     # a browser session (here a key session) is no credential for MCP: a page cannot call tools with it
-    login = httpx.post(panel.base + "/api/auth/key", json={"key": panel.admin}, headers={"X-Requested-With": "t"})
+    login = _post(panel.base + "/api/auth/key", json={"key": panel.admin}, headers={"X-Requested-With": "t"})
     assert login.status_code == 204, login.text
     cookie = login.cookies.get("slipway_session")
     assert cookie
-    refused = httpx.post(url, json=TOOLS_LIST, headers=JSON_RPC, cookies={"slipway_session": cookie})
+    refused = _post(url, json=TOOLS_LIST, headers=JSON_RPC, cookies={"slipway_session": cookie})
     assert refused.status_code == 401, refused.text
     # two session cookies are 401 here too, even beside a key (docs/decisions.md "Tenant safety, second round")
-    tossed = httpx.post(url, json=TOOLS_LIST, headers={**JSON_RPC, "Authorization": f"Bearer {panel.admin}",
+    tossed = _post(url, json=TOOLS_LIST, headers={**JSON_RPC, "Authorization": f"Bearer {panel.admin}",
                                                         "Cookie": f"slipway_session=x; slipway_session={cookie}"})
     assert tossed.status_code == 401 and "two session cookies" in tossed.json()["error"]["message"], tossed.text
 
-    admitted = httpx.post(url, json=TOOLS_LIST, headers={**JSON_RPC, "Authorization": f"Bearer {panel.admin}"})
+    admitted = _post(url, json=TOOLS_LIST, headers={**JSON_RPC, "Authorization": f"Bearer {panel.admin}"})
     assert admitted.status_code == 200, admitted.text
     assert admitted.headers["x-ratelimit-limit"] == "10000"  # the key's own bucket
     assert len(admitted.json()["result"]["tools"]) == 12
     # stateless: no stream to GET, no session to DELETE (the transport allows 405)
     for method in ("GET", "DELETE", "PUT"):
-        other = httpx.request(method, url, headers={"Authorization": f"Bearer {panel.admin}",
+        other = _request(method, url, headers={"Authorization": f"Bearer {panel.admin}",
                                                     "Accept": "text/event-stream"})
         assert other.status_code == 405 and other.headers["allow"] == "POST", other.text
         assert other.json()["error"]["code"] == "bad_request"
-    assert httpx.get(url).status_code == 401  # authentication first, as everywhere under /api
+    assert _get(url).status_code == 401  # authentication first, as everywhere under /api
 
     # stateless: every request is authenticated, so a revoked key stops at its next one
     viewer = panel.key("viewer")
@@ -138,13 +145,13 @@ def test_the_http_request_needs_a_bearer_key(panel):
                 await mcp.call("list_templates")
 
     asyncio.run(revoked_midway())
-    assert httpx.post(url, json=TOOLS_LIST, headers={**JSON_RPC, "Authorization": f"Bearer {viewer}"}).status_code == 401
+    assert _post(url, json=TOOLS_LIST, headers={**JSON_RPC, "Authorization": f"Bearer {viewer}"}).status_code == 401
 
 
 def test_the_key_bucket_limits_the_requests(panel):
     key = panel.key("viewer", rpm=2)
     url = panel.base + "/api/mcp"
-    answers = [httpx.post(url, json=TOOLS_LIST, headers={**JSON_RPC, "Authorization": f"Bearer {key}"})
+    answers = [_post(url, json=TOOLS_LIST, headers={**JSON_RPC, "Authorization": f"Bearer {key}"})
                for _ in range(3)]
     assert [a.status_code for a in answers] == [200, 200, 429], [a.text for a in answers]
     assert answers[2].json()["error"]["code"] == "rate_limited"
@@ -383,15 +390,15 @@ def test_malformed_mcp_requests_are_the_protocols_errors_never_a_500(panel):
     auth = {**JSON_RPC, "Authorization": f"Bearer {panel.admin}"}
     call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call"}
     answers = {
-        "not-json": httpx.post(url, content=b"{nope", headers=auth),
-        "too-big": httpx.post(url, content=b"[" + b"1," * (600 * 1024) + b"1]", headers=auth),
-        "media-type": httpx.post(url, content=json.dumps(TOOLS_LIST), headers={**auth, "Content-Type": "text/plain"}),
-        "batch": httpx.post(url, json=[TOOLS_LIST, TOOLS_LIST], headers=auth),
-        "arguments-list": httpx.post(url, json={**call, "params": {"name": "list_services", "arguments": [1]}},
+        "not-json": _post(url, content=b"{nope", headers=auth),
+        "too-big": _post(url, content=b"[" + b"1," * (600 * 1024) + b"1]", headers=auth),
+        "media-type": _post(url, content=json.dumps(TOOLS_LIST), headers={**auth, "Content-Type": "text/plain"}),
+        "batch": _post(url, json=[TOOLS_LIST, TOOLS_LIST], headers=auth),
+        "arguments-list": _post(url, json={**call, "params": {"name": "list_services", "arguments": [1]}},
                                      headers=auth),
-        "name-missing": httpx.post(url, json={**call, "params": {}}, headers=auth),
-        "unknown-method": httpx.post(url, json={**call, "method": "resources/list"}, headers=auth),
-        "deep": httpx.post(url, json={**call, "params": {"name": "create_service", "arguments": {
+        "name-missing": _post(url, json={**call, "params": {}}, headers=auth),
+        "unknown-method": _post(url, json={**call, "method": "resources/list"}, headers=auth),
+        "deep": _post(url, json={**call, "params": {"name": "create_service", "arguments": {
             "name": "deep", "variables": {"a": [[[[[[[[[[["x"]]]]]]]]]]]}}}}, headers=auth),
     }
     for name, answer in answers.items():
