@@ -161,6 +161,11 @@ def test_a_failing_deploy_ends_failed_with_the_reason(panel):
     assert engine.labelled(ghost)["containers"] == []
 
 
+def store_status(store, service_id: str) -> str:
+    with store.uow(write=False) as uow:
+        return uow.services.get(service_id).status
+
+
 def test_start_up_reconciles_services_with_the_engine(panel, database_url):
     """Containers that vanished behind Slipway's back are noticed from their labels."""
     from app.storage.store import Store
@@ -178,7 +183,10 @@ def test_start_up_reconciles_services_with_the_engine(panel, database_url):
         engine.remove_container(state.id)
     store = Store(database_url, threads=1)
     try:
-        assert deploys.reconcile(store.uow(), SystemClock(), engine) == [created["id"]]
+        found = deploys.reconcile(store.uow(), SystemClock(), engine)
+        # the server's own health monitor (every second here) may notice first; then the
+        # start-up pass finds the service failed already, and both say why below
+        assert found == [created["id"]] or (found == [] and store_status(store, created["id"]) == "failed"), found
     finally:
         store.close()
     detail = client.get(f"/api/services/{created['id']}").json()
