@@ -252,9 +252,7 @@ def answer(argv, environ=None) -> tuple[int, dict | None]:
     settings (default ``os.environ``). ``--help`` still raises ``SystemExit``."""
     try:
         return run(argv, environ)
-    except SystemExit:
-        raise
-    except BrokenPipeError:
+    except BrokenPipeError:  # not a refusal: main() ends quietly (SystemExit is no Exception)
         raise
     except VersionShown:
         status, document = 0, {"version": version()}
