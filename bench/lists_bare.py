@@ -3,7 +3,7 @@
 for them (the credential's lookup, the page's statements) on the same database, with one
 sqlite3 connection and nothing else: no worker thread, no rate limit, no log line, no
 contract. The SQL text comes from Slipway's own repositories (``Statements``) where they
-build it once, otherwise it is written out as the repository's query reads."""
+build it once."""
 import os
 import sqlite3
 from urllib.parse import urlsplit
@@ -22,14 +22,14 @@ with _store.uow(transaction=False, write=False) as _uow:  # Slipway's statements
     _uow.partners.subtree_ids(PARTNER)
     _uow.licenses.list({PARTNER}, Page(limit=50, offset=0))
     _uow.api_keys.get("-")
+    _uow.services.page(page=1, per_page=20, status=None, customer_id="-", sort="created_at", order="asc",
+                       search=None)
 _sql = _store.models.statements.sql
 TOKEN_SQL, SUBTREE_SQL = _sql("token-by-hash", None), _sql("partner-subtree", None)
 LICENSES_SQL, KEY_SQL = _sql("licenses:1:", None), _sql("panel-key-by-id", None)
+SERVICES_COUNT = _sql("services:customer:created_at:asc:count", None)
+SERVICES_PAGE = _sql("services:customer:created_at:asc", None)
 _store.close()
-SERVICES_COUNT = "SELECT COUNT(*) FROM service WHERE customer_id = ?"
-SERVICES_PAGE = ("SELECT id, name, status, url, customer_id, template_id, deploy_method, created_at, updated_at "
-                 "FROM service WHERE customer_id = ? ORDER BY created_at ASC, id ASC LIMIT ? OFFSET ?")
-DOMAINS = "SELECT hostname, service_id FROM custom_domain WHERE service_id IN ({}) ORDER BY hostname"
 db = sqlite3.connect(urlsplit(URL).path, check_same_thread=False, isolation_level=None)
 LICENSE_KEYS = ("id", "humanId", "partnerId", "customerId", "contractId", "licenseServiceLicenseId", "keyMasked",
                 "edition", "state", "issuedAt", "externalBillingRef", "metadata", "terminatedAt")
@@ -57,8 +57,6 @@ class Services:
         customer = db.execute(KEY_SQL, (key_id,)).fetchall()[0][8]
         total = db.execute(SERVICES_COUNT, (customer,)).fetchone()[0]
         rows = db.execute(SERVICES_PAGE, (customer, 20, 0)).fetchall()
-        ids = [row[0] for row in rows]
-        db.execute(DOMAINS.format(",".join("?" * len(ids))), ids).fetchall()
         data = [{"id": r[0], "name": r[1], "status": r[2], "url": r[3], "customer_id": r[4], "template": r[5],
                  "deploy_method": r[6], "created_at": stamp(r[7]), "updated_at": stamp(r[8]),
                  "resources": {"cpu_usage": 0.0, "memory_usage_mb": 0.0, "memory_limit_mb": 0.0}} for r in rows]

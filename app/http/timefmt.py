@@ -9,8 +9,12 @@ def rfc3339(value: datetime | None) -> str | None:
         return None
     if value.tzinfo is not None and value.tzinfo is not timezone.utc:
         value = value.astimezone(timezone.utc)
-    # isoformat: a third of strftime's cost (list pages write two per item)
-    return value.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
+    # spelled out: a third of strftime's cost and half of isoformat's with its keyword
+    # (list pages write two or more per item)
+    return _FORMAT % (value.year, value.month, value.day, value.hour, value.minute, value.second, value.microsecond)
+
+
+_FORMAT = "%04d-%02d-%02dT%02d:%02d:%02d.%06dZ"
 
 
 def parse_rfc3339(value: str) -> datetime:

@@ -86,11 +86,16 @@ class Resources:
             return found
 
     def for_page(self, service_ids) -> dict:
-        """``{service id: resources}`` for a list page (blocking: engine calls)."""
+        """``{service id: resources}`` for a list page (blocking: engine calls). An engine
+        that cannot answer (none configured, or down) shows zeros, and that answer is kept
+        for ``ttl`` seconds like any other: the pages of those seconds answer from
+        ``cached_page`` on the event loop instead of each sending a worker thread to fail."""
         try:
             running = self._running_by_service(service_ids)
             return {sid: self._sum(running.get(sid, ())) for sid in service_ids}
         except Exception:
+            with self._lock:
+                self._running = (time.monotonic(), {}, True)
             return {sid: self._sum(()) for sid in service_ids}
 
     def for_detail(self, service_id: str) -> dict:
@@ -110,6 +115,8 @@ class Resources:
 
 
 def _total(usages) -> dict:
+    if not usages:  # a stopped service (most of a list page, often)
+        return {"cpu_usage": 0.0, "memory_usage_mb": 0.0, "memory_limit_mb": 0.0}
     cpu = mem = limit = 0.0
     for usage in usages:
         cpu += usage.cpu_percent

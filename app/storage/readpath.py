@@ -22,7 +22,11 @@ then read one page. All of them go the same way:
    text from ``Statements`` (``store.models.statements``), built on first use with the
    store's own placeholder style, and run it with the page's values; rows come back as
    plain tuples, and only the columns that need it (timestamps) are converted.
-3. **Nothing remembered across requests.** No credential, row or record is kept between
+3. **List pages read read models.** A page decides nothing, so its repository answers
+   named tuples of what the page shows (``ServiceSummary``, ``LicenseSummary``), not the
+   entities the rules use: no variables decrypted, no columns the page does not show,
+   and a tuple instead of a frozen dataclass of thirty fields.
+4. **Nothing remembered across requests.** No credential, row or record is kept between
    requests: a revoked token, key or session fails on its very next request, whichever
    process revoked it. The caches here hold SQL text only, and they belong to one store
    (a process may hold several: tests, the CLI), never to a class.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import NamedTuple
 
 from core.partner import ledger
 from core.errors import Conflict, Invalid, NotFound
@@ -30,6 +31,31 @@ class License:
     external_billing_ref: str = ""
     metadata: str = ""
     terminated_at: datetime | None = None
+
+
+class LicenseSummary(NamedTuple):
+    """A license as a list page shows it (``GET /v1/licenses``): the fields of ``License``,
+    read into an immutable tuple. A read model: the page decides nothing with it, and fifty
+    of them cost a fraction of fifty frozen dataclasses (``python -m bench lists``). Its
+    fields are ``License``'s, in the same order (a unit test keeps them so)."""
+
+    id: str
+    human_id: str
+    partner_id: str
+    customer_id: str
+    contract_id: str
+    license_service_license_id: str
+    key_masked: str
+    edition: str
+    state: str
+    issued_at: datetime
+    external_billing_ref: str = ""
+    metadata: str = ""
+    terminated_at: datetime | None = None
+
+    @classmethod
+    def of(cls, lic: License) -> "LicenseSummary":
+        return cls._make(getattr(lic, name) for name in cls._fields)
 
 
 def mask(key: str) -> str:
@@ -86,7 +112,8 @@ def get_license(uow, caller, license_id: str) -> License:
         return visible(uow.licenses.get(license_id), subtree(uow, caller), "license", license_id)
 
 
-def list_licenses(uow, caller, page: Page, *, customer_id=None, state=None, edition=None) -> list[License]:
+def list_licenses(uow, caller, page: Page, *, customer_id=None, state=None,
+                  edition=None) -> list[LicenseSummary]:
     with uow:
         return uow.licenses.list(subtree(uow, caller), page, customer_id=customer_id, state=state,
                                  edition=edition)

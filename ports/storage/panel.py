@@ -14,7 +14,7 @@ from core.panel.customers import PanelCustomer
 from core.panel.deploy_keys import DeployKey, PrivateKey
 from core.panel.releases import Release
 from core.panel.routes import Route
-from core.panel.services import DeployJob, Service, ServiceEvent
+from core.panel.services import DeployJob, Service, ServiceEvent, ServiceSummary
 from core.panel.sessions import KeySession, PanelSession, PanelUser, PendingLogin
 
 
@@ -205,10 +205,11 @@ class ServiceRepository(Protocol):
         """The services of one status."""
 
     @abstractmethod
-    def page(self, *, page, per_page, status, customer_id, sort, order, search):
-        """``(services, total)``, optionally of one status or customer, the name
-        containing ``search``, ordered by ``sort`` (``name``, ``status``, ``created_at``,
-        ``updated_at``; others mean ``created_at``) and ``order``, then by id."""
+    def page(self, *, page, per_page, status, customer_id, sort, order, search) -> tuple[list[ServiceSummary], int]:
+        """``(summaries, total)``: one page of services as ``ServiceSummary``, optionally
+        of one status or customer, the name containing ``search``, ordered by ``sort``
+        (``name``, ``status``, ``created_at``, ``updated_at``; others mean ``created_at``)
+        and ``order``, then by id."""
 
     @abstractmethod
     def customer_names(self, customer_ids) -> dict:

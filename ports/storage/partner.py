@@ -11,7 +11,7 @@ from core.partner.contracts import Contract
 from core.partner.customers import Contact, Customer, Note
 from core.partner.identity import Partner, Token
 from core.partner.ledger import ActivityFilter, LedgerEvent
-from core.partner.licenses import License
+from core.partner.licenses import License, LicenseSummary
 from core.partner.scope import Page
 from core.partner.transfers import Transfer
 from core.partner.webhooks import Delivery, Endpoint
@@ -168,9 +168,10 @@ class LicenseRepository(Protocol):
         """The license, or None."""
 
     @abstractmethod
-    def list(self, scope, page: Page, *, customer_id=None, state=None, edition=None) -> list[License]:
-        """Licenses of the partners in ``scope``, optionally filtered, newest first
-        (``issued_at``, then id, descending)."""
+    def list(self, scope, page: Page, *, customer_id=None, state=None, edition=None) -> list[LicenseSummary]:
+        """Licenses of the partners in ``scope`` as a list page reads them
+        (``LicenseSummary``), optionally filtered, newest first (``issued_at``, then id,
+        descending)."""
 
     @abstractmethod
     def update(self, lic: License) -> None:

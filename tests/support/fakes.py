@@ -37,6 +37,8 @@ from core.partner import partners, tokens
 from core.partner.billing import billable_days, quantity
 from core.panel.compose import compose_parser, dump_compose
 from core.panel.containers import KEPT_IMAGES, SERVICE_LABEL, PortSpec
+from core.panel.services import ServiceSummary
+from core.partner.licenses import LicenseSummary
 from ports.billing import Line, LineDetail
 from ports.clock import Clock
 from ports.deploy import Component, DeployPlan
@@ -351,7 +353,7 @@ class InMemoryLicenses(_Repo):
                 and (customer_id is None or lic.customer_id == customer_id)
                 and (state is None or lic.state == state) and (edition is None or lic.edition == edition)]
         rows = _sorted(rows, "issued_at", "id", desc=True)
-        return rows[page.offset:page.offset + page.limit]
+        return [LicenseSummary.of(lic) for lic in rows[page.offset:page.offset + page.limit]]
 
     def update(self, lic):
         old = self.rows[lic.id]
@@ -785,7 +787,7 @@ class InMemoryServices(_Repo):
                 and (not customer_id or s.customer_id == customer_id) and (not search or _contains(s.name, search))]
         column = sort if sort in ("name", "status", "created_at", "updated_at") else "created_at"
         rows = _sorted(rows, column, "id", desc=order == "desc")
-        return _paginate(rows, page, per_page), len(rows)
+        return [ServiceSummary.of(s) for s in _paginate(rows, page, per_page)], len(rows)
 
     def customer_names(self, customer_ids):
         customers = self.uow._rows("panel_customers")

@@ -6,11 +6,12 @@ from dataclasses import asdict, fields, replace
 
 import peewee
 
+from app.storage.models.base import utc_datetime
 from app.storage.queries import _for_update
 from app.storage.secrets import split
 from core.panel.secrets import MASK
 from core.panel.releases import Release
-from core.panel.services import DeployJob, Service, ServiceEvent
+from core.panel.services import DeployJob, Service, ServiceEvent, ServiceSummary
 
 _SERVICE_FIELDS = [f.name for f in fields(Service)]
 #: custom_domains: kept in custom_domain (app/storage/panel/routes.py); secrets: the names
@@ -39,17 +40,21 @@ class PeeweeServices:
         hidden = self.m.secret_box.open(sealed, row_id)
         return {**json.loads(variables or "{}"), **hidden}, hidden
 
-    def _with_domains(self, services: list) -> list:
-        D = self.m.CustomDomain
-        ids = [s.id for s in services]
+    def _domains(self, ids: list) -> dict:
+        """``{service id: (hostname, ...)}`` of ``ids``' custom domains, by name; one query."""
         if not ids:
-            return services
-        found = {}
+            return {}
+        D = self.m.CustomDomain
+        found: dict = {}
         sql = self.m.statements.sql(f"service-domains:{len(ids)}", lambda: (
             D.select(D.hostname, D.service_id).where(D.service_id.in_(["?"] * len(ids))).order_by(D.hostname)))
         for hostname, service_id in self.m.statements.rows(sql, ids):
             found.setdefault(service_id, []).append(hostname)
-        return [replace(s, custom_domains=tuple(found.get(s.id, ()))) for s in services]
+        return {service_id: tuple(names) for service_id, names in found.items()}
+
+    def _with_domains(self, services: list) -> list:
+        found = self._domains([s.id for s in services])
+        return [replace(s, custom_domains=found.get(s.id, ())) for s in services]
 
     def _values(self, s: Service) -> dict:
         values = asdict(s)
@@ -97,7 +102,7 @@ class PeeweeServices:
 
     def page(self, *, page, per_page, status, customer_id, sort, order, search):
         # a list page (app.storage.readpath): its SQL built once per store and shape (the
-        # filters given, the order), rows read as tuples
+        # filters given, the order), rows read as tuples of the summary's columns
         S = self.m.Service
         given = [(name, value) for name, value in (("status", status), ("customer", customer_id),
                                                    ("search", f"%{search}%" if search else None)) if value]
@@ -112,8 +117,9 @@ class PeeweeServices:
 
         def build_page():
             by = getattr(S, column)
-            return (where(S.select(*self._columns())).order_by(by.desc() if desc else by.asc(),
-                                                                S.id.desc() if desc else S.id.asc())
+            summary = [getattr(S, "customer" if name == "customer_id" else name) for name in ServiceSummary._fields]
+            return (where(S.select(*summary)).order_by(by.desc() if desc else by.asc(),
+                                                       S.id.desc() if desc else S.id.asc())
                     .limit(per_page).offset(0))
 
         statements = self.m.statements
@@ -121,23 +127,31 @@ class PeeweeServices:
         total = statements.rows(statements.sql(shape + ":count", lambda: where(S.select(peewee.fn.COUNT(S.id)))),
                                 values)[0][0]
         rows = statements.rows(statements.sql(shape, build_page), (*values, per_page, (page - 1) * per_page))
-        return self._with_domains([self._from_tuple(row) for row in rows]), total
+        make = ServiceSummary._make  # its last two fields are the times
+        return [make(row[:7] + (utc_datetime(row[7]), utc_datetime(row[8]))) for row in rows], total
 
     def _columns(self):
         S = self.m.Service
         return [getattr(S, "customer" if name == "customer_id" else name) for name in _COLUMN_FIELDS] + \
             [S.secret_values]
 
-    def _from_tuple(self, row) -> Service:
+    def _from_tuples(self, rows) -> list[Service]:
+        """Services of rows of ``_columns()``, their custom domains read in one query and
+        given to each entity as it is made (``dataclasses.replace`` of an entity of this
+        many fields cost about as much as making it)."""
+        rows = list(rows)
+        domains = self._domains([row[0] for row in rows])  # the id is the first column
+        return [self._from_tuple(row, domains.get(row[0], ())) for row in rows]
+
+    def _from_tuple(self, row, custom_domains: tuple = ()) -> Service:
         values = dict(zip(_COLUMN_FIELDS, row))
         sealed = row[len(_COLUMN_FIELDS)]
-        S = self.m.Service
         for name in _DATETIME_FIELDS:
-            values[name] = getattr(S, name).python_value(values[name])
+            values[name] = utc_datetime(values[name])
         values["variables"], hidden = self._clear(values["id"], values["variables"], sealed)
         for name in _BOOL_FIELDS:
             values[name] = bool(values[name])
-        return Service(secrets=tuple(sorted(hidden)), **values)
+        return Service(secrets=tuple(sorted(hidden)), custom_domains=custom_domains, **values)
 
     def preview(self, parent_id: str, number: int, for_update: bool = False) -> Service | None:
         """The preview of ``parent_id``'s pull request ``number``, if there is one."""
@@ -156,7 +170,7 @@ class PeeweeServices:
         query = S.select(*self._columns()).where(S.preview_of == parent_id)
         total = S.select().where(S.preview_of == parent_id).count()
         rows = query.order_by(S.preview_number, S.id).limit(per_page).offset((page - 1) * per_page).tuples()
-        return self._with_domains([self._from_tuple(row) for row in rows]), total
+        return self._from_tuples(rows), total
 
     def webhook_secret(self, service_id: str) -> str | None:
         """The service's push-webhook secret in the clear (None: none made yet, or no such service)."""

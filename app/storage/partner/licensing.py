@@ -8,10 +8,11 @@ from datetime import date, datetime
 
 import peewee
 
+from app.storage.models.base import utc_datetime
 from app.storage.queries import _for_update
 from core.partner.customers import Contact, Customer, Note
 from core.partner.ledger import ExportRow, LedgerEvent, canonical_json
-from core.partner.licenses import License
+from core.partner.licenses import License, LicenseSummary
 from core.partner.transfers import Transfer
 
 
@@ -172,7 +173,7 @@ class PeeweeLicenses:
         row = (_for_update(query, L._meta.database) if for_update else query).first()
         return self._entity(row) if row else None
 
-    def list(self, scope, page, *, customer_id=None, state=None, edition=None) -> list[License]:
+    def list(self, scope, page, *, customer_id=None, state=None, edition=None) -> list[LicenseSummary]:
         # a list page of every partner: its SQL is built once per store and shape (the
         # number of partners in scope, the filters given), rows come back as tuples
         # (app.storage.readpath)
@@ -191,8 +192,8 @@ class PeeweeLicenses:
         shape = f"licenses:{len(partners)}:" + ",".join(column.name for column, _ in given)
         sql = self.m.statements.sql(shape, build)
         rows = self.m.statements.rows(sql, (*partners, *(value for _, value in given), page.limit, page.offset))
-        issued_at, terminated_at = L.issued_at.python_value, L.terminated_at.python_value
-        return [License(*row[:9], issued_at(row[9]), row[10], row[11], terminated_at(row[12])) for row in rows]
+        return [LicenseSummary(*row[:9], utc_datetime(row[9]), row[10], row[11], utc_datetime(row[12]))
+                for row in rows]
 
     def _columns(self):
         L = self.m.License

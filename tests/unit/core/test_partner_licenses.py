@@ -9,6 +9,7 @@ import pytest
 from core.partner import contracts, customers, editions, ledger, licenses, transfers
 from core.errors import Conflict, Invalid, NotFound
 from core.partner.scope import Page
+from core.partner.licenses import LicenseSummary
 from ports.licensing import LicenseServiceError
 from tests.support.fakes import IntegrityError, caller_of
 
@@ -135,7 +136,7 @@ def test_licenses_are_scoped_to_the_subtree(uow, clock, service, world):
     mine, _ = _issue(uow, clock, service, world, who=sub)
     theirs, _ = _issue(uow, clock, service, world, who=root)
     assert {lic.id for lic in licenses.list_licenses(uow, root, Page())} == {mine.id, theirs.id}
-    assert licenses.list_licenses(uow, sub, Page()) == [mine]
+    assert licenses.list_licenses(uow, sub, Page()) == [LicenseSummary.of(mine)]
     with pytest.raises(NotFound):
         licenses.terminate_license(uow, clock, service, sub, theirs.id)
     assert licenses.get_license(uow, root, theirs.id).state == "active"
@@ -155,7 +156,7 @@ def test_transfer_moves_the_license_with_two_ledger_events(uow, clock, service, 
     assert transfer.effective_date == effective.date() and transfer.human_id == "T-1001"
     assert _events(uow, lic.customer_id) == ["license.transferred_out", "license.issued"]
     assert _events(uow, to_customer.id) == ["license.transferred_in"]
-    assert licenses.list_licenses(uow, sub, Page()) == [moved]
+    assert licenses.list_licenses(uow, sub, Page()) == [LicenseSummary.of(moved)]
     assert transfers.list_transfers(uow, sub, Page()) == [transfer]
     assert transfers.sync_transfer(uow, service, transfer, moved) is None
     assert service.calls[-1][0] == "update_metadata" and service.calls[-1][2]["partnerId"] == sub.partner.id
