@@ -1,6 +1,7 @@
 """The services list's resources (``app.panel.usage.Resources``) on a real engine: one
 engine call answers a page, and pages within ``ttl`` seconds are answered from it on the
-event loop (``cached_page``) with no engine call; ``ttl`` 0 always asks."""
+event loop (``cached_page``) with no engine call, also when the engine could not answer;
+``ttl`` 0 always asks."""
 from __future__ import annotations
 
 from app.panel.usage import Resources
@@ -52,9 +53,19 @@ def test_with_no_time_to_keep_every_page_asks_the_engine(runtime, service):  # n
     assert len(engine.calls) > asked
 
 
-def test_an_engine_that_does_not_answer_gives_zeros_and_keeps_nothing():
-    dead = _factories()["podman"].create(engine_settings("unix:///nonexistent/slipway.sock"))
+def test_an_engine_that_does_not_answer_gives_zeros_kept_for_ttl_like_any_answer():
+    zeros = {"cpu_usage": 0.0, "memory_usage_mb": 0.0, "memory_limit_mb": 0.0}
+    dead = Counting(_factories()["podman"].create(engine_settings("unix:///nonexistent/slipway.sock")))
     resources = Resources(dead, ttl=3600)
-    assert resources.for_page(["svc_a"]) == {"svc_a": {"cpu_usage": 0.0, "memory_usage_mb": 0.0,
-                                                       "memory_limit_mb": 0.0}}
-    assert resources.cached_page(["svc_a"]) is None
+    assert resources.for_page(["svc_a"]) == {"svc_a": zeros}
+    asked = len(dead.calls)
+    assert asked >= 1
+    # the next pages answer on the event loop, without sending a thread to fail again
+    assert resources.cached_page(["svc_a", "svc_b"]) == {"svc_a": zeros, "svc_b": zeros}
+    assert len(dead.calls) == asked
+    # with no time to keep, every page asks again
+    fresh = Resources(dead, ttl=0)
+    assert fresh.for_page(["svc_a"]) == {"svc_a": zeros}
+    assert fresh.cached_page(["svc_a"]) is None
+    fresh.for_page(["svc_a"])
+    assert len(dead.calls) > asked + 1
