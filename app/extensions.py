@@ -170,27 +170,32 @@ def caller_of(principal) -> Caller:
 def route_handlers(routes, context: ExtensionContext, calls) -> dict:
     """``{operation id: handler}`` for the pipeline (app.http.pipeline): each runs the
     plugin's handler in a thread, at most a quarter of the threads per caller."""
-    return {operation_id(route): _handler(route, context, calls) for route in routes}
+    return {operation_id(route): RouteHandler(route, context, calls) for route in routes}
 
 
-def _handler(route: Route, context: ExtensionContext, calls):
-    path_names = set(re.findall(r"\{([a-z][a-z0-9_]*)\}", route.path))
+class RouteHandler:
+    """The pipeline's handler of one plugin route: the call made a ``RouteRequest`` (path
+    values apart from the query's), the plugin's handler run on ``calls`` (the engine-call
+    pool, shared fairly between callers), its ``RouteError`` made the API's error."""
 
-    async def handle(call):
+    def __init__(self, route: Route, context: ExtensionContext, calls):
+        self.route, self.context, self.calls = route, context, calls
+        self.path_names = frozenset(re.findall(r"\{([a-z][a-z0-9_]*)\}", route.path))
+
+    async def __call__(self, call):
+        names = self.path_names
         request = RouteRequest(caller=caller_of(call.caller),
-                               params={k: v for k, v in call.params.items() if k in path_names},
-                               query={k: v for k, v in call.params.items() if k not in path_names},
-                               body=call.body, context=context)
+                               params={k: v for k, v in call.params.items() if k in names},
+                               query={k: v for k, v in call.params.items() if k not in names},
+                               body=call.body, context=self.context)
         try:
-            reply = await calls.run_for(call.caller.bucket_id, route.handler, request)
+            reply = await self.calls.run_for(call.caller.bucket_id, self.route.handler, request)
         except RouteError as exc:
             raise ApiError(exc.status, exc.message, fields=exc.fields) from None
         if not isinstance(reply, RouteReply):
-            raise RuntimeError(f"the plugin route {operation_id(route)} answered {type(reply).__name__}, "
+            raise RuntimeError(f"the plugin route {operation_id(self.route)} answered {type(reply).__name__}, "
                                "not a RouteReply")
         return Reply(reply.status, reply.body)
-
-    return handle
 
 
 def mcp_tools(routes) -> dict:

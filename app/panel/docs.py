@@ -68,17 +68,27 @@ def _asset(name: str) -> bytes:
 
 def docs_handlers(api: str = "panel") -> dict:
     """The page and asset handlers of ``api``'s docs ("panel": ``/api``, "partner": ``/v1``)."""
-    for name in ASSETS:  # read once, at start-up, not on the event loop of the first request
-        _asset(name)
-    title, base, operations = DOCS[api]
-    page = PAGE_TEMPLATE.format(title=title, base=base)
-    # the panel's page follows the session; the partner's is the same for everyone
-    cache = "no-store" if api == "panel" else "no-cache"
+    docs = DocsHandlers(api)
+    return dict(zip(DOCS[api][2], (docs.get_docs, docs.get_docs_asset)))
 
-    async def get_docs(call):
-        return Reply(200, page, content_type="text/html; charset=utf-8", headers={"Cache-Control": cache})
 
-    async def get_docs_asset(call):
+class DocsHandlers:
+    """One API's documentation page (its title and path prefix filled in once) and the
+    Swagger UI assets it loads, read once at start-up, not on the event loop of the first
+    request."""
+
+    def __init__(self, api: str):
+        for name in ASSETS:
+            _asset(name)
+        title, base, _ = DOCS[api]
+        self.page = PAGE_TEMPLATE.format(title=title, base=base)
+        # the panel's page follows the session; the partner's is the same for everyone
+        self.cache = "no-store" if api == "panel" else "no-cache"
+
+    async def get_docs(self, call):
+        return Reply(200, self.page, content_type="text/html; charset=utf-8", headers={"Cache-Control": self.cache})
+
+    async def get_docs_asset(self, call):
         name = call.params["asset"]
         # the contract's enum already refuses other names; the check stays for defence in depth
         if name not in ASSETS:
@@ -87,5 +97,3 @@ def docs_handlers(api: str = "panel") -> dict:
             raise NotFound(f"no documentation asset {name!r}")
         return Reply(200, _asset(name), content_type=ASSETS[name],
                      headers={"Cache-Control": "private, max-age=86400"})
-
-    return dict(zip(operations, (get_docs, get_docs_asset)))

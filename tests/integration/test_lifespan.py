@@ -48,3 +48,22 @@ def test_a_store_handed_in_is_left_open(store, clock):
                      store=store)
     assert asyncio.run(_lifespan(app)) == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
     assert not store.closed  # still the caller's, still pooling
+
+
+def test_the_jobs_follow_the_order_jobs_declares(store, clock):
+    from app.composition import JOBS, Composition
+
+    parts = Composition(Config(database_url=store.url, clock=clock, billing_interval=3600, deploy_worker=True),
+                        store=store)
+    try:
+        jobs = parts.jobs()
+        order = [name for name in JOBS if getattr(parts, name, None) is not None]
+        assert jobs == [getattr(parts, name) for name in order]
+        assert {"billing_recompute", "deployer", "backup_worker", "lease", "hub", "bus", "rates"} <= set(order)
+        workers = [order.index(name) for name in Composition.WORKER_JOBS - {"lease"} if name in order]
+        # the lease goes after every worker stopped; the hub and the bus after every job that
+        # publishes; the rate store's connections last
+        assert order.index("lease") > max(workers)
+        assert order.index("hub") > order.index("lease") and order[-2:] == ["bus", "rates"]
+    finally:
+        parts.close()
