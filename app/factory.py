@@ -15,7 +15,6 @@ from app import extensions
 from app.composition import Composition
 from app.config import Config
 from app.http.errors import DENY_KEY, HandshakeDenial, handle_any_error
-from app.http.collector import freeze_startup_objects
 from app.http.observability.observer import Observer
 from app.http.observability.prometheus import worker_exiting
 from app.http.openapi import ApiContract
@@ -123,7 +122,6 @@ class Lifespan:
             started = job.start()
             if inspect.isawaitable(started):  # e.g. the PostgreSQL bus waits for its listener
                 await started
-        freeze_startup_objects()
 
     async def process_shutdown(self, scope, event):
         for job in self.jobs:

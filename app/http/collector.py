@@ -1,29 +1,13 @@
-"""Python's cyclic garbage collector, held where it costs requests and jobs more than it
-frees: the process's own long-lived objects are frozen out of its sight once the app has
-started (``freeze_startup_objects``), and a billing pricing runs with it paused
-(``collector_paused``). Part of the read path's documented speed-ups
-(``app.storage.readpath``, docs/decisions.md "Read path"); the use cases in ``core`` know
-nothing of it."""
+"""Python's cyclic garbage collector, held where it costs a job more than it frees: a
+billing pricing runs with it paused (``collector_paused``); the use cases in ``core`` know
+nothing of it. Freezing the start-up objects out of its sight (``gc.freeze``) was here
+too; it made no measurable difference to a request and went (docs/decisions.md "Read
+path")."""
 from __future__ import annotations
 
 import contextlib
 import gc
 import threading
-
-_frozen = False
-
-
-def freeze_startup_objects() -> None:
-    """Once per process, when the first app has started: collect, then move every object
-    alive (modules, the contract, routes, plugins: they live as long as the process) out
-    of the garbage collector's sight (``gc.freeze``), so its collections scan only what
-    requests make, not the whole start-up heap."""
-    global _frozen
-    if not _frozen:
-        _frozen = True
-        gc.collect()
-        gc.freeze()
-
 
 _pauses_lock = threading.Lock()
 _pauses = 0  # pricings running now

@@ -31,9 +31,6 @@ then read one page. All of them go the same way:
    process revoked it. The caches here hold SQL text only, and they belong to one store
    (a process may hold several: tests, the CLI), never to a class.
 
-The HTTP layer's own part (``app.http.collector``): objects that live as long as the
-process are moved out of the garbage collector's sight once the app has started.
-
 What each piece measured when it was kept is in docs/decisions.md ("Read path").
 """
 from __future__ import annotations
