@@ -16,6 +16,13 @@ class UtcDateTimeField(peewee.DateTimeField):
 
     def python_value(self, value):
         if isinstance(value, str):  # SQLite's text: ISO 8601, read by Python itself (peewee tries formats)
+            try:  # naive UTC, as Slipway stores it: the offset spelled out (``replace(tzinfo=...)``'s
+                # keyword costs five times as much; list pages read a few per row)
+                parsed = datetime.fromisoformat(value + "+00:00")
+                if parsed.tzinfo is not None:
+                    return parsed
+            except ValueError:  # it had an offset, or another form
+                pass
             try:
                 value = datetime.fromisoformat(value)
             except ValueError:
@@ -27,19 +34,6 @@ class UtcDateTimeField(peewee.DateTimeField):
         return value
 
 
-_FIELD = UtcDateTimeField()
-
-
-def utc_datetime(value):
-    """What a ``UtcDateTimeField`` column's value of a row read as a tuple reads as: an
-    aware UTC datetime (or None); for code that has no field at hand. SQLite's text in
-    the form Slipway stores is read without the field's fallbacks (list pages read a few
-    per row)."""
-    if value.__class__ is str:
-        try:  # naive UTC text: the offset is spelled out (``replace(tzinfo=...)``'s keyword costs five times as much)
-            parsed = datetime.fromisoformat(value + "+00:00")
-            if parsed.tzinfo is not None:
-                return parsed
-        except ValueError:  # it had an offset, or another form: the field's own reading
-            pass
-    return _FIELD.python_value(value)
+#: what a ``UtcDateTimeField`` column's value of a row read as a tuple reads as: an aware
+#: UTC datetime (or None); for code that has no field at hand
+utc_datetime = UtcDateTimeField().python_value
