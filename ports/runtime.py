@@ -17,15 +17,23 @@ from core.panel.containers import (  # noqa: F401 (part of the port)
     SERVICE_LABEL,
     ContainerSpec,
     Healthcheck,
+    NotInEngine,
     PortSpec,
 )
 
 __all__ = ["COMPONENT_LABEL", "KEPT_IMAGES", "SERVICE_LABEL", "ContainerRuntime", "ContainerSpec", "ContainerState", "EngineError",
-           "Cancelled", "Healthcheck", "LogLine", "LogStream", "PortSpec", "Usage"]
+           "Cancelled", "Gone", "Healthcheck", "LogLine", "LogStream", "PortSpec", "Usage"]
 
 
 class EngineError(Exception):
     """The engine refused or failed; the message is the engine's, shortened."""
+
+
+class Gone(EngineError, NotInEngine):
+    """What the call named (a container, network, volume or image) is not, or no longer,
+    in the engine: the engine answered 404. A delete of the service removes its containers
+    while its deploy may still be starting them; the deploy learns it from this (core
+    catches it as :class:`core.panel.containers.NotInEngine`)."""
 
 
 class Cancelled(EngineError):

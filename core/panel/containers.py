@@ -13,6 +13,12 @@ JOB_LABEL = "slipway.job"  # the deploy job that started a container (its releas
 KEPT_IMAGES = "localhost/slw-keep-"  # the tags that keep the images of a service's releases
 
 
+class NotInEngine(Exception):
+    """What an engine call named (a container, network, volume or image) is not, or no
+    longer, in the engine. The runtime port's ``Gone`` is one: the deploy use cases catch
+    it by this name, without depending on the port."""
+
+
 def keep_tag(service_id: str, number: int, component: str) -> str:
     """The tag under which release ``number`` of ``service_id`` keeps ``component``'s image."""
     return f"{KEPT_IMAGES}{service_id.lower()}:{number}-{component.lower()}"[:255]

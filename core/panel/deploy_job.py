@@ -36,7 +36,7 @@ from typing import Any
 from core.panel import containerfiles, networks, routes
 from core.panel.compose import DEFAULT_HOST_PORTS, parse_compose
 from core.panel.containerfiles import engine_local, image_refusal
-from core.panel.containers import COMPONENT_LABEL, JOB_LABEL, SERVICE_LABEL, ContainerSpec, keep_tag
+from core.panel.containers import COMPONENT_LABEL, JOB_LABEL, SERVICE_LABEL, ContainerSpec, NotInEngine, keep_tag
 from core.panel.customers import DEFAULT_QUOTA, Footprint, Quota, reserve
 from core.panel.deploys import (CANCELLED, DELETED, KILLED_EXIT_CODES, ContainersGone, ContainersKilled,
                                 JobCancelled, cancel_reason, exit_report, health_of, job_suffix, resource_names)
@@ -260,20 +260,26 @@ def create_volumes(ctx: DeployContext) -> None:
 
 def start_containers(ctx: DeployContext) -> None:
     """Step ``containers``: one container per component, in start order, labelled with
-    the job (beside the serving set of a gated job)."""
+    the job (beside the serving set of a gated job). A container the engine no longer has
+    by the time it starts (:class:`NotInEngine`) is :class:`ContainersGone`: most often a
+    delete of the service removed it, and the job ends as the deleted service's."""
     service, job, components = ctx.service, ctx.job, ctx.plan.components
     labels = {SERVICE_LABEL: service.id}
     network = resource_names(service, job=job)
     for i, component in enumerate(components):
         ctx.enter("containers", f"starting {component.name}", 45 + int(35 * i / max(1, len(components))))
-        ctx.runtime.run(ContainerSpec(
+        spec = ContainerSpec(
             name=resource_names(service, component=component.name, job=job), image=component.image,
             labels={**labels, COMPONENT_LABEL: component.name, JOB_LABEL: job.id}, command=component.command,
             environment=component.environment, ports=component.ports,
             volumes=tuple((resource_names(service, volume=v), path) for v, path in component.volumes),
             network=network, aliases=(component.name,), healthcheck=component.healthcheck,
             cpus=component.cpus, memory_mb=component.memory_mb,
-            networks=networks.attachments(service, ctx.plan, component)))
+            networks=networks.attachments(service, ctx.plan, component))
+        try:
+            ctx.runtime.run(spec)
+        except NotInEngine as exc:
+            raise ContainersGone(str(exc)) from exc
 
 
 def wait_healthy(ctx: DeployContext) -> None:

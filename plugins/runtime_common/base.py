@@ -41,6 +41,7 @@ from ports.runtime import (
     ContainerSpec,
     ContainerState,
     EngineError,
+    Gone,
     LogLine,
     PortSpec,
     Usage,
@@ -109,7 +110,8 @@ class ClientRuntime(ContainerRuntime):
         except EngineError:
             raise
         except self.errors as exc:
-            raise EngineError(f"{what}: {error_text(exc)}") from exc
+            error = Gone if status_code(exc) == 404 else EngineError
+            raise error(f"{what}: {error_text(exc)}") from exc
 
     def _read(self, call, attempts: int = READ_ATTEMPTS):
         """``call()``, an idempotent read, tried again after a server error: Podman's
@@ -134,7 +136,7 @@ class ClientRuntime(ContainerRuntime):
     def _require(self, container_id: str):
         container = self._get(container_id)
         if container is None:
-            raise EngineError(f"no such container: {container_id}")
+            raise Gone(f"no such container: {container_id}")
         return container
 
     def _attrs(self, container_id: str) -> dict | None:
@@ -528,7 +530,7 @@ class ClientRuntime(ContainerRuntime):
             response = self._follow_response(container_id, follow_params(since))
             if response.status_code == 404:
                 response.close()
-                raise EngineError(f"no such container: {container_id}")
+                raise Gone(f"no such container: {container_id}")
             response.raise_for_status()
         tty = bool((attrs.get("Config") or {}).get("Tty"))
         return EngineLogStream(response, tty=tty, since=since)

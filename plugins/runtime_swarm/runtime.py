@@ -41,7 +41,7 @@ from plugins.runtime_common.parsing import (
     state_from_attrs,
 )
 from plugins.runtime_common.docker_api import DockerRuntime
-from ports.runtime import SERVICE_LABEL, ContainerSpec, ContainerState, EngineError, Usage
+from ports.runtime import SERVICE_LABEL, ContainerSpec, ContainerState, EngineError, Gone, Usage
 
 log = logging.getLogger("slipway.runtime.swarm")
 PRIVILEGES_API = (1, 44)  # the first API whose service specs carry NoNewPrivileges
@@ -116,7 +116,7 @@ class SwarmRuntime(DockerRuntime):
     def _require_service(self, ref: str) -> dict:
         attrs = self._service(ref)
         if attrs is None:
-            raise EngineError(f"no such container: {ref}")
+            raise Gone(f"no such container: {ref}")
         return attrs
 
     def _tasks(self, service_id: str) -> list[dict]:

@@ -11,9 +11,9 @@ from dataclasses import replace
 import pytest
 
 from core.panel import deploys, services
-from core.panel.containers import JOB_LABEL
+from core.panel.containers import JOB_LABEL, NotInEngine
 from core.panel.customers import Quota
-from core.panel.deploy_job import STEPS, Deployer, DeploySettings, run_job
+from core.panel.deploy_job import DELETE_GRACE_SECONDS, STEPS, Deployer, DeploySettings, run_job
 from tests.support.fakes import parse
 
 QUOTA = Quota(services=20, memory_mb=4096, cpus=4, read_compose=parse)
@@ -197,6 +197,41 @@ def test_a_cancel_of_a_first_deploy_mid_wait_leaves_nothing(uow, clock, admin, c
     assert (service.status, job.state, job.error) == ("failed", "cancelled", "cancelled")
     assert runtime.containers(service.id) == [] and ("remove_network", f"slw-{service.id}-"
                                                      f"{deploys.job_suffix(job)}") in runtime.calls
+
+
+def _vanishing(runtime, then=None):
+    """Every container's start finds it gone (a delete removed it between its create and
+    its start), and ``then()`` runs as the engine says so."""
+    def run(spec):
+        runtime.calls.append(("run", spec.name))
+        if then is not None:
+            then()
+        raise NotInEngine(f"starting container {spec.name}: no such container")
+    runtime.run = run
+
+
+def test_a_container_deleted_before_it_started_ends_the_job_as_the_deleted_services(uow, clock, admin, customer,
+                                                                                  methods, runtime):
+    """The delete removes the containers first and the row a moment later (here 1 s of the
+    clock): the job gives it that moment and ends "service deleted", not with the engine's
+    "no such container"."""
+    _, job = services.create_service(uow, clock, admin, {"name": "web", "deploy_method": "compose",
+                                                         "customer_id": customer.id}, methods, {}, QUOTA)
+    _vanishing(runtime, then=lambda: clock.at(1, lambda: services.delete_service(uow, None, admin, job.service_id)))
+    service, job = _run(uow, clock, runtime, job)
+    assert service is None and (job.state, job.error) == ("failed", deploys.DELETED)
+
+
+def test_a_container_gone_without_a_delete_fails_the_job_with_the_engines_words(uow, clock, admin, customer,
+                                                                               methods, runtime):
+    _, job = services.create_service(uow, clock, admin, {"name": "web", "deploy_method": "compose",
+                                                         "customer_id": customer.id}, methods, {}, QUOTA)
+    _vanishing(runtime)
+    start = clock.monotonic()
+    service, job = _run(uow, clock, runtime, job)
+    assert (service.status, job.state) == ("failed", "failed")
+    assert job.error == "starting container slw-web-web-" + deploys.job_suffix(job) + ": no such container"
+    assert clock.monotonic() - start == pytest.approx(DELETE_GRACE_SECONDS, abs=0.31)  # the delete's grace, no more
 
 
 @pytest.mark.parametrize("labels, gated", [("{slipway.backup: postgres}", False), ("{role: cache}", True)])
