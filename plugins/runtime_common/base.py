@@ -50,6 +50,7 @@ from ports.runtime import (
 CONFLICT = 409
 READ_ATTEMPTS = 4
 READ_RETRY_S = 0.2
+REMOVE_PASSES = 3  # of remove_service over what a service holds, while the engine refuses part of it
 # Volume export and import go through a throw-away helper container that mounts the volume
 # (the engines' archive endpoints work on any container; Docker's API has no volume export).
 HELPER_IMAGE_VARIABLE = "SLIPWAY_RUNTIME_HELPER_IMAGE"
@@ -574,22 +575,45 @@ class ClientRuntime(ContainerRuntime):
 
     def remove_service(self, service_id: str) -> None:
         """Kill and remove the containers (with their anonymous volumes), then the labelled
-        volumes, then the labelled networks; what is already gone is skipped."""
+        volumes, then the labelled networks; what is already gone is skipped. In passes
+        (:meth:`_in_passes`): a deploy of the service still under way may add to what it
+        holds meanwhile."""
         label = self._label_filter(service_id)
         with self.engine(f"removing service {service_id}"):
-            for container in self._read(lambda: self.client.containers.list(all=True, filters=label)):
-                self._discard(container.id)
-            for volume in self._read(lambda: self.client.volumes.list(filters=label)):
-                try:
-                    volume.remove(force=True)
-                except self.not_found:
-                    pass
-            for network in self._read(lambda: self.client.networks.list(filters=label)):
-                try:
-                    network.remove()
-                except self.not_found:
-                    pass
+            self._in_passes(lambda: self._remove_labelled(label), service_id)
             self._remove_kept_images(service_id)
+
+    def _remove_labelled(self, label: dict) -> None:
+        for container in self._read(lambda: self.client.containers.list(all=True, filters=label)):
+            self._discard(container.id)
+        for volume in self._read(lambda: self.client.volumes.list(filters=label)):
+            try:
+                volume.remove(force=True)
+            except self.not_found:
+                pass
+        for network in self._read(lambda: self.client.networks.list(filters=label)):
+            try:
+                network.remove()
+            except self.not_found:
+                pass
+
+    def _in_passes(self, remove, service_id: str) -> None:
+        """``remove()``, in another pass while the engine refuses part of it or something
+        still carries the service's label: what a delete removes can change under it. A
+        deploy of the service still under way (the delete came while it deployed) may start
+        a container on the service's network after the containers were listed (the engine
+        then refuses to remove the network, in use, or removes it from under the
+        container), or remove a container itself as the delete does. The next pass lists
+        again; the refusal of the last (:data:`REMOVE_PASSES`) is the caller's."""
+        for attempt in range(1, REMOVE_PASSES + 1):
+            try:
+                remove()
+                if attempt == REMOVE_PASSES or not any(self.labelled(service_id).values()):
+                    return
+            except (EngineError, *self.errors):
+                if attempt == REMOVE_PASSES:
+                    raise
+            time.sleep(READ_RETRY_S * attempt)
 
     def _remove_kept_images(self, service_id: str) -> None:
         """Untag the images the service's releases kept (``localhost/slw-keep-<service

@@ -449,26 +449,30 @@ class SwarmRuntime(DockerRuntime):
 
     def remove_service(self, service_id: str) -> None:
         """Remove the Swarm services, wait for their containers to go, then what the
-        ``docker`` runtime removes (volumes, networks, kept images)."""
-        api = self._api()
+        ``docker`` runtime removes (volumes, networks, kept images); in passes, like the
+        ``docker`` runtime's (a deploy still under way may add to what the service holds)."""
         with self.engine(f"removing service {service_id}"):
-            for attrs in self._read(lambda: api.services(filters=self._label_filter(service_id))) or ():
-                self._drop_service(attrs["ID"])
-            deadline = time.monotonic() + GONE_WAIT_S
-            label = {"label": f"{SERVICE_LABEL}={service_id}"}
-            while True:
-                left = [c for c in self._read(lambda: api.containers(all=True, filters=label))
-                        if (c.get("Labels") or {}).get(TASK_SERVICE_LABEL)]
-                if not left or time.monotonic() > deadline:
-                    break
-                time.sleep(POLL_S)
-            for local in self._read(lambda: api.containers(all=True, filters=label)):
-                self._discard(local["Id"])  # stragglers, and anything else carrying the label
-            for volume in self._read(lambda: self.client.volumes.list(filters=label)):
-                self._retry_in_use(lambda: volume.remove(force=True), deadline)
-            for network in self._read(lambda: self.client.networks.list(filters=label)):
-                self.remove_network(network.name)
+            self._in_passes(lambda: self._remove_swarm_labelled(service_id), service_id)
             self._remove_kept_images(service_id)
+
+    def _remove_swarm_labelled(self, service_id: str) -> None:
+        api = self._api()
+        for attrs in self._read(lambda: api.services(filters=self._label_filter(service_id))) or ():
+            self._drop_service(attrs["ID"])
+        deadline = time.monotonic() + GONE_WAIT_S
+        label = {"label": f"{SERVICE_LABEL}={service_id}"}
+        while True:
+            left = [c for c in self._read(lambda: api.containers(all=True, filters=label))
+                    if (c.get("Labels") or {}).get(TASK_SERVICE_LABEL)]
+            if not left or time.monotonic() > deadline:
+                break
+            time.sleep(POLL_S)
+        for local in self._read(lambda: api.containers(all=True, filters=label)):
+            self._discard(local["Id"])  # stragglers, and anything else carrying the label
+        for volume in self._read(lambda: self.client.volumes.list(filters=label)):
+            self._retry_in_use(lambda: volume.remove(force=True), deadline)
+        for network in self._read(lambda: self.client.networks.list(filters=label)):
+            self.remove_network(network.name)
 
     def _retry_in_use(self, call, deadline: float) -> None:
         """``call()``, retried while the engine says the object is still in use (Swarm
@@ -483,6 +487,8 @@ class SwarmRuntime(DockerRuntime):
                 text = str(exc)
                 if "not found" in text:
                     return
+                if "in use by service" in text:  # a service still on it, not a task letting go: no wait helps
+                    raise  # (remove_service's next pass drops the service a deploy started meanwhile)
                 if ("active endpoints" not in text and "in use" not in text) or time.monotonic() > deadline:
                     raise
             time.sleep(POLL_S)

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from app.workers.loop import WorkerLease
-from core.panel.leases import STALE_S
+from tests.support.database import age_worker_leases
 from tests.support.processes import slipway
 from tests.support.servers import Server
 
@@ -198,14 +198,15 @@ def test_hook_register_event_subscribers_after_commit_and_again_after_a_crash(mi
     service_id = next(e for e in first if e["id"] == crashed_on)["data"]["id"]
     assert made is None or made.json()["id"] == service_id
 
+    age_worker_leases(migrated_database_url)  # the minute the crashed process's lease takes to go stale
     with Server(migrated_database_url, **_env(hello_site, folder)) as server:
         again = _wait(lambda: [e for e in _events(folder) if e["id"] == crashed_on][1:],
                       "the interrupted event delivered again")
         assert again[0]["data"]["id"] == service_id
         # the deploy runs to its end (the engine may be off here: then it fails); its events follow.
-        # If the crashed process had already claimed the deploy job, it is taken back only once
-        # that process's lease is stale (core.panel.leases.STALE_S, checked every RECOVER_S)
-        bound = STALE_S + WorkerLease.RECOVER_S + 60  # + the deploy itself
+        # If the crashed process had already claimed the deploy job, it is taken back once that
+        # process's lease is stale (aged above; looked at on start and every RECOVER_S)
+        bound = WorkerLease.RECOVER_S + 60  # + the deploy itself
         _wait(lambda: any(e["topic"] == "panel.service.status" and e["data"]["status"] in ("running", "failed")
                           for e in _events(folder)), "the deploy's last status", tries=int(bound * 10))
         _wait(lambda: {"panel.timeline", "panel.deploy.progress"} <= {e["topic"] for e in _events(folder)},

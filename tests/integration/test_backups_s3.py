@@ -13,6 +13,7 @@ import time
 import pytest
 
 from ports.runtime import ContainerSpec
+from tests.support.database import age_worker_leases
 from tests.support.engine import _tree, engine_settings
 from tests.support.panel_server import _until, admin_key, serve_panel
 from tests.support.processes import free_port
@@ -27,7 +28,7 @@ class Panel:
     ``offsite`` (the test's bucket) and ``dead`` (an endpoint where nothing listens)."""
 
     def __init__(self, database_url, runtime_url, ulimits, backup_dir, bucket):
-        self.bucket, self.backup_dir = bucket, backup_dir
+        self.bucket, self.backup_dir, self.database_url = bucket, backup_dir, database_url
         self.key = admin_key(database_url)
         destinations = {"offsite": bucket.destination(),
                         "dead": {**bucket.destination(), "endpoint": f"http://127.0.0.1:{free_port()}"}}
@@ -200,8 +201,9 @@ def test_a_server_killed_mid_upload_leaves_a_failed_backup_and_no_object(panel):
     p.server.wait(timeout=20)
     assert p.bucket.keys() == []  # no object: an upload not completed is not one
 
-    p.restart()  # once the killed worker's lease is stale, the backup is settled
-    failed = p.wait(path, lambda b: b["status"] != "running", seconds=200)
+    age_worker_leases(p.database_url)  # the minute the killed worker's lease takes to go stale
+    p.restart()  # the killed worker's lease is stale: the backup is settled
+    failed = p.wait(path, lambda b: b["status"] != "running", seconds=60)
     assert failed["status"] == "failed" and failed["error"] == "interrupted by a restart of Slipway", failed
     # its upload is aborted once the failure is committed (core.panel.backups.recover_interrupted:
     # the destination is no part of the database's transaction), so a moment after

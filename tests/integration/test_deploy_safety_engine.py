@@ -131,8 +131,9 @@ def test_one_customers_hanging_deploys_do_not_hold_up_another_customer(server):
     assert [j.state for j in jobs] == ["running", "running", "queued"]  # A's third waits: A is at its limit
     assert [j.step for j in jobs[:2]] == ["wait", "wait"] and panel.engine.containers(hanging[2]) == []
 
-    for service_id in hanging:  # deleting them stops the hanging deploys
-        assert panel.http.delete(f"/api/services/{service_id}").status_code == 204
+    for service_id in hanging:  # deleting them stops the hanging deploys (the third's has just started)
+        deleted = panel.http.delete(f"/api/services/{service_id}")
+        assert deleted.status_code == 204, deleted.text
     for service_id in hanging:
         job = _eventually(lambda: panel.job(service_id).state == "failed" and panel.job(service_id), 15,
                           "a deleted service's deploy did not end")

@@ -327,6 +327,26 @@ def test_remove_service_leaves_nothing_and_is_idempotent(runtime, service):
     runtime.remove_service(service.id)
 
 
+def test_remove_service_takes_what_a_deploy_starts_while_it_removes(runtime, service, monkeypatch):
+    """A delete while the service deploys: the deploy starts a container on the service's
+    network after the removal listed the containers, so the engine refuses to remove the
+    network (in use) at first; the removal goes over what is left again and leaves nothing."""
+    network = service.name("net")
+    runtime.create_network(network, service.labels)
+    service.run("app", "sleep", "600", network=network, aliases=("app",))
+    collection, late = type(runtime.client.networks), []
+    listed = collection.list
+
+    def deploying(self, *args, **kwargs):  # the deploy's container starts as the removal turns to the networks
+        if not late:
+            late.append(service.run("late", "sleep", "600", network=network, aliases=("late",)))
+        return listed(self, *args, **kwargs)
+
+    monkeypatch.setattr(collection, "list", deploying)
+    runtime.remove_service(service.id)
+    assert late and runtime.labelled(service.id) == {"containers": [], "volumes": [], "networks": []}
+
+
 # --- volume content -------------------------------------------------------------------
 
 

@@ -248,3 +248,23 @@ def make_policy_due(database_url: str, service_id: str) -> None:
                            (datetime(2000, 1, 1), service_id))
     finally:
         db.close_all() if hasattr(db, "close_all") else db.close()
+
+
+def age_worker_leases(database_url: str) -> None:
+    """Every worker lease's last beat moved ``core.panel.leases.STALE_S`` + 1 s back: what a
+    minute without beats does to the lease of a process that was killed (tests wait for
+    that state instead of for the minute). Only while no live process holds a lease in the
+    database: a live one would beat again within ``HEARTBEAT_S``, but its jobs could be
+    taken back before it does."""
+    from datetime import datetime, timedelta, timezone
+
+    from app.storage.database import open_database
+    from core.panel.leases import STALE_S
+
+    aged = datetime.now(timezone.utc).replace(tzinfo=None) - timedelta(seconds=STALE_S + 1)
+    db = open_database(database_url)
+    try:
+        with db.connection_context():
+            db.execute_sql(f"UPDATE worker_lease SET heartbeat_at = {db.param}", (aged,))
+    finally:
+        db.close_all() if hasattr(db, "close_all") else db.close()
