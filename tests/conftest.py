@@ -46,6 +46,12 @@ def pytest_configure(config):
     # the key of the secret variables, for the servers and CLIs the tests start (a server
     # refuses to start without one; `slipway init` writes no key file while it is set)
     os.environ.setdefault("SLIPWAY_SECRET_KEY", "dGVzdHMtb2Ytc2xpcHdheS1zZWNyZXQta2V5LTMyYnk=")
+    # the deploys of real servers settle 1 s (not the operator's 3 s) and drain 0.5 s (not
+    # 2 s): busybox containers that exit do so at once, and hundreds of deploys in a run
+    # waited the difference (a sixth of the engine tests' time). Tests of the windows
+    # themselves set their own, or drive the Clock port (tests/unit/core/test_deploy_steps.py)
+    os.environ.setdefault("SLIPWAY_DEPLOY_SETTLE", "1")
+    os.environ.setdefault("SLIPWAY_DEPLOY_DRAIN", "0.5")
     if POSTGRES and worker:
         os.environ["SLIPWAY_DATABASE_URL"] = worker_database(os.environ["SLIPWAY_DATABASE_URL"], worker)
 
