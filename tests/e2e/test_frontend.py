@@ -406,6 +406,47 @@ def test_deploy_from_the_form_watch_it_run_with_live_logs_then_stop_start_and_de
     assert not watched.exceptions, watched.exceptions
 
 
+@pytest.mark.runtime
+def test_an_answer_that_comes_back_late_does_not_undo_a_newer_status(engine_site, open_page):
+    """The service page's first load of the detail is held (the answer of a busy server)
+    while the deploy ends: the WebSocket's ``running`` makes the page ask again and show
+    it. The held answer, sent last with what the server said at first (``deploying``), must
+    not take the page back to ``deploying`` (it stayed there for good: no event came after
+    it, and the actions of a deploying service stayed the only ones; seen in a full run as
+    the Backups tab's "Back up now" disabled for good)."""
+    from playwright.sync_api import expect
+
+    site = engine_site
+    customer = site.customer("Acme")
+    watched = open_page(site)
+    page = watched.page
+    sign_in(watched, site.admin)
+    created = site.http.post("/api/services", json={"name": _unique("late"), "customer_id": customer["id"],
+                                                    "deploy_method": "compose", "compose": TICKER})
+    assert created.status_code == 201, created.text
+    service_id = created.json()["id"]
+    site.made.append(service_id)
+    stale = {**site.http.get(f"/api/services/{service_id}").json(), "status": "deploying"}
+    held = []
+
+    def hold_the_first(route):
+        if route.request.method == "GET" and not held:
+            held.append(route)  # answered below, last
+        else:
+            route.continue_()
+
+    page.route(f"**/api/services/{service_id}", hold_the_first)
+    watched.load(f"/services/{service_id}")
+    expect(page.get_by_test_id("service-status")).to_have_text(status_text("running"), timeout=DEPLOY_S * 1000)
+    assert held, "the page's first load was not held"
+    with page.expect_request_finished(lambda r: r.url.endswith(f"/api/services/{service_id}")):
+        held[0].fulfill(status=200, json=stale)
+    # the page has the answer; the tasks that read it (its JSON, then a render) run next
+    page.evaluate("() => new Promise((done) => setTimeout(() => requestAnimationFrame(() => setTimeout(done))))")
+    expect(page.get_by_test_id("service-status")).to_have_text(status_text("running"))
+    expect(page.get_by_test_id("action-stop")).to_be_enabled()  # the actions follow the status too
+
+
 def test_the_services_list_and_signing_out(site, open_page, screenshots):
     from playwright.sync_api import expect
 

@@ -56,14 +56,25 @@ export function ServicePage({ id, session }) {
 
   useEffect(() => { if (confirming && cancelRef.current) cancelRef.current.focus(); }, [confirming]);
 
+  // Answers can come back out of order (a status event asks again while an earlier load is
+  // on its way), and a later state must not be overwritten by an earlier answer: each load,
+  // status event and action's answer takes a number, and a load's answer counts only when
+  // nothing newer came meanwhile.
+  const seqRef = useRef(0);
+  const loadedRef = useRef(false); // the page holds this service's detail
+
   async function load() {
+    const seq = ++seqRef.current;
     try {
       const s = await api(`/api/services/${enc(id)}`);
+      if (seq !== seqRef.current) return; // something newer came meanwhile
+      loadedRef.current = true;
       statusRef.current = s.status;
       setService(s);
       setFailure(null);
       document.title = `${s.name} · Slipway`;
     } catch (e) {
+      if (seq !== seqRef.current) return; // a newer load answers for the page
       if (e.status === 404) setMissing(true);
       else { showError(e); setFailure(e.message); }
     }
@@ -71,6 +82,7 @@ export function ServicePage({ id, session }) {
 
   useEffect(() => {
     setService(null); setMissing(false); setDeleted(false); setProgress(null);
+    loadedRef.current = false;
     load();
     selectServices([id]);
     const offs = [
@@ -81,7 +93,10 @@ export function ServicePage({ id, session }) {
         statusRef.current = d.status;
         setService((s) => (s ? { ...s, status: d.status } : s));
         if (changed) {
-          if (d.status !== "deploying") load();
+          // an answer still on its way is older than this event: a new load, or (while a
+          // deploy runs, the page holding the service) only the status, which the event has
+          if (d.status !== "deploying" || !loadedRef.current) load();
+          else seqRef.current += 1;
           bump();
         }
       }),
@@ -116,6 +131,7 @@ export function ServicePage({ id, session }) {
       const r = await api(`/api/services/${enc(id)}/${action}`, { method: "POST", body });
       clearError();
       if (r && r.status) {
+        seqRef.current += 1; // a load still on its way is older than this answer
         statusRef.current = r.status;
         setService((s) => ({ ...s, status: r.status }));
         if (r.status === "deploying") setProgress(r.deploy_job_id ? { deploy_job_id: r.deploy_job_id, progress: 0, step: "queued" } : null);
