@@ -113,6 +113,7 @@ class DeployContext:
     states: list = field(default_factory=list)  # the new set, running and healthy
     release: Any = None
     ended: bool = False  # a step ended the job itself (its service was deleted meanwhile)
+    started: int = 0  # containers of the new set the engine has started
     #: the private half of the service's deploy key (``core.panel.deploy_keys.PrivateKey``,
     #: whose repr hides it), read by the source step for its ssh clone and dropped after it
     deploy_key: Any = None
@@ -280,6 +281,7 @@ def start_containers(ctx: DeployContext) -> None:
             ctx.runtime.run(spec)
         except NotInEngine as exc:
             raise ContainersGone(str(exc)) from exc
+        ctx.started += 1
 
 
 def wait_healthy(ctx: DeployContext) -> None:
@@ -382,6 +384,8 @@ def run_job(uow, deployer: Deployer, job, *, workdir: str | None = None, cancel=
             if ctx.ended:
                 return
     except Exception as exc:  # the reason goes to the timeline, the job and the service
+        if not isinstance(exc, ContainersGone) and _set_removed(ctx):
+            exc = ContainersGone(str(exc))  # (the delete's grace first; the reason stays this one)
         if ctx.gated and cancel_reason(ctx.cancel) != DELETED and not isinstance(exc, ContainersGone):
             fail_gated(uow, ctx.clock, ctx.runtime, job, exc, progress=deployer.progress, cancel=ctx.cancel)
         else:
@@ -389,6 +393,19 @@ def run_job(uow, deployer: Deployer, job, *, workdir: str | None = None, cancel=
                      cancel=ctx.cancel)
         return
     retire_old_release(ctx)
+
+
+def _set_removed(ctx: DeployContext) -> bool:
+    """Whether containers the job started are gone from the engine as it fails: a delete of
+    the service under way removes them (what the job saw first may be one of them
+    stopping: its exit report is no reason of its own then)."""
+    if not ctx.started:
+        return False
+    try:
+        left = [s for s in ctx.runtime.containers(ctx.service.id) if s.labels.get(JOB_LABEL) == ctx.job.id]
+    except Exception:  # noqa: BLE001 (an engine that does not answer: the failure stands as it is)
+        return False
+    return len(left) < ctx.started
 
 
 def open_job(uow, deployer: Deployer, job, *, workdir=None, cancel=None) -> DeployContext | None:

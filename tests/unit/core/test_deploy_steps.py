@@ -234,6 +234,39 @@ def test_a_container_gone_without_a_delete_fails_the_job_with_the_engines_words(
     assert clock.monotonic() - start == pytest.approx(DELETE_GRACE_SECONDS, abs=0.31)  # the delete's grace, no more
 
 
+def test_a_container_stopped_by_a_delete_ends_the_job_as_the_deleted_services(uow, clock, admin, customer,
+                                                                             methods, runtime):
+    """The delete stops the job's container (the job sees it exit) and removes it, then the
+    row: the job's failure is the delete, not the container's exit report."""
+    _, job = services.create_service(uow, clock, admin, {"name": "web", "deploy_method": "compose",
+                                                         "customer_id": customer.id}, methods, {}, QUOTA)
+    runtime.exit_on_run, runtime.exit_code = True, 0
+    containers, seen = runtime.containers, []
+
+    def seen_then_deleted(service_id):  # the job sees its container stopped; the delete removes it next
+        found = containers(service_id)
+        if found and not seen:
+            seen.append(found)
+            for state in found:
+                del runtime.states[state.id]
+            clock.at(1, lambda: services.delete_service(uow, None, admin, job.service_id))
+        return found
+    runtime.containers = seen_then_deleted
+    service, job = _run(uow, clock, runtime, job)
+    assert service is None and (job.state, job.error) == ("failed", deploys.DELETED)
+
+
+def test_a_container_that_exits_by_itself_keeps_its_exit_report_at_once(uow, clock, admin, customer, methods,
+                                                                       runtime):
+    _, job = services.create_service(uow, clock, admin, {"name": "web", "deploy_method": "compose",
+                                                         "customer_id": customer.id}, methods, {}, QUOTA)
+    runtime.exit_on_run = True
+    start = clock.monotonic()
+    service, job = _run(uow, clock, runtime, job)
+    assert (service.status, job.state) == ("failed", "failed") and "exited with code 3" in job.error
+    assert clock.monotonic() - start < DELETE_GRACE_SECONDS  # no delete's grace: its container is still there
+
+
 @pytest.mark.parametrize("labels, gated", [("{slipway.backup: postgres}", False), ("{role: cache}", True)])
 def test_a_database_is_not_gated_its_old_server_stops_before_the_new_one_starts(uow, clock, admin, runtime, deployed,
                                                                                labels, gated):
