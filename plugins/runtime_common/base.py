@@ -329,13 +329,26 @@ class ClientRuntime(ContainerRuntime):
                 if (status_code(exc) == CONFLICT or "already" in str(exc)) and self._exists(self.client.networks, name):
                     return
                 raise
-            missing = self._network_isolation(name)
+            missing = self._isolation_of_new(name)
             if missing is not None:
                 with contextlib.suppress(*self.errors):
                     self.client.networks.get(name).remove()
                 raise EngineError(f"creating network {name}: the engine did not isolate it "
                                   f"(netavark's isolate option; its options: {missing}); "
                                   f"refusing to run services on it")
+
+    def _isolation_of_new(self, name: str) -> dict | None:
+        """:meth:`_network_isolation` of a network just made, asked again (up to
+        :data:`READ_ATTEMPTS`) while it names no options at all: Podman, making and removing
+        other networks at the same time, once answered ``{}`` for one it had just made with
+        ``isolate`` (seen in CI). A network whose options are there but not isolated is
+        refused at once."""
+        for attempt in range(1, READ_ATTEMPTS + 1):
+            missing = self._network_isolation(name)
+            if missing != {} or attempt == READ_ATTEMPTS:
+                return missing
+            time.sleep(READ_RETRY_S * attempt)
+        return missing
 
     def remove_network(self, name: str) -> None:
         """Remove network ``name``; a missing one is fine."""

@@ -261,7 +261,8 @@ def test_a_customers_hanging_builds_hold_up_neither_another_customer_nor_a_delet
     _until(panel.http, beside, "running")
     took = time.monotonic() - started
     print(f"\n[{client}] customer B's deploy: {alone:.1f} s alone, {took:.1f} s while customer A's two builds hang")
-    assert [panel.job(s).state for s in hanging] == ["running", "running"]  # still hanging: nothing was faked
+    jobs = [panel.job(s) for s in hanging]
+    assert [j.state for j in jobs] == ["running", "running"], [(j.state, j.error) for j in jobs]  # nothing faked
 
     deleted_at = time.monotonic()
     for service_id in hanging:

@@ -259,6 +259,31 @@ def test_a_network_made_before_isolation_is_made_again_isolated(runtime, service
         assert client.networks.get(name).attrs["options"]["isolate"] == "true"
 
 
+def test_a_new_network_is_asked_again_when_the_engine_names_no_options_then_refused(runtime, services,
+                                                                                   monkeypatch):
+    """Podman once answered ``{}`` for the options of a network it had just made isolated:
+    asked again, the network is used; an engine that keeps answering so gets the network
+    removed and the deploy refused ("did not isolate")."""
+    from ports.runtime import EngineError
+
+    service = services()
+    asked = type(runtime)._network_isolation
+    answers = []
+
+    def lagging(self, name):
+        answers.append(asked(self, name) if len(answers) else {})  # the first answer names no options
+        return answers[-1]
+    monkeypatch.setattr(type(runtime), "_network_isolation", lagging)
+    runtime.create_network(service.name("net"), service.labels)
+    assert answers[0] == {} and answers[-1] is None and len(answers) >= 2
+    assert runtime.labelled(service.id)["networks"] == [service.name("net")]
+
+    monkeypatch.setattr(type(runtime), "_network_isolation", lambda self, name: {})
+    with pytest.raises(EngineError, match="did not isolate"):
+        runtime.create_network(service.name("other"), service.labels)
+    assert runtime.labelled(service.id)["networks"] == [service.name("net")]  # the refused one is gone
+
+
 def test_containers_do_not_reach_the_hosts_loopback_services(runtime, services):
     """A listener on the host's 127.0.0.1 (as PostgreSQL on 5432 is) cannot be reached from
     a service's container: not by the network's gateway, the host's other addresses or
