@@ -191,8 +191,10 @@ def test_start_up_reconciles_services_with_the_engine(panel, database_url):
         store.close()
     detail = client.get(f"/api/services/{created['id']}").json()
     assert detail["status"] == "failed"
-    events = client.get(f"/api/services/{created['id']}/events").json()["data"]
-    assert "missing from the engine" in events[0]["message"]
+    said = client.get(f"/api/services/{created['id']}/events").json()["data"][0]["message"]
+    # the monitor may also have seen the container stopped (removing it kills it first: 137)
+    # before it was gone, on two checks in a row while the engine took its time to remove it
+    assert "missing from the engine" in said or (found == [] and "exited with code 137" in said), said
 
 
 def test_a_service_deleted_while_deploying_leaves_nothing_behind(panel):
