@@ -52,16 +52,31 @@ def new_release(uow, clock, service, job, images) -> Release:
 def keep_images(uow, runtime, release: Release) -> list[str]:
     """Tag the release's images under the service's keep tags, then remove the keep tags
     of the releases that fell out of the newest ``KEEP`` (a window of a few, best
-    effort). Returns the tags removed. Engine calls; no transaction open."""
+    effort). Returns the tags removed. Engine calls; no transaction open.
+
+    It runs after its job's success, so the service may have been deleted meanwhile (the
+    delete removed the keep tags it found): the tags just made then go again, never left
+    behind by a service that no longer exists."""
+    made = []
     for image in release.images:
         source = image.get("image_id") or image["image"]
+        tag = keep_tag(release.service_id, release.number, image["component"])
         try:
-            runtime.tag_image(source, keep_tag(release.service_id, release.number, image["component"]))
+            runtime.tag_image(source, tag)
+            made.append(tag)
         except Exception:  # noqa: BLE001 (the release stands; its rollback will say the images are gone)
             pass
     with uow.reading():
-        older = [r for r in uow.releases.for_service(release.service_id)
-                 if release.number - KEEP - 5 < r.number <= release.number - KEEP]
+        gone = uow.services.get(release.service_id) is None
+        older = [] if gone else [r for r in uow.releases.for_service(release.service_id)
+                                 if release.number - KEEP - 5 < r.number <= release.number - KEEP]
+    if gone:
+        for tag in made:
+            try:
+                runtime.remove_image(tag)
+            except Exception:  # noqa: BLE001 (best effort, as the delete's own)
+                pass
+        return made
     removed = []
     for old in older:
         for image in old.images:

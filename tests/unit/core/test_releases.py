@@ -61,6 +61,20 @@ def test_each_success_records_the_next_release_with_its_images_kept(uow, clock, 
     assert runtime.tags[keep_tag(deployed.id, 3, "web")] == newest.images[0]["image_id"]
 
 
+def test_a_service_deleted_before_its_release_images_are_kept_keeps_none(uow, clock, admin, runtime, deployed):
+    """Keeping a release's images comes after its job's success (and a gated job's drain):
+    a delete of the service in between removed the tags it found, and the tags made after
+    it go too (seen in CI: a leftover ``slw-keep-<id>:3-web`` after a rollback and delete)."""
+    service, job = _redeploy(uow, clock, runtime, admin, deployed.id)
+    found, _ = releases.list_releases(uow, admin, deployed.id, page=1, per_page=10)
+    for tag in [t for t in runtime.tags if t.startswith(f"localhost/slw-keep-{deployed.id}")]:
+        runtime.remove_image(tag)
+    services.delete_service(uow, None, admin, deployed.id)
+    assert releases.keep_images(uow, runtime, found[0]) == [keep_tag(deployed.id, 2, "web")]
+    assert not [t for t in runtime.tags if t.startswith(f"localhost/slw-keep-{deployed.id}")]
+    assert ("tag_image", found[0].images[0]["image_id"], keep_tag(deployed.id, 2, "web")) in runtime.calls
+
+
 def test_only_the_newest_twenty_releases_keep_their_images(uow, clock, admin, runtime, deployed):
     for _ in range(21):  # releases 2..22
         _redeploy(uow, clock, runtime, admin, deployed.id)
