@@ -348,7 +348,6 @@ class ClientRuntime(ContainerRuntime):
             if missing != {} or attempt == READ_ATTEMPTS:
                 return missing
             time.sleep(READ_RETRY_S * attempt)
-        return missing
 
     def remove_network(self, name: str) -> None:
         """Remove network ``name``; a missing one is fine."""
