@@ -27,7 +27,6 @@ with _store.uow(transaction=False, write=False) as _uow:  # Slipway's statements
 _sql = _store.models.statements.sql
 TOKEN_SQL, SUBTREE_SQL = _sql("token-by-hash", None), _sql("partner-subtree", None)
 LICENSES_SQL, KEY_SQL = _sql("licenses:1:", None), _sql("panel-key-by-id", None)
-SERVICES_COUNT = _sql("services:customer:created_at:asc:count", None)
 SERVICES_PAGE = _sql("services:customer:created_at:asc", None)
 _store.close()
 db = sqlite3.connect(urlsplit(URL).path, check_same_thread=False, isolation_level=None)
@@ -55,8 +54,8 @@ class Services:
     async def on_get(self, req, resp):
         key_id = (req.get_header("Authorization") or "").partition(" ")[2].split("_")[1]
         customer = db.execute(KEY_SQL, (key_id,)).fetchall()[0][8]
-        total = db.execute(SERVICES_COUNT, (customer,)).fetchone()[0]
-        rows = db.execute(SERVICES_PAGE, (customer, 20, 0)).fetchall()
+        rows = db.execute(SERVICES_PAGE, (customer, customer, 20, 0)).fetchall()  # the total: a column of each row
+        total = rows[0][9] if rows else 0
         data = [{"id": r[0], "name": r[1], "status": r[2], "url": r[3], "customer_id": r[4], "template": r[5],
                  "deploy_method": r[6], "created_at": stamp(r[7]), "updated_at": stamp(r[8]),
                  "resources": {"cpu_usage": 0.0, "memory_usage_mb": 0.0, "memory_limit_mb": 0.0}} for r in rows]

@@ -1,20 +1,28 @@
 """RFC 3339 UTC timestamps as both APIs write them: ``2026-11-21T21:57:02.123456Z``."""
 from __future__ import annotations
 
+import functools
 from datetime import datetime, timezone
 
 
 def rfc3339(value: datetime | None) -> str | None:
-    if value is None:
-        return None
-    if value.tzinfo is not None and value.tzinfo is not timezone.utc:
+    return None if value is None else _text(value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _text(value: datetime) -> str:
+    """Kept for the last 4,096 times: a list page writes the same ones on every request (an
+    aware datetime equal to another is the same instant, so the same UTC text)."""
+    zone = value.tzinfo
+    if zone is not None and zone is not timezone.utc:
         value = value.astimezone(timezone.utc)
-    # spelled out: a third of strftime's cost and half of isoformat's with its keyword
-    # (list pages write two or more per item)
-    return _FORMAT % (value.year, value.month, value.day, value.hour, value.minute, value.second, value.microsecond)
+    # spelled out, two digits from a table: a third of strftime's cost and two thirds of
+    # "%02d" formatting (list pages write two or more per item; ``python -m bench lists``)
+    return (f"{value.year:04d}-{_TWO[value.month]}-{_TWO[value.day]}T{_TWO[value.hour]}:{_TWO[value.minute]}:"
+            f"{_TWO[value.second]}.{value.microsecond:06d}Z")
 
 
-_FORMAT = "%04d-%02d-%02dT%02d:%02d:%02d.%06dZ"
+_TWO = tuple(f"{n:02d}" for n in range(100))
 
 
 def parse_rfc3339(value: str) -> datetime:

@@ -114,7 +114,8 @@ class ServicesHandlers:
 
     async def list_services(self, call):
         p = call.params
-        found, total = await self.store.read_page(
+        # one statement reads the page and its total (PeeweeServices.page): no read transaction
+        found, total = await self.store.read(
             services.list_services, call.caller, page=p["page"], per_page=p["per_page"], status=p.get("status"),
             customer_id=p.get("customer_id"), sort=p.get("sort"), order=p["order"], search=p.get("search"))
 

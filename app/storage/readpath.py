@@ -29,7 +29,14 @@ then read one page. All of them go the same way:
 4. **Nothing remembered across requests.** No credential, row or record is kept between
    requests: a revoked token, key or session fails on its very next request, whichever
    process revoked it. The caches here hold SQL text only, and they belong to one store
-   (a process may hold several: tests, the CLI), never to a class.
+   (a process may hold several: tests, the CLI), never to a class. The only other answers
+   kept are those of two pure conversions of a time, SQLite's text to a datetime
+   (``utc_datetime``) and a datetime to the APIs' text (``rfc3339``), the last 4,096 of
+   each: a list page writes the same times on every request.
+5. **A page's total in the page's statement.** ``GET /api/services`` reads its page and
+   its total in one statement (the count an uncorrelated subquery, computed once), so
+   the two agree without a read transaction: it reads through ``Store.read``. Only a
+   page past the end, which has no row to carry the total, counts on its own.
 
 What each piece measured when it was kept is in docs/decisions.md ("Read path").
 """

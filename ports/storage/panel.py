@@ -209,7 +209,8 @@ class ServiceRepository(Protocol):
         """``(summaries, total)``: one page of services as ``ServiceSummary``, optionally
         of one status or customer, the name containing ``search``, ordered by ``sort``
         (``name``, ``status``, ``created_at``, ``updated_at``; others mean ``created_at``)
-        and ``order``, then by id."""
+        and ``order``, then by id. The total and the page agree (one snapshot) even
+        outside a transaction."""
 
     @abstractmethod
     def customer_names(self, customer_ids) -> dict:

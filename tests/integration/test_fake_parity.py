@@ -97,6 +97,33 @@ def test_orderings(uow, clock):
         assert uow.customers.get(_customer(root.partner.id, clock, 3).id) is None
 
 
+def test_a_page_of_services_and_its_total(uow, clock):
+    """The total comes with the page (in one statement on the database): on every page,
+    with each filter, and on a page past the end, which has no row to carry it."""
+    admin = principal_of(uow, clock)
+    a, b = customers.create_customer(uow, clock, name="A"), customers.create_customer(uow, clock, name="B")
+    for name, customer in (("web", a), ("worker", a), ("db", a), ("www", b)):
+        clock.advance(1)
+        services.create_service(uow, clock, admin, {"name": name, "deploy_method": "compose", "customer_id": customer.id},
+                                {"compose": FakeMethod()}, {}, Quota(read_compose=parse))
+
+    def page(n, per_page=2, **filters):
+        options = {"status": None, "customer_id": None, "sort": None, "order": "asc", "search": None, **filters}
+        with uow:
+            found, total = uow.services.page(page=n, per_page=per_page, **{**options, "sort": options["sort"] or
+                                                                            "created_at"})
+        return [s.name for s in found], total
+
+    assert page(1, customer_id=a.id) == (["web", "worker"], 3)
+    assert page(2, customer_id=a.id) == (["db"], 3)
+    assert page(3, customer_id=a.id) == ([], 3)  # past the end: still the total
+    assert page(1) == (["web", "worker"], 4)
+    assert page(1, customer_id="nobody") == ([], 0)
+    assert page(1, customer_id=a.id, search="w", sort="name", order="desc") == (["worker", "web"], 2)
+    assert page(2, per_page=1, status="deploying", search="w") == (["worker"], 3)
+    assert page(9, status="running") == ([], 0)
+
+
 def test_ledger_reads_reach_unattributed_events_through_licenses(uow, clock):
     root = caller_of(uow, clock, "Root")
     from core.partner import contracts

@@ -102,7 +102,10 @@ class PeeweeServices:
 
     def page(self, *, page, per_page, status, customer_id, sort, order, search):
         # a list page (app.storage.readpath): its SQL built once per store and shape (the
-        # filters given, the order), rows read as tuples of the summary's columns
+        # filters given, the order), rows read as tuples of the summary's columns. The total
+        # is a column of the page's own statement (an uncorrelated subquery, counted once),
+        # so page and total are one snapshot without a transaction; only a page past the
+        # end, which has no row to carry it, counts on its own.
         S = self.m.Service
         given = [(name, value) for name, value in (("status", status), ("customer", customer_id),
                                                    ("search", f"%{search}%" if search else None)) if value]
@@ -110,25 +113,32 @@ class PeeweeServices:
         desc = order == "desc"
         shape = f"services:{','.join(name for name, _ in given)}:{column}:{'desc' if desc else 'asc'}"
 
-        def where(query):
+        def where(query, model):
             for name, _ in given:
-                query = query.where(S.name.contains("?") if name == "search" else getattr(S, name) == "?")
+                query = query.where(model.name.contains("?") if name == "search" else getattr(model, name) == "?")
             return query
+
+        def count(model):
+            return where(model.select(peewee.fn.COUNT(model.id)), model)
 
         def build_page():
             by = getattr(S, column)
             summary = [getattr(S, "customer" if name == "customer_id" else name) for name in ServiceSummary._fields]
-            return (where(S.select(*summary)).order_by(by.desc() if desc else by.asc(),
-                                                       S.id.desc() if desc else S.id.asc())
+            return (where(S.select(*summary, count(S.alias("counted")).alias("total")), S)
+                    .order_by(by.desc() if desc else by.asc(), S.id.desc() if desc else S.id.asc())
                     .limit(per_page).offset(0))
 
         statements = self.m.statements
         values = tuple(value for _, value in given)
-        total = statements.rows(statements.sql(shape + ":count", lambda: where(S.select(peewee.fn.COUNT(S.id)))),
-                                values)[0][0]
-        rows = statements.rows(statements.sql(shape, build_page), (*values, per_page, (page - 1) * per_page))
-        make = ServiceSummary._make  # its last two fields are the times
-        return [make(row[:7] + (utc_datetime(row[7]), utc_datetime(row[8]))) for row in rows], total
+        rows = statements.rows(statements.sql(shape, build_page), (*values, *values, per_page, (page - 1) * per_page))
+        if rows:
+            total = rows[0][9]
+        elif page > 1:
+            total = statements.rows(statements.sql(shape + ":count", lambda: count(S)), values)[0][0]
+        else:
+            total = 0
+        dt = utc_datetime  # the summary's last two fields are the times
+        return [ServiceSummary(r[0], r[1], r[2], r[3], r[4], r[5], r[6], dt(r[7]), dt(r[8])) for r in rows], total
 
     def _columns(self):
         S = self.m.Service
