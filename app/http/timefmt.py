@@ -6,16 +6,20 @@ from datetime import datetime, timezone
 
 
 def rfc3339(value: datetime | None) -> str | None:
-    return None if value is None else _text(value)
+    if value is None:
+        return None
+    zone = value.tzinfo
+    if zone is not None and zone is not timezone.utc:
+        # to UTC before the kept answers are asked: two times of one zone that differ only
+        # in ``fold`` (the repeated hour) are equal to Python, but not the same instant
+        value = value.astimezone(timezone.utc)
+    return _text(value)
 
 
 @functools.lru_cache(maxsize=4096)
 def _text(value: datetime) -> str:
-    """Kept for the last 4,096 times: a list page writes the same ones on every request (an
-    aware datetime equal to another is the same instant, so the same UTC text)."""
-    zone = value.tzinfo
-    if zone is not None and zone is not timezone.utc:
-        value = value.astimezone(timezone.utc)
+    """The text of a UTC or naive (taken as UTC) time. Kept for the last 4,096 times: a
+    list page writes the same ones on every request."""
     # spelled out, two digits from a table: a third of strftime's cost and two thirds of
     # "%02d" formatting (list pages write two or more per item; ``python -m bench lists``)
     return (f"{value.year:04d}-{_TWO[value.month]}-{_TWO[value.day]}T{_TWO[value.hour]}:{_TWO[value.minute]}:"

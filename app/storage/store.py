@@ -81,7 +81,8 @@ class Store:
 
     async def read(self, fn, *args, **kwargs):
         """``fn(uow, *args, **kwargs)`` with a transaction-less unit of work that only reads:
-        the authentication of every request (a partner token, a panel key or session). On
+        the authentication of every request (a partner token, a panel key or session), and
+        a list page that reads its page and total in one statement (``GET /api/services``). On
         SQLite it runs on the event loop on a connection that never waits (``LoopReads``),
         else (PostgreSQL, another thread, SQLite busy) in a worker thread as ``run`` does.
         See ``app.storage.readpath`` for the whole read path."""

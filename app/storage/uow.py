@@ -58,7 +58,8 @@ class PeeweeUnitOfWork(UnitOfWork):
     Not re-entrant and not shared between threads: make one per use-case call. With
     ``transaction=False`` it opens no transaction: each statement stands alone, which is
     right only for use cases that read with one statement and write with one (token
-    authentication, on every request).
+    authentication, on every request), or whose statements need not agree (the services
+    page: its page and total are one statement; a page past the end counts alone).
     """
 
     def __init__(self, db: peewee.Database, models, *, transaction: bool = True, write: bool = True,

@@ -105,7 +105,7 @@ class PeeweeServices:
         # filters given, the order), rows read as tuples of the summary's columns. The total
         # is a column of the page's own statement (an uncorrelated subquery, counted once),
         # so page and total are one snapshot without a transaction; only a page past the
-        # end, which has no row to carry it, counts on its own.
+        # end (or of none), which has no row to carry it, counts on its own.
         S = self.m.Service
         given = [(name, value) for name, value in (("status", status), ("customer", customer_id),
                                                    ("search", f"%{search}%" if search else None)) if value]
@@ -133,7 +133,7 @@ class PeeweeServices:
         rows = statements.rows(statements.sql(shape, build_page), (*values, *values, per_page, (page - 1) * per_page))
         if rows:
             total = rows[0][9]
-        elif page > 1:
+        elif page > 1 or per_page < 1:
             total = statements.rows(statements.sql(shape + ":count", lambda: count(S)), values)[0][0]
         else:
             total = 0

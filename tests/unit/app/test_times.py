@@ -30,6 +30,17 @@ def test_the_same_instant_in_another_zone_is_written_in_utc_whichever_came_first
     assert rfc3339(later) == "2026-03-01T02:30:00.000000Z"
 
 
+def test_the_repeated_hour_of_a_zone_is_written_as_two_instants():
+    from zoneinfo import ZoneInfo
+
+    new_york = ZoneInfo("America/New_York")  # 2026-11-01 01:30 happens twice there
+    first = datetime(2026, 11, 1, 1, 30, tzinfo=new_york)
+    second = first.replace(fold=1)
+    assert first == second  # to Python (same zone object): which is why they are not kept by it
+    assert rfc3339(first) == "2026-11-01T05:30:00.000000Z"
+    assert rfc3339(second) == "2026-11-01T06:30:00.000000Z"
+
+
 def test_a_naive_time_and_an_aware_one_with_the_same_fields_are_kept_apart():
     plus_one = timezone(timedelta(hours=1))
     assert rfc3339(datetime(2026, 5, 5, 12, 0)) == "2026-05-05T12:00:00.000000Z"
