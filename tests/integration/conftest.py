@@ -15,7 +15,10 @@ from tests.support.releases import page_images  # noqa: F401 (a fixture: three l
 def start_panel(request, runtime_url, migrated_database_url, engine_ulimits, tmp_path):
     """``start_panel(**env)``: a real server on this database with extra environment (a
     value None unsets the variable; ``cwd``: the folder it starts in); answers (client,
-    customer, made) and removes services and built images afterwards."""
+    customer, made) and removes services and built images afterwards.
+    ``start_panel.stop(client)`` stops that client's server: servers on one database share
+    its deploy queue, so a test of another server's settings stops the first one, else
+    whichever server claims a job first runs it."""
     from app.pluginmanager import make_plugin_manager, runtimes
 
     engine = runtimes(make_plugin_manager())[request.param].create(engine_settings(runtime_url, engine_ulimits))
@@ -40,12 +43,22 @@ def start_panel(request, runtime_url, migrated_database_url, engine_ulimits, tmp
         customer = customers[0] if customers else client.post("/api/customers", json={"name": "Acme"}).json()
         return client, customer, made
 
+    stopped = []
+
+    def stop(client) -> None:
+        for server, its_client, _ in servers:
+            if its_client is client:
+                server.terminate()
+                server.wait(timeout=20)
+                stopped.append(server)
+
     start.engine = engine
+    start.stop = stop
     start.logs = lambda: "".join(log.seek(0) or log.read() for _, _, log in servers)
     yield start
     images = set()
     for server, client, log in servers:
-        for service_id in made:
+        for service_id in made if server not in stopped else ():
             detail = client.get(f"/api/services/{service_id}")
             if detail.status_code == 200:
                 images.update(word for word in detail.json()["compose"].split() if word.startswith("localhost/slw-"))

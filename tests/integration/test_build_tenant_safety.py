@@ -165,7 +165,9 @@ def test_registries_on_the_hosts_network_are_never_pulled(start_panel, tmp_path)
                     assert "is a loopback address; only public registries are allowed" in message, message
             assert registry.connections == 0  # never pulled: the engine did not even connect
 
-            # the operator's private registry: Slipway refuses nothing, the engine tries
+            # the operator's private registry: Slipway refuses nothing, the engine tries (on a
+            # server of its own: the first would claim some of its jobs, and refuse them)
+            start_panel.stop(client)
             allowed, _, _ = start_panel(SLIPWAY_GIT_ALLOWED_SCHEMES="http,https,file",
                                         SLIPWAY_REGISTRY_ALLOW_PRIVATE="1")
             url = served(tmp_path, server, "allowed", {"Containerfile": f"FROM {private}\n"})
