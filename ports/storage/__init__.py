@@ -5,7 +5,7 @@ repositories, and calls ``uow.commit()``; leaving the block without a commit rol
 
 Every repository core reaches through ``uow.<name>`` is declared as a ``typing.Protocol``,
 one docstring per method: the partner API's in ``ports.storage.partner``, the panel API's in
-``ports.storage.panel``; this module holds the unit of work that carries them all and
+the ``ports.storage.panel`` package (a module per aggregate); this module holds the unit of work that carries them all and
 re-exports every repository (``from ports.storage import LicenseRepository`` works). The
 peewee implementation lives in ``app/storage`` (its ``partner`` and ``panel`` packages);
 the in-memory one that core's unit tests use in ``tests/support/fakes.py``. A test
