@@ -12,7 +12,7 @@ import time
 import pytest
 
 from ports.runtime import Cancelled, EngineError
-from tests.fixtures.builds import build_sleeps, kill_build_sleeps
+from tests.fixtures.builds import build_sleeps, kill_build_sleeps, sleep_seconds
 
 pytestmark = pytest.mark.runtime
 BUSYBOX = "localhost/busybox:latest"
@@ -63,7 +63,7 @@ def test_links_out_of_the_context_and_huge_ignore_files_are_refused(runtime, tmp
 
 
 def test_cancel_and_timeout_give_a_build_up(runtime, tmp_path, request):
-    seconds = str(150000 + os.getpid() % 40000)
+    seconds = sleep_seconds()
     request.addfinalizer(lambda: kill_build_sleeps(seconds, expected=2))
     (tmp_path / "Containerfile").write_text(f"FROM {BUSYBOX}\nRUN sleep {seconds}\n")
     tag = f"localhost/slwtest-{secrets.token_hex(4)}:slow"

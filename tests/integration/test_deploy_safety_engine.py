@@ -232,7 +232,7 @@ def test_a_customers_hanging_builds_hold_up_neither_another_customer_nor_a_delet
     (the baseline, measured first in the same test), and deleting A's services stops the
     hanging builds within 10 s."""
     from tests.support.git_repos import BUSYBOX, repository
-    from tests.fixtures.builds import build_sleeps, kill_build_sleeps
+    from tests.fixtures.builds import build_sleeps, kill_build_sleeps, sleep_seconds
 
     panel = server(SLIPWAY_GIT_ALLOWED_SCHEMES="https,file", SLIPWAY_GIT_ALLOW_PRIVATE="1", SLIPWAY_RUNTIME=client)
     a, b = panel.customer("Builder"), panel.customer("Neighbour")
@@ -241,7 +241,7 @@ def test_a_customers_hanging_builds_hold_up_neither_another_customer_nor_a_delet
     _until(panel.http, panel.create(b, SLEEPER, "alone"), "running")
     alone = time.monotonic() - started
 
-    seconds = str(100000 + os.getpid() % 50000)
+    seconds = sleep_seconds()
     request.addfinalizer(lambda: kill_build_sleeps(seconds, expected=2))
     url, _ = repository(tmp_path / "hangs", {"Containerfile": f"FROM {BUSYBOX}\nRUN sleep {seconds}\n"})
     hanging = []

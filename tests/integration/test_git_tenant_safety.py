@@ -17,7 +17,7 @@ import time
 import pytest
 
 from app.storage.database import open_database
-from tests.fixtures.builds import kill_build_sleeps
+from tests.fixtures.builds import kill_build_sleeps, sleep_seconds
 from tests.fixtures.dumb_http import DumbHttp, bare
 from tests.support.engine import wait_for
 from tests.support.git_repos import BUSYBOX, CONTAINERFILE, _create, _events, commit, git, repository
@@ -181,7 +181,7 @@ def test_dumb_http_and_no_server_credentials(start_panel, tmp_path):
 
 def test_a_build_past_its_time_limit_fails_and_frees_the_worker(start_panel, tmp_path, request):
     client, customer, made = start_panel(SLIPWAY_BUILD_TIMEOUT="5")
-    seconds = str(100000 + os.getpid() % 50000)
+    seconds = sleep_seconds()
     request.addfinalizer(lambda: kill_build_sleeps(seconds))
     url, _ = repository(tmp_path / "slow", {"Containerfile": f"FROM {BUSYBOX}\nRUN sleep {seconds}\n"})
     started = time.monotonic()
