@@ -50,6 +50,9 @@ DRAIN_SECONDS = 2.0  # after a health-gated switch, before the old set stops (SL
 POLL_SECONDS = 0.3  # between two looks at the containers while waiting
 STOP_TIMEOUT = 10  # seconds an old container gets to stop gracefully after the switch
 DELETE_GRACE_SECONDS = 3.0  # how long a job whose containers vanished waits for the row to go
+#: ... and how long while none of its containers is left in the engine: a delete removes
+#: them first, then the rest of the service (volumes, network, kept images), then the row
+DELETE_REMOVAL_SECONDS = 30.0
 
 
 def _nothing(*_args) -> None:
@@ -717,7 +720,7 @@ def fail_job(uow, clock, job, exc: Exception, *, note: str = "", progress=_nothi
     job's error is then "service deleted"."""
     reason = str(exc)[-2000:] or type(exc).__name__
     if isinstance(exc, ContainersGone):
-        _await_delete(uow, clock, job.service_id, cancel)
+        _await_delete(uow, clock, job.service_id, cancel, removed=lambda: _none_left(runtime, job))
     reason = cancel_reason(cancel) or reason
     state = "cancelled" if reason == CANCELLED else "failed"
     if state == "cancelled" and runtime is not None:  # what it made goes
@@ -747,12 +750,30 @@ def fail_job(uow, clock, job, exc: Exception, *, note: str = "", progress=_nothi
         progress(job, "failed", reason, 100)  # no status follows: the service is gone
 
 
-def _await_delete(uow, clock, service_id: str, cancel) -> None:
-    """A delete removes the containers first and the row a moment later: give it
-    ``DELETE_GRACE_SECONDS`` (of ``clock``) so the job ends as the deleted service's."""
-    deadline = clock.monotonic() + DELETE_GRACE_SECONDS
-    while clock.monotonic() < deadline and not (cancel is not None and cancel.is_set()):
+def _await_delete(uow, clock, service_id: str, cancel, removed=lambda: False) -> None:
+    """A delete removes the containers first, then the rest of the service in the engine,
+    then the row: give it ``DELETE_GRACE_SECONDS`` (of ``clock``) so the job ends as the
+    deleted service's, and up to ``DELETE_REMOVAL_SECONDS`` while ``removed()`` (none of
+    the job's containers left in the engine: the delete is under way, slower on a loaded
+    engine). A container killed some other way (out of memory) is still there: the
+    grace, then its exit report."""
+    started = clock.monotonic()
+    while not (cancel is not None and cancel.is_set()):
         with uow.reading():
             if uow.services.get(service_id) is None:
                 return
+        waited = clock.monotonic() - started
+        if waited >= DELETE_REMOVAL_SECONDS or (waited >= DELETE_GRACE_SECONDS and not removed()):
+            return
         clock.sleep(POLL_SECONDS)
+
+
+def _none_left(runtime, job) -> bool:
+    """Whether the engine holds none of ``job``'s containers (False without a runtime, or
+    when the engine does not answer: the grace alone then)."""
+    if runtime is None:
+        return False
+    try:
+        return not any(s.labels.get(JOB_LABEL) == job.id for s in runtime.containers(job.service_id))
+    except Exception:  # noqa: BLE001 (an engine that does not answer: no longer wait)
+        return False

@@ -13,7 +13,7 @@ import pytest
 from core.panel import deploys, services
 from core.panel.containers import JOB_LABEL, NotInEngine
 from core.panel.customers import Quota
-from core.panel.deploy_job import DELETE_GRACE_SECONDS, STEPS, Deployer, DeploySettings, run_job
+from core.panel.deploy_job import DELETE_GRACE_SECONDS, DELETE_REMOVAL_SECONDS, STEPS, Deployer, DeploySettings, run_job
 from tests.support.fakes import parse
 
 QUOTA = Quota(services=20, memory_mb=4096, cpus=4, read_compose=parse)
@@ -231,7 +231,9 @@ def test_a_container_gone_without_a_delete_fails_the_job_with_the_engines_words(
     service, job = _run(uow, clock, runtime, job)
     assert (service.status, job.state) == ("failed", "failed")
     assert job.error == "starting container slw-web-web-" + deploys.job_suffix(job) + ": no such container"
-    assert clock.monotonic() - start == pytest.approx(DELETE_GRACE_SECONDS, abs=0.31)  # the delete's grace, no more
+    # none of its containers is in the engine, as while a delete removes the rest of the
+    # service: it waits for the row that long, no more
+    assert clock.monotonic() - start == pytest.approx(DELETE_REMOVAL_SECONDS, abs=0.31)
 
 
 def test_a_container_stopped_by_a_delete_ends_the_job_as_the_deleted_services(uow, clock, admin, customer,
@@ -254,6 +256,44 @@ def test_a_container_stopped_by_a_delete_ends_the_job_as_the_deleted_services(uo
     runtime.containers = seen_then_deleted
     service, job = _run(uow, clock, runtime, job)
     assert service is None and (job.state, job.error) == ("failed", deploys.DELETED)
+
+
+def test_a_delete_slow_to_remove_the_rest_still_ends_the_job_as_the_deleted_services(uow, clock, admin, customer,
+                                                                                     methods, runtime):
+    """The delete kills and removes the job's container at once, but removing the rest of
+    the service (volumes, network, kept images) on a loaded engine takes 10 s of the clock,
+    longer than the grace: the job waits while none of its containers is left (seen in CI:
+    "exited with code 137" instead of "service deleted")."""
+    _, job = services.create_service(uow, clock, admin, {"name": "web", "deploy_method": "compose",
+                                                         "customer_id": customer.id}, methods, {}, QUOTA)
+    runtime.exit_on_run, runtime.exit_code = True, 137
+    containers, seen = runtime.containers, []
+
+    def killed_then_deleted(service_id):
+        found = containers(service_id)
+        if found and not seen:
+            seen.append(found)
+            clock.at(0.5, lambda: [runtime.states.pop(state.id) for state in found])  # killed, then removed
+            clock.at(10, lambda: services.delete_service(uow, None, admin, job.service_id))  # the row, 10 s on
+        return found
+    runtime.containers = killed_then_deleted
+    start = clock.monotonic()
+    service, job = _run(uow, clock, runtime, job)
+    assert service is None and (job.state, job.error) == ("failed", deploys.DELETED)
+    assert DELETE_GRACE_SECONDS < clock.monotonic() - start < DELETE_REMOVAL_SECONDS
+
+
+def test_a_container_killed_without_a_delete_keeps_its_exit_report_after_the_grace(uow, clock, admin, customer,
+                                                                                  methods, runtime):
+    """Killed (137) some other way, out of memory say: the container stays in the engine, so
+    after the grace the exit report is the reason."""
+    _, job = services.create_service(uow, clock, admin, {"name": "web", "deploy_method": "compose",
+                                                         "customer_id": customer.id}, methods, {}, QUOTA)
+    runtime.exit_on_run, runtime.exit_code = True, 137
+    start = clock.monotonic()
+    service, job = _run(uow, clock, runtime, job)
+    assert (service.status, job.state) == ("failed", "failed") and "exited with code 137" in job.error
+    assert clock.monotonic() - start == pytest.approx(DELETE_GRACE_SECONDS, abs=0.31)
 
 
 def test_a_container_that_exits_by_itself_keeps_its_exit_report_at_once(uow, clock, admin, customer, methods,
