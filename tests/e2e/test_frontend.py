@@ -314,7 +314,10 @@ def sign_in(watched: Watched, key: str) -> None:
     from playwright.sync_api import expect
 
     page = watched.page
-    watched.load("/")
+    # networkidle: the sign-in page's code is a dynamic import, fetched after the load
+    # event; a change of the host's network then (other tests' containers) aborts it and the
+    # page offers a retry instead of the form. Within the load, ``load`` loads again.
+    watched.load("/", wait_until="networkidle")
     page.get_by_test_id("api-key").fill(key)
     page.get_by_test_id("sign-in").click()
     expect(page.get_by_test_id("sign-out")).to_be_visible()
