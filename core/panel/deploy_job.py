@@ -404,11 +404,8 @@ def _set_removed(ctx: DeployContext) -> bool:
     stopping: its exit report is no reason of its own then)."""
     if not ctx.started:
         return False
-    try:
-        left = [s for s in ctx.runtime.containers(ctx.service.id) if s.labels.get(JOB_LABEL) == ctx.job.id]
-    except Exception:  # noqa: BLE001 (an engine that does not answer: the failure stands as it is)
-        return False
-    return len(left) < ctx.started
+    left = _left_in_engine(ctx.runtime, ctx.job)  # None: no answer, the failure stands as it is
+    return left is not None and left < ctx.started
 
 
 def open_job(uow, deployer: Deployer, job, *, workdir=None, cancel=None) -> DeployContext | None:
@@ -771,9 +768,15 @@ def _await_delete(uow, clock, service_id: str, cancel, removed=lambda: False) ->
 def _none_left(runtime, job) -> bool:
     """Whether the engine holds none of ``job``'s containers (False without a runtime, or
     when the engine does not answer: the grace alone then)."""
+    return _left_in_engine(runtime, job) == 0
+
+
+def _left_in_engine(runtime, job) -> int | None:
+    """How many of ``job``'s containers the engine holds; None without a runtime or when
+    the engine does not answer."""
     if runtime is None:
-        return False
+        return None
     try:
-        return not any(s.labels.get(JOB_LABEL) == job.id for s in runtime.containers(job.service_id))
-    except Exception:  # noqa: BLE001 (an engine that does not answer: no longer wait)
-        return False
+        return sum(1 for s in runtime.containers(job.service_id) if s.labels.get(JOB_LABEL) == job.id)
+    except Exception:  # noqa: BLE001 (an engine that does not answer)
+        return None
