@@ -342,7 +342,7 @@ class Composition:
         """``Idempotency-Key`` on every POST of both APIs."""
         from app.http.idempotency import Idempotency
 
-        return Idempotency(self.store, self.config.clock)
+        return Idempotency(self.store, self.config.clock, self.config.secret_key)
 
     @cached_property
     def idempotency_cleanup(self):

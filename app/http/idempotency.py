@@ -27,7 +27,9 @@ parameters are valid, so only a request that would run can claim a key.
   the request presents it (the token, the API key or the session cookie), which only the
   credential's holder has: the answer of ``POST /v1/tokens`` or ``/api/v1/api-keys`` holds
   a new secret that the database otherwise keeps only as a hash, and a copy of the
-  database must not hand it out.
+  database must not hand it out. A caller an auth source signed in presents no such
+  secret: its answers are sealed with a key derived from the server's own key
+  (``presented_secret``).
 - A claim still in flight after ``STALE`` (its process presumably died before it could
   answer) is taken over by the next repeat of the same request, which runs it again.
 - After ``TTL`` a key is free again: its record is treated as absent and a clean-up job
@@ -77,12 +79,20 @@ def credential_of(caller) -> str | None:
     return None
 
 
-def presented_secret(req, caller) -> str:
+def presented_secret(req, caller, server_key: bytes | None = None) -> str | None:
     """The credential's secret as ``req`` presents it: a browser session's cookie (the one the gate
-    admitted it by), else the Bearer token or key (what the
-    gate authenticated the caller by)."""
+    admitted it by), else the Bearer token or key (what the gate authenticated the caller by).
+    A plugin's auth source signs callers in by what it alone understands (a proxy's header,
+    a certificate, a token that changes), none of which is a lasting secret of the caller's:
+    its answers are sealed with a key derived from the server's own key
+    (``SLIPWAY_SECRET_KEY``, which no copy of the database holds) and the credential, and
+    without a server key they are not kept at all (None)."""
     if isinstance(caller, SessionPrincipal):
         return getattr(req.context, "session_secret", None) or ""
+    if isinstance(caller, SourcePrincipal):
+        if server_key is None:
+            return None
+        return hmac.new(server_key, credential_of(caller).encode("utf-8"), hashlib.sha256).hexdigest()
     return bearer(req) or ""
 
 
@@ -132,8 +142,8 @@ def _keeps(status: int) -> bool:
 class Idempotency:
     """Claims, replays and keeps answers for the pipeline (module docstring)."""
 
-    def __init__(self, store, clock):
-        self.store, self.clock = store, clock
+    def __init__(self, store, clock, server_key: bytes | None = None):
+        self.store, self.clock, self.server_key = store, clock, server_key
 
     def _keys(self) -> PeeweeIdempotencyKeys:
         return PeeweeIdempotencyKeys(self.store.models)
@@ -143,13 +153,14 @@ class Idempotency:
         carries a key this credential already used."""
         value = req.get_header(HEADER)
         credential = credential_of(caller)
-        if value is None or credential is None:
+        secret = presented_secret(req, caller, self.server_key)
+        if value is None or credential is None or secret is None:
             return await handle()
         key = checked_key(value, op.api)
         request = {"method": op.method, "path": req.path, "fingerprint": fingerprint(op.method, req.path, body)}
         attempt = secrets.token_hex(16)
         record = await self.store.run(self._claim, credential, key, attempt, request)
-        seal = Seal(presented_secret(req, caller), credential, key)
+        seal = Seal(secret, credential, key)
         if record is not None:
             return self._answer(record, request["fingerprint"], op.api, seal)
         try:

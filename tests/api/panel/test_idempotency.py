@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import pytest
 import yaml
+from cryptography.exceptions import InvalidTag
 
+from app.http.idempotency import Seal
 from core.panel import access, customers as panel_customers
+from ports import hookimpl
+from ports.extensions import AuthSource, Identity
 from tests.support.api import idempotency_rows, send_at_once
 from tests.support.contract_client import ContractClient
 
@@ -188,3 +192,48 @@ def test_a_kept_answer_is_sealed_with_the_credentials_secret(setup, store):
     replayed = client.post("/api/v1/api-keys", json_body=body, headers={"Idempotency-Key": KEY, **cookie},
                            expect=201)
     assert replayed.headers["idempotent-replayed"] == "true" and replayed.content == by_session.content
+
+
+class _Proxy:
+    """A plugin whose auth source signs in whoever a trusted proxy's ``X-User`` header
+    names, as an admin: nothing the caller presents is a secret."""
+
+    @hookimpl
+    def register_auth_sources(self):
+        def authenticate(request, context):
+            user = request.headers.get("x-user")
+            return Identity(subject=user, role="admin") if user else None
+
+        return [AuthSource(name="proxy", authenticate=authenticate)]
+
+
+def test_a_source_callers_kept_answer_is_sealed_with_the_servers_key(make_app, store):
+    """An auth source's caller presents no secret of its own: the new key kept for its
+    repeat opens with a key derived from the server's key, not with one anybody can
+    derive from the (public) header or from nothing."""
+    server_key = b"k" * 32
+    client = ContractClient(make_app(plugins=(_Proxy(),), secret_key=server_key))
+    body = {"name": "ci", "role": "viewer", "rateLimitRpm": 60}
+    headers = {"Idempotency-Key": KEY, "X-User": "alice"}
+    created = client.post("/api/v1/api-keys", json_body=body, headers=headers, expect=201)
+    again = client.post("/api/v1/api-keys", json_body=body, headers=headers, expect=201)
+    assert again.headers["idempotent-replayed"] == "true" and again.content == created.content
+    with store.db.connection_context():
+        kept = bytes(store.models.IdempotencyKey.get().body)
+    assert created.json["key"].encode() not in kept
+    for guess in ("", "alice", "Bearer alice"):
+        with pytest.raises(InvalidTag):
+            Seal(guess, "source:proxy:alice", KEY).open(kept)
+    # another subject is another credential: its key is a new request
+    other = client.post("/api/v1/api-keys", json_body=body, headers={**headers, "X-User": "bob"}, expect=201)
+    assert "idempotent-replayed" not in other.headers and other.json["key"] != created.json["key"]
+
+
+def test_without_a_server_key_a_source_callers_answers_are_not_kept(make_app, store):
+    client = ContractClient(make_app(plugins=(_Proxy(),)))
+    body = {"name": "ci", "role": "viewer", "rateLimitRpm": 60}
+    headers = {"Idempotency-Key": KEY, "X-User": "alice"}
+    first = client.post("/api/v1/api-keys", json_body=body, headers=headers, expect=201)
+    second = client.post("/api/v1/api-keys", json_body=body, headers=headers, expect=201)
+    assert first.json["key"] != second.json["key"] and "idempotent-replayed" not in second.headers
+    assert idempotency_rows(store) == 0
