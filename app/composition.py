@@ -140,6 +140,12 @@ class Composition:
         to events, writes them to the outbox in the same transaction."""
         self.store.attach_events(self.bus, outbox=bool(self.extensions.subscribers))
 
+    def keep_events(self) -> None:
+        """For a process that serves nothing (the operator's commands): when a plugin
+        subscribes to events, the store writes them to the outbox in the same transaction,
+        for a server's delivery to hand over; nothing is announced."""
+        self.store.attach_events(None, outbox=bool(self.extensions.subscribers))
+
     @cached_property
     def license_service(self):
         settings = Settings(self.settings, database=self.store.db)
@@ -374,7 +380,8 @@ class Composition:
         subscribers = self.extensions.subscribers
         if not subscribers:
             return None
-        return OutboxDelivery(self.store, subscribers, self.extension_context, self.extension_calls, bus=self.bus)
+        return OutboxDelivery(self.store, subscribers, self.extension_context, self.extension_calls, self.lease,
+                              bus=self.bus)
 
     #: the jobs that run only in a process running the workers (SLIPWAY_DEPLOY_WORKER)
     WORKER_JOBS = frozenset({"deployer", "backup_worker", "backup_scheduler", "idempotency_cleanup", "history",

@@ -277,15 +277,22 @@ class OutboxDelivery(Background):
     is recorded (``event_delivery``) only after the subscriber returned, so an event whose
     delivery a stop interrupted is delivered again after the restart. A subscriber that
     raises gets the same event again after ``RETRY_S`` (doubling up to ``RETRY_MAX_S``);
-    its later events wait. Events every subscriber has are deleted."""
+    its later events wait. Events every subscriber has are deleted.
+
+    One process at a time delivers a subscriber's events, whichever number of processes
+    share the database: the one whose worker lease (``lease``) holds the subscriber's
+    claim (``event_subscriber_claim``). Another process takes the claim over only once
+    that lease is gone (a clean stop drops it) or stale (``core.panel.leases.STALE_S``
+    after a crash), so a subscriber never hears a later event from one process while an
+    earlier one is still in another's hands."""
 
     POLL_S = 1.0  # between looks when nothing woke it (events of other processes)
     BATCH = 100
     RETRY_S, RETRY_MAX_S = 1.0, 60.0
 
-    def __init__(self, store, subscribers, context: ExtensionContext, calls, bus=None):
+    def __init__(self, store, subscribers, context: ExtensionContext, calls, lease, bus=None):
         self.store, self.subscribers, self.context, self.calls = store, tuple(subscribers), context, calls
-        self.bus = bus
+        self.lease, self.bus = lease, bus
         self._handle = None
         self._retry_at: dict[str, float] = {}
         self._backoff: dict[str, float] = {}
@@ -305,6 +312,7 @@ class OutboxDelivery(Background):
         await super().stop()
 
     async def _run(self) -> None:
+        await self.lease.hold()  # the lease is written before a claim names it
         while True:
             try:
                 busy = await self.calls.run(self.deliver)
@@ -324,16 +332,37 @@ class OutboxDelivery(Background):
         for subscriber in self.subscribers:
             if self._retry_at.get(subscriber.name, 0) > now:
                 continue
+            if not self._pending(subscriber.name, limit=1):  # nothing waits: no claim written
+                continue
+            if not self._claim(subscriber.name):  # another process delivers its events
+                continue
             more |= self._deliver_to(subscriber)
         self._prune()
         return more
 
-    def _pending(self, name: str) -> list:
+    def _claim(self, name: str) -> bool:
+        """Whether this process delivers ``name``'s events now: it holds the claim, or
+        takes it from a holder whose worker lease is gone or stale (one short write
+        transaction; the database decides between processes asking at once)."""
+        from core.panel.leases import stale_before
+
+        m = self.store.models
+        C, L = m.EventSubscriberClaim, m.WorkerLease
+        me, now = self.lease.id, self.context.clock.now()
+        live = L.select(L.worker_id).where(L.heartbeat_at >= stale_before(self.context.clock))
+        with self.store.uow() as uow:
+            C.insert(subscriber=name, holder=me, claimed_at=now).on_conflict_ignore().execute()
+            held = C.update(holder=me, claimed_at=now).where(
+                (C.subscriber == name) & ((C.holder == me) | C.holder.not_in(live))).execute()
+            uow.commit()
+        return held == 1
+
+    def _pending(self, name: str, limit: int = BATCH) -> list:
         m = self.store.models
         O, D = m.EventOutbox, m.EventDelivery
         with self.store.uow(write=False).reading():
             done = D.select(D.event_id).where(D.subscriber == name)
-            return list(O.select().where(O.id.not_in(done)).order_by(O.id).limit(self.BATCH))
+            return list(O.select().where(O.id.not_in(done)).order_by(O.id).limit(limit))
 
     def _deliver_to(self, subscriber: Subscriber) -> bool:
         rows = self._pending(subscriber.name)

@@ -228,7 +228,8 @@ def register_event_subscribers():
 
     Events go through a persisted outbox (written in the same transaction): delivery is
     at least once, in order per subscriber, from a worker, never in the request that
-    caused the event, and resumes after a restart where it stopped. A subscriber that
+    caused the event, and resumes after a restart where it stopped. One process at a time
+    delivers a subscriber's events, however many share the database. A subscriber that
     raises gets the same event again later; its later events wait.
     """
 

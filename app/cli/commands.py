@@ -20,8 +20,11 @@ from core.redaction import redact_url
 
 def _store(config) -> Store:
     """The database of ``config``, at the current schema (the operator's commands run one
-    at a time: one thread)."""
-    return Composition(config, store=Store(config.database_url, threads=1)).store
+    at a time: one thread), writing the events it commits to the plugins' event outbox
+    as a server does (a ledger event of ``license set-state`` reaches the subscribers)."""
+    parts = Composition(config, store=Store(config.database_url, threads=1))
+    parts.keep_events()
+    return parts.store
 
 
 def init(config, args) -> dict:

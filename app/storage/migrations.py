@@ -700,6 +700,16 @@ def _v28_previews(db):
               'ON "service" ("preview_of", "preview_number")'])
 
 
+
+def _v29_event_subscriber_claims(db):
+    """Which process delivers each event subscriber's events (app.extensions
+    ``OutboxDelivery``): one at a time across the processes sharing the database, so a
+    subscriber hears its events in order; ``holder`` is that process's worker lease."""
+    _run(db, [
+        "CREATE TABLE IF NOT EXISTS event_subscriber_claim (subscriber VARCHAR(80) NOT NULL PRIMARY KEY, "
+        "holder VARCHAR(64) NOT NULL, claimed_at {timestamp} NOT NULL)",
+    ])
+
 MIGRATIONS = [
     (1, "partners, partner API tokens, contracts", _v1_identity),
     (2, "customers, contacts, notes, editions, licenses, transfers, activity ledger", _v2_licensing),
@@ -733,6 +743,7 @@ MIGRATIONS = [
      _v27_push_webhooks),
     (28, "services: preview environments of pull requests (previews, previews_from_forks, preview_of, "
          "preview_number)", _v28_previews),
+    (29, "which process delivers each event subscriber's events", _v29_event_subscriber_claims),
 ]
 LATEST = max(version for version, _, _ in MIGRATIONS)
 

@@ -235,3 +235,10 @@ def test_hook_register_event_subscribers_hear_partner_ledger_events(migrated_dat
         ledger = _wait(lambda: [e for e in _events(folder) if e["topic"] == "partner.ledger"], "a ledger event")
         assert ledger[0]["data"]["partner_id"] == partner["id"]
         assert ledger[0]["data"]["license_id"] == made.json()["license"]["id"]
+        # an operator's command writes its ledger event to the outbox too: the server hands it over
+        license_id = made.json()["license"]["id"]
+        slipway(migrated_database_url, "license", "set-state", "--license", license_id, "--state", "expired",
+                env=_env(hello_site, folder), process=True)
+        by_command = _wait(lambda: [e for e in _events(folder) if e["topic"] == "partner.ledger"
+                                    and e["data"]["event"] == "license.state_changed"], "the command's event")
+        assert by_command[0]["data"]["license_id"] == license_id

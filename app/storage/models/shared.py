@@ -59,4 +59,15 @@ def define(Base) -> dict:
             table_name = "event_delivery"
             primary_key = peewee.CompositeKey("subscriber", "event_id")
 
-    return dict(IdempotencyKey=IdempotencyKey, EventOutbox=EventOutbox, EventDelivery=EventDelivery)
+    class EventSubscriberClaim(Base):
+        """The process (its worker lease) that delivers one subscriber's events now."""
+
+        subscriber = peewee.CharField(max_length=80, primary_key=True)
+        holder = peewee.CharField(max_length=64)
+        claimed_at = UtcDateTimeField()
+
+        class Meta:
+            table_name = "event_subscriber_claim"
+
+    return dict(IdempotencyKey=IdempotencyKey, EventOutbox=EventOutbox, EventDelivery=EventDelivery,
+                EventSubscriberClaim=EventSubscriberClaim)
