@@ -3,6 +3,7 @@ machine. The container work itself runs in ``core.panel.deploys`` (jobs) and thr
 runtime port."""
 from __future__ import annotations
 
+import hashlib
 import re
 import secrets
 from concurrent.futures import ThreadPoolExecutor
@@ -10,6 +11,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import NamedTuple
 
+from core.panel.access import SourcePrincipal
 from core.panel import deploy_keys, domains, leases, networks, routes, secrets as secret_variables
 from core.errors import Conflict, Forbidden, Invalid, NotFound
 from core.panel.containers import keep_tag
@@ -129,12 +131,23 @@ def new_id(prefix: str) -> str:
     return f"{prefix}_{secrets.token_hex(8)}"
 
 
+#: the longest ``caller_name`` a job and its release keep
+CALLER_NAME_MAX = 80
+
+
 def caller_name(principal) -> str:
     """Who asked, as a job and its release record it: ``user:<id>`` for a browser session
     signed in through OIDC, ``key:<id>`` for an API key (or a session opened with one),
-    ``system`` for work nobody asked for."""
+    ``source:<auth source>:<subject>`` for a caller a plugin's auth source signed in (a
+    subject too long for ``CALLER_NAME_MAX`` as ``~`` and the first 24 hex digits of its
+    SHA-256), ``system`` for work nobody asked for."""
     if principal is None:
         return "system"
+    if isinstance(principal, SourcePrincipal):
+        name = f"source:{principal.source}:{principal.subject}"
+        if len(name) <= CALLER_NAME_MAX:
+            return name
+        return f"source:{principal.source}:~{hashlib.sha256(principal.subject.encode('utf-8')).hexdigest()[:24]}"
     user = getattr(principal, "user", None)
     if user is not None and getattr(user, "id", None):
         return f"user:{user.id}"

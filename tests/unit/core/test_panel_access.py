@@ -224,3 +224,16 @@ def test_lapsed_tells_why_a_connection_must_end(uow, clock, customer):
         panel_sessions.USER_CHANGED, None, panel_sessions.KEY_REVOKED, panel_sessions.KEY_EXPIRED]
     panel_sessions.revoke_session(uow, clock, secret)
     assert panel_sessions.lapsed(uow, clock, [session]) == [panel_sessions.SESSION_ENDED]
+
+
+def test_a_job_records_who_asked_an_auth_sources_caller_by_source_and_subject():
+    from core.panel.services import CALLER_NAME_MAX, caller_name
+
+    def signed_in(subject):
+        return access.SourcePrincipal(key=None, permissions=access.ROLES["admin"], source="hello", subject=subject,
+                                      role="admin")
+
+    assert caller_name(signed_in("alice@example.com")) == "source:hello:alice@example.com"
+    long, other = caller_name(signed_in("x" * 200)), caller_name(signed_in("x" * 199 + "y"))
+    assert len(long) <= CALLER_NAME_MAX and long.startswith("source:hello:~") and long != other
+    assert caller_name(None) == "system"
