@@ -96,6 +96,11 @@ def _check_routes(routes) -> None:
         key = (route.method, route.plugin, re.sub(r"\{[^}]*\}", "{}", route.path))
         if key in seen or (route.plugin, route.operation_id) in ids:
             raise ExtensionError(f"{where}: registered twice")
+        if route.mcp:
+            from app.panel.mcp import TOOLS
+
+            if tool_name(route) in TOOLS:
+                raise ExtensionError(f"{where}: its MCP tool {tool_name(route)!r} is one of Slipway's own tools")
         seen.add(key)
         ids.add((route.plugin, route.operation_id))
 
@@ -198,9 +203,15 @@ class RouteHandler:
         return Reply(reply.status, reply.body)
 
 
+def tool_name(route: Route) -> str:
+    """The MCP tool a route offered as one is: ``<plugin>_<operation id>``."""
+    return f"{route.plugin}_{route.operation_id}"
+
+
 def mcp_tools(routes) -> dict:
-    """``{tool name: operation id}`` of the routes their plugin offers as MCP tools."""
-    return {f"{route.plugin}_{route.operation_id}": operation_id(route) for route in routes if route.mcp}
+    """``{tool name: operation id}`` of the routes their plugin offers as MCP tools (none
+    is named as a built-in tool: ``_check_routes``)."""
+    return {tool_name(route): operation_id(route) for route in routes if route.mcp}
 
 
 # --- auth sources -------------------------------------------------------------------------
@@ -248,7 +259,6 @@ class ExtensionJobs(Background):
 
     def __init__(self, jobs, context: ExtensionContext, calls):
         self.jobs, self.context, self.calls = tuple(jobs), context, calls
-        self.runs: dict[str, int] = {job.name: 0 for job in self.jobs}
 
     def tasks(self) -> dict:
         return {f"ext-job-{job.name}": functools.partial(self._run, job) for job in self.jobs}
@@ -259,7 +269,6 @@ class ExtensionJobs(Background):
             started = clock.monotonic()
             try:
                 await self.calls.run(job.run, self.context)
-                self.runs[job.name] += 1
             except asyncio.CancelledError:
                 raise
             except Exception:  # noqa: BLE001 (the next run is on time)

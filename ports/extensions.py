@@ -88,7 +88,7 @@ class Route:
     only) or ``"deploy"``; ``handler(RouteRequest) -> RouteReply``; ``request_schema`` /
     ``response_schema``: JSON Schemas shown in the served contract (the request body is
     validated against its schema: 422 naming the field); ``mcp``: also an MCP tool named
-    ``<plugin>_<operation_id>``.
+    ``<plugin>_<operation_id>`` (a name of one of Slipway's own tools stops start-up).
     """
 
     plugin: str

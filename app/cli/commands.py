@@ -8,7 +8,8 @@ import os
 from app.partner.identity import partner_json, token_json
 from app.composition import Composition
 from app.config import sqlite_file
-from app.pluginmanager import analyzers, describe_plugins, license_services, registry
+from app.pluginmanager import (analyzers, backup_destinations, describe_plugins, event_buses, git_providers,
+                               license_services, rate_stores, registry, route_providers, templates)
 from app.http.collector import collector_paused
 from app.storage.store import Store
 from app.http.timefmt import rfc3339
@@ -50,6 +51,12 @@ def plugins(config, args) -> dict:
         "licenseServices": sorted(license_services(pm)),
         "runtimes": sorted(registry(pm, "runtimes")),
         "analyzers": sorted(analyzers(pm)),
+        "routeProviders": sorted(route_providers(pm)),
+        "rateStores": sorted(rate_stores(pm)),
+        "eventBuses": sorted(event_buses(pm)),
+        "backupDestinations": sorted(backup_destinations(pm)),
+        "gitProviders": sorted(git_providers(pm)),
+        "templates": sorted(templates(pm)),
     }
 
 

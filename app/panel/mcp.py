@@ -127,7 +127,7 @@ class McpEndpoint:
         routes that ask to be tools)."""
         self.gate = gate
         ops = {op.operation_id: op for op in contract.operations}
-        tools = {**TOOLS, **{name: op_id for name, op_id in (extra_tools or {}).items() if name not in TOOLS}}
+        tools = {**TOOLS, **(extra_tools or {})}  # start-up refused a plugin's tool named as one of TOOLS
         self.tools = {name: Tool(name, ops[op_id], handlers[op_id], contract) for name, op_id in tools.items()}
         # the HTTP request itself: a panel request that needs a key, on its bucket only
         self.op = Operation(api="panel", method="POST", path="/mcp", route=PATH, operation_id="mcp",

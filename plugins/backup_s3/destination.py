@@ -8,6 +8,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
+from core.redaction import redact
 from plugins.backup_s3 import PART
 from ports.backups import BackupDestination, DestinationError
 
@@ -39,10 +40,8 @@ class S3Destination(BackupDestination):
         return f"{self.prefix}/{key}" if self.prefix else key
 
     def _error(self, doing: str, exc: Exception) -> DestinationError:
-        message = f"backup destination {self.name} ({self.describe()}): {doing}: {_reason(exc)}"
-        for secret in self.secrets:
-            message = message.replace(secret, "***")
-        return DestinationError(message)
+        return DestinationError(redact(f"backup destination {self.name} ({self.describe()}): {doing}: {_reason(exc)}",
+                                       self.secrets))
 
     def put(self, key, chunks):
         name = self.object_key(key)

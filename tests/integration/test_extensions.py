@@ -54,6 +54,7 @@ def _extensions(*, routes=(), jobs=(), subscribers=(), sources=()):
     ([_route(), _route()], "registered twice"),
     ([_route(path="/{a}"), _route(path="/{b}", operation_id="other")], "registered twice"),
     (["not a route"], "not a ports.extensions.Route"),
+    ([_route(plugin="list", operation_id="services", mcp=True)], "is one of Slipway's own tools"),
 ])
 def test_a_route_slipway_cannot_serve_stops_start_up(routes, words):
     with pytest.raises(ConfigError, match="plugins: ") as raised:

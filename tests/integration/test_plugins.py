@@ -57,6 +57,11 @@ def test_a_pip_installed_third_party_plugin_is_loaded(tmp_path):
     assert hello["hooks"] == ["register_deploy_methods"]
     assert "hello" in document["deployMethods"]
     assert document["runtimes"] == ["docker", "podman", "swarm"] and document["analyzers"] == ["heuristic", "llm"]
+    assert (document["routeProviders"], document["eventBuses"], document["backupDestinations"]) == (
+        ["caddy", "file"], ["memory", "postgres"], ["local", "s3"])
+    assert document["rateStores"] == ["memory", "redis", "rediss"]
+    assert document["gitProviders"] == ["bitbucket", "gitea", "github", "gitlab"]
+    assert {"postgres", "mariadb", "redis", "wordpress"} <= set(document["templates"])
 
 
 def test_register_billing_models_provides_the_metered_model():

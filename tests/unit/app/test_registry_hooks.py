@@ -22,9 +22,13 @@ class Probe:
     def __init__(self, name: str):
         self.name = name
 
+    #: the name of every probe created, in order (what a test reads of how often)
+    created: list = []
+
     def create(self, settings):
         if settings.get("SLIPWAY_PROBE") == "bad":
             raise ValueError("SLIPWAY_PROBE must not be bad")
+        Probe.created.append(self.name)
         return ("made", self.name, settings)
 
 
@@ -145,10 +149,11 @@ def test_hook_register_git_providers():
     assert {"github", "gitlab", "gitea", "bitbucket"} <= set(git_providers(make_plugin_manager()))
     parts = Composition(Config(database_url="sqlite:///:memory:",
                                plugins=(_plugin("register_git_providers", "probe"),)))
+    Probe.created.clear()
     made = {p.name if hasattr(p, "name") else p[1]: p for p in parts.git_providers}
     assert {"github", "gitlab", "gitea", "bitbucket", "probe"} <= set(made)
     assert made["probe"][:2] == ("made", "probe") and dict(made["probe"][2]) == {}
-    assert parts.git_providers is parts.git_providers  # made once
+    assert len(parts.git_providers) == len(made) and Probe.created == ["probe"]  # made once, asked again
     twice = Composition(Config(database_url="sqlite:///:memory:",
                                plugins=(_plugin("register_git_providers", "probe"),
                                         _plugin("register_git_providers", "probe"))))
