@@ -116,6 +116,19 @@ def test_hook_register_routes_behind_the_gate_in_the_contract_and_mcp(migrated_d
         assert tools.status_code == 200, tools.text
         names = {tool["name"] for tool in _rpc_result(tools)["tools"]}
         assert "hello_greeting" in names and "hello_echo" not in names and "hello_seen" not in names
+        # the tool goes through the same gate: its answer is the route's, its permission the route's
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "hello_greeting", "arguments": {}}}
+        called = _rpc_result(http.post("/api/mcp", headers={**JSON_RPC, **_bearer(admin)}, json=call))
+        assert called["isError"] is False, called
+        assert json.loads(called["content"][0]["text"])["greeting"] == "hello, admin"
+        assert http.post("/api/mcp", headers=JSON_RPC, json=call).status_code == 401
+        listed = _rpc_result(http.post("/api/mcp", headers={**JSON_RPC, **_bearer(no_read)},
+                                       json={"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {}}))
+        assert "hello_greeting" not in {tool["name"] for tool in listed["tools"]}
+        denied = _rpc_result(http.post("/api/mcp", headers={**JSON_RPC, **_bearer(no_read)}, json=call))
+        body = json.loads(denied["content"][0]["text"])
+        assert denied["isError"] is True and body["error"]["code"] == "forbidden", body
+        assert "services:read" in body["error"]["message"]
 
 
 
