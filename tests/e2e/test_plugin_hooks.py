@@ -38,6 +38,22 @@ def hello_site(tmp_path_factory) -> str:
     return str(target)
 
 
+@pytest.fixture
+def left_in_engine():
+    """The ids of the services a test made: what their deploys left in the engine (the
+    servers' engine is the environment's ``SLIPWAY_RUNTIME_URL``, when set) goes at the
+    end, the service's network included."""
+    ids: list = []
+    yield ids
+    url = os.environ.get("SLIPWAY_RUNTIME_URL")
+    if url and ids:
+        from tests.support.engine import _factories, engine_settings
+
+        engine = _factories()["podman"].create(engine_settings(url, os.environ.get("SLIPWAY_RUNTIME_ULIMITS", "")))
+        for service_id in ids:
+            engine.remove_service(service_id)
+
+
 def _env(hello_site, folder, **extra) -> dict:
     return {"PYTHONPATH": os.pathsep.join([hello_site, str(ROOT)]), "SLIPWAY_HELLO_DIR": str(folder),
             "SLIPWAY_HELLO_TOKEN": TOKEN, "SLIPWAY_DEPLOY_WORKER": "1", **extra}
@@ -148,7 +164,7 @@ def _rpc_result(response) -> dict:
 
 
 def test_hook_register_auth_sources_admit_a_customer_and_one_that_raises_refuses(migrated_database_url, hello_site,
-                                                                                    tmp_path):
+                                                                                    tmp_path, left_in_engine):
     admin = _key(migrated_database_url, "admin")
     with Server(migrated_database_url, **_env(hello_site, tmp_path / "hello")) as server:
         http = httpx.Client(base_url=server.base, timeout=30)
@@ -158,6 +174,7 @@ def test_hook_register_auth_sources_admit_a_customer_and_one_that_raises_refuses
             "name": "theirs", "customer_id": other, "deploy_method": "compose",
             "compose": "services:\n  web:\n    image: localhost/busybox:latest\n"})
         assert theirs.status_code == 201, theirs.text
+        left_in_engine.append(theirs.json()["id"])
 
         as_mine = {"X-Hello-Token": TOKEN, "X-Hello-Customer": mine}
         hello = http.get("/api/ext/hello/greeting", headers=as_mine)
@@ -186,7 +203,7 @@ def _events(folder: Path) -> list[dict]:
 
 
 def test_hook_register_event_subscribers_after_commit_and_again_after_a_crash(migrated_database_url, hello_site,
-                                                                                           tmp_path):
+                                                                                           tmp_path, left_in_engine):
     admin = _key(migrated_database_url, "admin")
     folder = tmp_path / "hello"
     crash = _env(hello_site, folder, SLIPWAY_HELLO_CRASH_ON="panel.service.status")
@@ -209,6 +226,7 @@ def test_hook_register_event_subscribers_after_commit_and_again_after_a_crash(mi
     assert [e["id"] for e in first if e["topic"] == "panel.service.status"] == [crashed_on]
     # the service the committed request made, answered or not
     service_id = next(e for e in first if e["id"] == crashed_on)["data"]["id"]
+    left_in_engine.append(service_id)
     assert made is None or made.json()["id"] == service_id
 
     age_worker_leases(migrated_database_url)  # the minute the crashed process's lease takes to go stale
