@@ -15,7 +15,7 @@ from functools import cached_property
 
 from app.config import Config, ConfigError
 from app.engine_calls import EngineCalls
-from app.extensions import AuthSources, ExtensionError, ExtensionJobs, Extensions, OutboxDelivery
+from app.extensions import AUTH_SOURCE_TIMEOUT_S, AuthSources, ExtensionError, ExtensionJobs, Extensions, OutboxDelivery
 from app.pluginmanager import (PluginError, analyzers, billing_models, deploy_methods, git_providers,
                                make_plugin_manager, select, templates)
 from app.storage.store import Store
@@ -210,9 +210,19 @@ class Composition:
         calls hold at most a quarter."""
         return EngineCalls(threads=8, name="slipway-ext")
 
+    @cached_property
+    def auth_source_calls(self) -> EngineCalls:
+        """The plugins' auth sources, asked in the requests they may admit: a pool of their
+        own, each source at most a quarter of it, each call answered within
+        ``AUTH_SOURCE_TIMEOUT_S`` (503 past it), so a source that hangs holds up neither
+        the other sources nor the plugins' other code."""
+        return EngineCalls(threads=8, deadline=AUTH_SOURCE_TIMEOUT_S, name="slipway-auth",
+                           late="the auth source did not answer within {deadline:g} s")
+
     def thread_pools(self) -> tuple:
         """The pools built so far (closed at shutdown)."""
-        names = ("engine_calls", "request_calls", "deploy_calls", "webhook_lookups", "extension_calls")
+        names = ("engine_calls", "request_calls", "deploy_calls", "webhook_lookups", "extension_calls",
+                 "auth_source_calls")
         return tuple(self.__dict__[name] for name in names if name in self.__dict__)
 
     # --- the panel's rules ---------------------------------------------------------------
@@ -232,7 +242,7 @@ class Composition:
 
     @cached_property
     def auth_sources(self) -> AuthSources:
-        return AuthSources(self.extensions.auth_sources, self.extension_context, self.store, self.extension_calls,
+        return AuthSources(self.extensions.auth_sources, self.extension_context, self.store, self.auth_source_calls,
                            default_rpm=self.config.rate_auth_rpm)
 
     # --- background parts --------------------------------------------------------------

@@ -44,12 +44,18 @@ class _Share:
         self.users = 0
 
 
+class CallTimedOut(EngineError):
+    """A call did not answer within its pool's deadline."""
+
+
 class EngineCalls:
     def __init__(self, threads: int = 8, deadline: float | None = None, name: str = "slipway-engine",
-                 per_tenant: int | None = None):
+                 per_tenant: int | None = None,
+                 late: str = "the container engine did not answer within {deadline:g} s (SLIPWAY_ENGINE_TIMEOUT)"):
         """``per_tenant``: threads one tenant may hold at once in :meth:`run_for` (default
-        a quarter of ``threads``, at least 1)."""
-        self.deadline = deadline
+        a quarter of ``threads``, at least 1); ``late``: what a call past the deadline
+        says (:class:`CallTimedOut`)."""
+        self.deadline, self.late = deadline, late
         self.threads = threads
         self.per_tenant = per_tenant or max(1, threads // 4)
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix=name)
@@ -82,7 +88,7 @@ class EngineCalls:
         share.users += 1
         try:
             if not await self._acquire(share, end, loop):
-                raise self._timed_out(" (earlier engine calls of the same customer or key are still running)")
+                raise self._timed_out(" (earlier calls of the same customer, key or plugin are still running)")
             share.held += 1
             try:
                 future = self._pool.submit(functools.partial(contextvars.copy_context().run, fn, *args, **kwargs))
@@ -135,9 +141,8 @@ class EngineCalls:
         if share.users == 0 and share.held == 0 and self._shares.get(tenant) is share:
             del self._shares[tenant]
 
-    def _timed_out(self, why: str = "") -> EngineError:
-        return EngineError(f"the container engine did not answer within {self.deadline:g} s "
-                           f"(SLIPWAY_ENGINE_TIMEOUT){why}")
+    def _timed_out(self, why: str = "") -> CallTimedOut:
+        return CallTimedOut(self.late.format(deadline=self.deadline) + why)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from peewee import fn
 
+from app.engine_calls import CallTimedOut
 from app.http.errors import ApiError
 from app.http.pipeline import Reply
 from app.workers.loop import Background
@@ -217,6 +218,11 @@ def mcp_tools(routes) -> dict:
 # --- auth sources -------------------------------------------------------------------------
 
 
+#: seconds an auth source has to answer; past them the request is 503 (its call goes on
+#: in its thread, counted against the source's share of the pool)
+AUTH_SOURCE_TIMEOUT_S = 5.0
+
+
 class AuthSources:
     """The plugins' auth sources, asked in order after keys and sessions failed."""
 
@@ -236,16 +242,19 @@ class AuthSources:
             try:
                 identity = await self.calls.run_for("auth-source:" + source.name, source.authenticate, view,
                                                     self.context)
+            except CallTimedOut:
+                log.warning("auth source %s did not answer within %g s", source.name, AUTH_SOURCE_TIMEOUT_S)
+                raise ApiError(503, f"the auth source {source.name} did not answer within "
+                               f"{AUTH_SOURCE_TIMEOUT_S:g} s; retry shortly", headers={"Retry-After": "1"}) from None
             except Exception as exc:  # noqa: BLE001 (a source that fails refuses; it never admits)
                 log.warning("auth source %s refused a request: %s: %s", source.name, type(exc).__name__, exc)
                 raise Unauthorized(f"the auth source {source.name} refused the request") from None
             if identity is None:
                 continue
-            return await self.store.run(functools.partial(
-                access.source_principal, self.store.uow(write=False), source=source.name,
-                subject=getattr(identity, "subject", None), role=getattr(identity, "role", None),
-                customer_id=getattr(identity, "customer_id", None),
-                rate_limit_rpm=getattr(identity, "rate_limit_rpm", None), default_rpm=self.default_rpm))
+            return await self.store.read(  # the read path of every request's credentials
+                access.source_principal, source=source.name, subject=getattr(identity, "subject", None),
+                role=getattr(identity, "role", None), customer_id=getattr(identity, "customer_id", None),
+                rate_limit_rpm=getattr(identity, "rate_limit_rpm", None), default_rpm=self.default_rpm)
         return None
 
 

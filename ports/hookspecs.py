@@ -240,5 +240,7 @@ def register_auth_sources():
     the panel API, asked (in plugin order) after API keys and sessions did not admit a
     request. A source answers an :class:`~ports.extensions.Identity` (a principal of an
     existing role and, for ``customer``, an existing customer) or None. A source that
-    raises refuses the request with 401; it never lets a request through.
+    raises refuses the request with 401; it never lets a request through. A source has
+    5 s to answer (``app.extensions.AUTH_SOURCE_TIMEOUT_S``), in a pool of its own
+    share; past them the request is 503.
     """

@@ -96,3 +96,49 @@ def test_an_identity_becomes_a_principal_only_of_an_existing_role_and_customer(s
             principal(**identity)
     with pytest.raises(Forbidden, match="src"):
         made.require("customers:write")
+
+
+def test_a_source_that_hangs_is_503_past_its_deadline_and_holds_up_no_other_source(store, clock):
+    """Each source is a tenant of the sources' pool, each call with a deadline: a source
+    that never answers gives 503 (the request is not let through), while another source
+    still answers at once. (The deadline is shortened here; the app's is
+    ``AUTH_SOURCE_TIMEOUT_S``.)"""
+    import asyncio
+    import threading
+    from types import SimpleNamespace
+
+    from app.engine_calls import EngineCalls
+    from app.extensions import AuthSources
+    from app.http.errors import ApiError
+    from ports.extensions import ExtensionContext, Identity
+
+    stuck = threading.Event()
+
+    def hangs(request, context):
+        stuck.wait(30)
+        return Identity(subject="never", role="admin")
+
+    def answers(request, context):
+        return Identity(subject="ops", role="admin") if request.headers.get("x-ops") else None
+
+    calls = EngineCalls(threads=8, deadline=0.5, name="test-auth", late="no answer within {deadline:g} s")
+    sources = AuthSources([AuthSource(name="stuck", authenticate=hangs), AuthSource(name="ops", authenticate=answers)],
+                          ExtensionContext(settings={}, clock=clock), store, calls, default_rpm=60)
+    request = SimpleNamespace(method="GET", path="/api/services", headers={"X-Ops": "1"})
+    only_ops = AuthSources([AuthSource(name="ops", authenticate=answers)], ExtensionContext(settings={}, clock=clock),
+                           store, calls, default_rpm=60)
+
+    async def ask():
+        hung = [asyncio.ensure_future(sources.authenticate(request, "203.0.113.9")) for _ in range(3)]
+        admitted = await only_ops.authenticate(request, "203.0.113.9")  # while "stuck" holds its share
+        answers_ = await asyncio.gather(*hung, return_exceptions=True)
+        return admitted, answers_
+
+    try:
+        admitted, answers_ = asyncio.run(ask())
+    finally:
+        stuck.set()
+        calls.close()
+    assert (admitted.source, admitted.subject) == ("ops", "ops")
+    assert all(isinstance(a, ApiError) and a.status == 503 and "stuck did not answer" in a.message
+               and a.headers == {"Retry-After": "1"} for a in answers_), answers_
