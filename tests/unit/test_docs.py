@@ -62,6 +62,27 @@ def _settings_read_by_the_code() -> set[str]:
     return names
 
 
+def _first_column(text: str) -> set[str]:
+    return {name for line in text.splitlines() if line.startswith("| `") for name in SETTING.findall(line.split("|")[1])}
+
+
+def test_every_setting_the_configuration_table_names_is_read_somewhere():
+    """The other way round: a documented setting nothing reads (renamed, removed) is a
+    lie of the docs. The main table's settings are read by the code, the tests' table's
+    by the tests, CI, the scripts, the benchmarks or the Makefile."""
+    main, _, tests = (DOCS / "configuration.md").read_text().partition("## Tests and CI only")
+    unread = sorted(_first_column(main) - _settings_read_by_the_code())
+    assert not unread, f"docs/configuration.md names settings no code reads: {unread}"
+    used = set(SETTING.findall((ROOT / "Makefile").read_text()))
+    for folder in ("tests", ".ci", "scripts", "bench", "app", "plugins"):
+        for path in (ROOT / folder).rglob("*"):
+            if path.is_file() and path.suffix in (".py", ".sh", ""):
+                used |= set(SETTING.findall(path.read_text(errors="replace")))
+    assert tests and _first_column(tests), "the tests' table is where the test expects it"
+    unused = sorted(_first_column(tests) - used)
+    assert not unused, f"docs/configuration.md's tests table names settings nothing uses: {unused}"
+
+
 def test_every_setting_the_code_reads_is_in_the_configuration_table():
     table = (DOCS / "configuration.md").read_text()
     documented = {name for line in table.splitlines() if line.startswith("| `")
