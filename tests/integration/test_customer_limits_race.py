@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -27,21 +28,30 @@ def servers(store, database_url):
     services stay queued, which is all these tests need)."""
     env = dict(os.environ, SLIPWAY_DATABASE_URL=database_url, SLIPWAY_DEPLOY_WORKER="0",
                SLIPWAY_BILLING_INTERVAL="0")
-    procs, bases = [], []
+    procs, bases, logs = [], [], []
     for _ in range(2):
         port = free_port()
+        logs.append(tempfile.TemporaryFile(mode="w+"))
         procs.append(subprocess.Popen([sys.executable, "-m", "app.cli.main", "serve", "--port", str(port)], env=env,
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                                      stdout=logs[-1], stderr=subprocess.STDOUT, text=True))
         bases.append(f"http://127.0.0.1:{port}")
+
+    def said(log):
+        log.seek(0)
+        return "the server did not start: " + log.read()
+
     try:
-        for proc, base in zip(procs, bases):
-            wait_answering(base + "/api/openapi.yaml", alive=lambda proc=proc: proc.poll() is None)
+        for proc, base, log in zip(procs, bases, logs):
+            wait_answering(base + "/api/openapi.yaml", alive=lambda proc=proc: proc.poll() is None,
+                           said=lambda log=log: said(log))
         yield bases
     finally:
         for proc in procs:
             proc.terminate()
         for proc in procs:
             proc.wait(timeout=30)
+        for log in logs:
+            log.close()
 
 
 def _keys(store, clock, n):

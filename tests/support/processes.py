@@ -1,6 +1,7 @@
 """Running ``slipway`` commands and servers as processes."""
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import socket
@@ -37,7 +38,29 @@ def slipway(database_url, *args, env=None, check=True, process=False):
     return status, document
 
 
+#: the ports ``free_port`` hands out: 12000-19999, below the kernel's ephemeral range
+#: (where ``bind(0)`` and every outgoing connection take theirs) and below the host ports
+#: Slipway publishes containers on by default (20000-29999); a slice of ``PORT_SLICE``
+#: for each test process (the main one, then pytest-xdist's gw0, gw1, ...)
+FIRST_PORT, PORT_SLICE, PORT_SLICES = 12000, 1000, 8
+_handed = itertools.count()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port to start a server on: the next of this test process's slice that nothing
+    holds now. Each process takes its own slice in turn, so two servers of one test, or of
+    two test processes, are never handed one port (``bind(0)`` handed the same port twice
+    in a row about once in 14,000 pairs, and another process's port at any time: a server
+    then did not start, or the test talked to another test's server)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    index = int(worker[2:]) + 1 if worker.startswith("gw") and worker[2:].isdigit() else 0
+    start = FIRST_PORT + (index % PORT_SLICES) * PORT_SLICE
+    for _ in range(PORT_SLICE):
+        port = start + next(_handed) % PORT_SLICE
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:  # held (a server of an earlier test still stopping): the next
+                continue
+        return port
+    raise RuntimeError(f"no free port in {start}-{start + PORT_SLICE - 1}")
