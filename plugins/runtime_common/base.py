@@ -50,6 +50,11 @@ from ports.runtime import (
 CONFLICT = 409
 READ_ATTEMPTS = 4
 READ_RETRY_S = 0.2
+#: seconds a pull's wait for the engine may go on past the pull's time limit: the limit
+#: (``bounded``) always ends the pull first, as Cancelled "timed out"; the read time-out
+#: only ends the abandoned thread's wait later (at exactly the limit, the two raced, and
+#: a loaded machine once let the read time-out win: an EngineError instead)
+PULL_READ_GRACE_S = 10.0
 REMOVE_PASSES = 3  # of remove_service over what a service holds, while the engine refuses part of it
 # Volume export and import go through a throw-away helper container that mounts the volume
 # (the engines' archive endpoints work on any container; Docker's API has no volume export).
@@ -199,7 +204,7 @@ class ClientRuntime(ContainerRuntime):
 
         def pull():
             with self.engine(f"pulling {image}"):
-                response = self._pull_response(image, limit)
+                response = self._pull_response(image, limit + PULL_READ_GRACE_S)
                 held["response"] = response
                 if held.get("abandoned"):  # given up while the request was being sent
                     close_response(response)
