@@ -22,6 +22,7 @@ from plugins.runtime_common.parsing import (
     error_text,
     event_error,
     healthcheck_due,
+    is_gone,
     merge_logs,
     number,
     output_lines,
@@ -110,13 +111,15 @@ class ClientRuntime(ContainerRuntime):
 
     @contextmanager
     def engine(self, what: str):
-        """Turn the client's exceptions into :class:`EngineError` ``"<what>: <engine's words>"``."""
+        """Turn the client's exceptions into :class:`EngineError` ``"<what>: <engine's words>"``;
+        :class:`Gone` when the engine says that what the call named or needs is gone
+        (``parsing.is_gone``)."""
         try:
             yield
         except EngineError:
             raise
         except self.errors as exc:
-            error = Gone if status_code(exc) == 404 else EngineError
+            error = Gone if is_gone(exc) else EngineError
             raise error(f"{what}: {error_text(exc)}") from exc
 
     def _read(self, call, attempts: int = READ_ATTEMPTS):

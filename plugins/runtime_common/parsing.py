@@ -59,6 +59,18 @@ def status_code(exc: BaseException) -> int | None:
     return getattr(response, "status_code", None)
 
 
+#: what an engine says, with a status other than 404, when what a call needs has been
+#: removed: Podman answers a start whose container's network a delete removed meanwhile
+#: with a 500 "unable to find network with name or ID ...: network not found"
+_GONE_WORDS = re.compile(r"network not found|no such network|no such container", re.IGNORECASE)
+
+
+def is_gone(exc: BaseException) -> bool:
+    """Whether a client exception says that what the call named (or needs: its network)
+    is no longer in the engine: a 404, or an engine's words for it under another status."""
+    return status_code(exc) == 404 or bool(_GONE_WORDS.search(error_text(exc)))
+
+
 def parse_timestamp(text: str) -> datetime | None:
     """An RFC 3339 time (nanoseconds trimmed to microseconds) as an aware datetime."""
     match = _TIMESTAMP.match((text or "").strip())
