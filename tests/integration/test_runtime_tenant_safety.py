@@ -352,13 +352,24 @@ def test_containers_do_not_reach_the_hosts_loopback_services(runtime, services):
         runtime.create_network(network, service.labels)
         gateway = _gateway(runtime, network)
         targets = [gateway, *host_addresses(), "host.containers.internal"]
-        reached = probe(service, "prober", network, *targets, port=port)
-        assert all(result == "refused" for result in reached.values()), reached
+        reached = still_the_hosts(probe(service, "prober", network, *targets, port=port), gateway)
+        if not all(result == "refused" for result in reached.values()):  # whole: pytest cuts a dict short
+            pytest.fail(f"a container reached the host's loopback listener: {reached}", pytrace=False)
         if connects("127.0.0.1", 5432):
-            reached = probe(service, "pg", network, gateway, *host_addresses(), port=5432)
-            assert all(result == "refused" for result in reached.values()), reached
+            reached = still_the_hosts(probe(service, "pg", network, gateway, *host_addresses(), port=5432), gateway)
+            if not all(result == "refused" for result in reached.values()):
+                pytest.fail(f"a container reached the host's PostgreSQL: {reached}", pytrace=False)
     finally:
         close_listener(listener)
+
+
+def still_the_hosts(reached: dict, gateway: str) -> dict:
+    """``reached`` without the addresses that stopped being the host's while the probe ran:
+    the gateway of another test's network, removed meanwhile, is then an address like any
+    other, routed out of the host (where this machine's network accepts every connection:
+    "connected", seen when the tests run side by side)."""
+    now = {gateway, "host.containers.internal", *host_addresses()}
+    return {target: result for target, result in reached.items() if target in now}
 
 
 def _answer_hi(listener: socket.socket) -> None:
