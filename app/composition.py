@@ -85,7 +85,7 @@ class Composition:
             registries = {"analyzers": analyzers(self.plugins)}
             for method in methods.values():
                 method.host_ports = self.config.host_ports  # SLIPWAY_HOST_PORTS: the app's, for every method
-                method.configure(self.config.settings, registries)
+                method.configure(self.settings, registries)  # the settings every factory reads
         except ValueError as exc:
             raise ConfigError(str(exc)) from exc
         return methods

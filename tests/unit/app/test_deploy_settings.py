@@ -60,3 +60,17 @@ def test_every_path_setting_is_absolute_against_the_start_folder(tmp_path, monke
         assert Config.from_env({"SLIPWAY_DATABASE_URL": kept}).database_url == kept
     monkeypatch.chdir("/")  # resolved once: a later change of folder changes nothing
     assert config.work_dir == str(tmp_path / "w")
+
+
+def test_deploy_methods_read_the_settings_every_factory_reads(monkeypatch):
+    """One source of settings: a configuration made in code without settings reads the
+    environment for its deploy methods as for its factories (it gave the methods an empty
+    mapping while the factories read the environment)."""
+    from app.composition import Composition
+
+    monkeypatch.setenv("SLIPWAY_SOURCE_MAX_MB", "7")
+    parts = Composition(Config(database_url="sqlite:///:memory:"))
+    assert parts.settings["SLIPWAY_SOURCE_MAX_MB"] == "7"
+    assert parts.deploy_methods["git"].settings["SLIPWAY_SOURCE_MAX_MB"] == "7"
+    given = Composition(Config(database_url="sqlite:///:memory:", settings={"SLIPWAY_SOURCE_MAX_MB": "9"}))
+    assert given.deploy_methods["ai"].settings["SLIPWAY_SOURCE_MAX_MB"] == "9"
