@@ -170,6 +170,7 @@ def create_app(config: Config | None = None, *, store: Store | None = None,
     panel_ops.update(ServicesHandlers(store, config.clock, runtime, parts.deploy_methods, catalog,
                                       parts.request_calls, wake=deployer.wake, quota=parts.quota,
                                       deleted=lambda service: backups.forget_service(archives, service),
+                                      deleting=deployer.cancel_services,
                                       base_domain=config.base_domain, parse=parts.read_compose,
                                       reserved_hosts=reserved_hosts(config),
                                       public_url=config.public_url).handlers())

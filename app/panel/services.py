@@ -84,7 +84,9 @@ class ServicesHandlers:
 
     ``calls`` runs calls that reach the container engine (``app.engine_calls``, each
     tenant its share: ``tenant``); ``wake()`` tells the deploy worker a job is queued;
-    ``deleted(service)`` runs after a service is deleted (its backup archives go);
+    ``deleting(service ids)`` runs once a delete was admitted, before it touches the
+    engine (the running deploys of those services are cancelled: they end "service
+    deleted"); ``deleted(service)`` runs after a service is deleted (its backup archives go);
     ``quota`` holds the operator's customer limits; ``base_domain`` and ``parse`` (the
     compose parser) let start and restart write the route record again for the host
     port the engine published; ``reserved_hosts`` are refused as custom domains (the
@@ -92,11 +94,11 @@ class ServicesHandlers:
     so is a service name that would put the service's host name on one or above one."""
 
     def __init__(self, store, clock, runtime, methods: dict, catalog: dict, calls, wake=lambda: None,
-                 deleted=lambda service: None, quota: Quota = DEFAULT_QUOTA,
+                 deleted=lambda service: None, deleting=lambda service_ids: None, quota: Quota = DEFAULT_QUOTA,
                  base_domain: str | None = None, parse=None, reserved_hosts=(), public_url: str | None = None):
         self.store, self.clock, self.runtime, self.calls = store, clock, runtime, calls
         self.methods, self.catalog, self.quota = methods, catalog, quota
-        self.wake, self.deleted = wake, deleted
+        self.wake, self.deleted, self.deleting = wake, deleted, deleting
         self.base_domain, self.parse, self.reserved_hosts = base_domain, parse, reserved_hosts
         self.resources = Resources(runtime)
         self.public_url = public_url
@@ -227,10 +229,13 @@ class ServicesHandlers:
         runtime = self.runtime
 
         def delete():
+            service_id = call.params["id"]
             with self.store.uow(write=False).reading() as uow:  # its previews go with it (core.panel.previews)
-                previews_of = [found for found in map(uow.services.get, uow.services.preview_ids(call.params["id"]))
+                services.visible(call.caller, uow.services.get(service_id), service_id)  # 404 before any signal
+                previews_of = [found for found in map(uow.services.get, uow.services.preview_ids(service_id))
                                if found is not None]
-            service = services.delete_service(self.store.uow(), runtime, call.caller, call.params["id"])
+            self.deleting([service_id, *(preview.id for preview in previews_of)])
+            service = services.delete_service(self.store.uow(), runtime, call.caller, service_id)
             for gone in [*previews_of, service]:
                 method = self.methods.get(gone.deploy_method)
                 for image in method.built_images(gone) if method is not None else ():  # git and ai builds

@@ -108,6 +108,18 @@ class DeployWorker(JobWorker):
         with self._active_lock:
             return {job_id: service_id for job_id, (service_id, _) in self._active.items()}
 
+    def cancel_services(self, service_ids, reason: str = deploys.DELETED) -> list:
+        """Set, with ``reason``, the cancel event of every job of ``service_ids`` running in
+        this process; returns their ids. A delete calls it before it touches the engine, so
+        a job that then sees its containers stop or vanish ends "service deleted" rather
+        than with what it saw (other processes' jobs learn it from ``cancel_deleted``)."""
+        wanted = set(service_ids)
+        with self._active_lock:
+            active = [(job_id, event) for job_id, (service_id, event) in self._active.items() if service_id in wanted]
+        for _, event in active:
+            _cancel(event, reason)
+        return [job_id for job_id, _ in active]
+
     def cancel_deleted(self) -> list:
         """Set the cancel event of every running job whose service is gone, or whose
         cancel was requested (two queries); returns their ids. Blocking (database)."""
