@@ -54,6 +54,9 @@ def free_port() -> int:
     then did not start, or the test talked to another test's server)."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     index = int(worker[2:]) + 1 if worker.startswith("gw") and worker[2:].isdigit() else 0
+    # SLIPWAY_TEST_PORT_SLICE: this session's slice, for test sessions run beside each other
+    # (each in one process, each given its own slice)
+    index += int(os.environ.get("SLIPWAY_TEST_PORT_SLICE", "0") or 0)
     start = FIRST_PORT + (index % PORT_SLICES) * PORT_SLICE
     for _ in range(PORT_SLICE):
         port = start + next(_handed) % PORT_SLICE
