@@ -333,6 +333,8 @@ class Config:
     rate_anon_rpm: int = 60
     rate_auth_rpm: int = 120
     rate_deploy_rpm: int = 10
+    #: verified git webhook deliveries per minute per service
+    rate_hook_rpm: int = 60
     #: operations: log format (json or text; from_env: text when stderr is a terminal), the bearer token of /metrics (None: no
     #: /metrics), seconds each /readyz check may take
     log_format: str = "json"
@@ -431,6 +433,7 @@ class Config:
             rate_anon_rpm=_positive_int(env, "SLIPWAY_RATE_ANON_RPM", 60),
             rate_auth_rpm=_positive_int(env, "SLIPWAY_RATE_AUTH_RPM", 120),
             rate_deploy_rpm=_positive_int(env, "SLIPWAY_RATE_DEPLOY_RPM", 10),
+            rate_hook_rpm=_positive_int(env, "SLIPWAY_RATE_HOOK_RPM", 60),
             log_format=(env.get("SLIPWAY_LOG_FORMAT") or default_log_format()).strip().lower(),
             metrics_token=env.get("SLIPWAY_METRICS_TOKEN") or None,
             ready_timeout=_positive_number(env, "SLIPWAY_READY_TIMEOUT", 2.0),

@@ -11,6 +11,21 @@ def _ip(value: str):
         return None
 
 
+def address_bucket(address: str) -> str:
+    """The key of an address bucket for ``address``: an IPv6 address's /64 (``2001:db8::/64``;
+    one client is handed a whole /64, so a bucket per address would give it unlimited
+    budget), an IPv4 address (an IPv4-mapped IPv6 one as IPv4) unchanged; anything that is
+    not an address stays itself."""
+    ip = _ip(address) if address else None
+    if ip is None:
+        return address
+    if ip.version == 6 and ip.ipv4_mapped is not None:
+        return str(ip.ipv4_mapped)
+    if ip.version == 6:
+        return str(ipaddress.IPv6Network((ip, 64), strict=False))
+    return str(ip)
+
+
 def client_address(peer: str | None, forwarded_for: str | None, trusted: tuple) -> str:
     """The peer, unless it is a trusted proxy: then the right-most ``X-Forwarded-For``
     entry that is not itself a trusted proxy (entries further left are client-written)."""

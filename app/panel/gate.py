@@ -21,7 +21,12 @@ Tiers (docs/decisions.md): requests that do not authenticate, and the ``security
 operations, draw on ``SLIPWAY_RATE_ANON_RPM`` (60/min) per source address; authenticated
 ones on the key's ``rateLimitRpm`` (at creation ``SLIPWAY_RATE_AUTH_RPM`` by default), or
 ``SLIPWAY_RATE_AUTH_RPM`` (120/min) per session; the deploy operations (``x-slipway-rate-tier: deploy`` in the
-contract) also on ``SLIPWAY_RATE_DEPLOY_RPM`` (10/min) per key or session.
+contract) also on ``SLIPWAY_RATE_DEPLOY_RPM`` (10/min) per key or session. A git webhook
+delivery (``x-slipway-rate-tier: hook``) draws on ``SLIPWAY_RATE_HOOK_RPM`` (60/min) of its
+service once its signature verifies, and on the per-address tier only when it does not
+verify or names no service (``charge_hook``, ``charge_address``: app/panel/git_hooks.py),
+so a flood from a provider's shared address never starves another tenant's pushes.
+Address buckets are keyed by ``address_bucket``: an IPv6 client by its /64.
 Every response carries ``X-RateLimit-Limit``, ``-Remaining`` and ``-Reset`` (Unix seconds
 when that bucket is full again) of the tightest bucket the request touched.
 
@@ -49,7 +54,7 @@ from urllib.parse import quote, urlsplit
 
 import falcon
 
-from app.http.clientaddr import client_address
+from app.http.clientaddr import address_bucket, client_address
 from app.http.errors import RATE_LIMIT_MESSAGE, ApiError
 from app.partner.gate import bearer
 from core.panel import access, sessions
@@ -59,6 +64,7 @@ from ports.ratestore import RateStore
 UNAUTHENTICATED_RPM = 60
 AUTHENTICATED_RPM = 120
 DEPLOY_RPM = 10
+HOOK_RPM = 60
 SESSION_COOKIE = "slipway_session"  # over plain http
 HOST_SESSION_COOKIE = "__Host-slipway_session"  # with an https SLIPWAY_PUBLIC_URL
 SESSION_COOKIES = (SESSION_COOKIE, HOST_SESSION_COOKIE)
@@ -126,6 +132,8 @@ class PanelGate:
         self.by_address = rates.table("panel-address", anon / 60, anon)
         self.by_key = rates.table("panel-key", self.auth_rpm / 60, self.auth_rpm)
         self.deploys = rates.table("panel-deploy", deploy / 60, deploy)
+        hook = getattr(config, "rate_hook_rpm", HOOK_RPM)
+        self.hooks = rates.table("panel-hook", hook / 60, hook)
 
     #: ``security: []`` operations come through ``admit`` too (per-address tier)
     guards_open_operations = True
@@ -216,16 +224,26 @@ class PanelGate:
         elif not (req.get_header("X-Requested-With") or "").strip():
             raise ApiError(403, CROSS_SITE)
 
+    async def charge_address(self, req) -> None:
+        """One request of the per-address tier (the address's /64 for IPv6); 429 past it."""
+        self._headers(req, [await self.by_address.take(address_bucket(self._source(req)), self.clock.monotonic())])
+
+    async def charge_hook(self, req, service_id: str) -> None:
+        """One verified git webhook delivery of ``service_id`` (``SLIPWAY_RATE_HOOK_RPM``); 429 past it."""
+        self._headers(req, [await self.hooks.take(service_id, self.clock.monotonic())])
+
     async def admit(self, req, op, *, cookies: bool = True):
         now = self.clock.monotonic()
+        if not op.secured and op.rate_tier == "hook":  # git webhooks: charged once verified or not
+            return None                                   # (app/panel/git_hooks.py)
         if not op.secured:  # the login flow: no credentials needed, per-address tier
-            self._headers(req, [await self.by_address.take(self._source(req), now)])
+            await self.charge_address(req)
             self.session_cookie(req)  # two session cookies: 401 here too
             return None
         try:
             principal = await self.authenticate(req, cookies=cookies)
         except ApiError as refused:
-            self._headers(req, [await self.by_address.take(self._source(req), now)])
+            await self.charge_address(req)
             self.send_to_sign_in(req, op, refused)
             raise
         bucket, rpm = principal.bucket_id, principal.rate_limit_rpm  # a key's id and rpm, or the session's

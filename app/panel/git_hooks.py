@@ -2,12 +2,17 @@
 ``POST /api/services/{id}/webhook-secret``.
 
 The webhook needs no API key: the provider's signature (GitLab: its token) made with the
-service's webhook secret is the authentication. It is still bounded: the panel gate's
-per-address tier of requests without credentials (``SLIPWAY_RATE_ANON_RPM``), and a body
-of at most 1 MiB (413). In order: the body is read (413); a service that is not there,
-is not a git or ai service, or has no secret yet is 404, the same answer for each; no
-provider recognising the headers is 400; a bad or missing signature is 401 and nothing
-changes; then the provider reads the body (422 when it is not what the provider
+service's webhook secret is the authentication. It is still bounded: a body of at most
+1 MiB (413), and a rate bucket chosen once the signature is checked (the gate lets the
+operation through uncharged, ``x-slipway-rate-tier: hook``): a delivery that verifies
+draws on its service's bucket (``SLIPWAY_RATE_HOOK_RPM``), anything else on the
+per-address tier of requests without credentials (``SLIPWAY_RATE_ANON_RPM``), so a flood
+of unsigned deliveries from a provider's shared address never starves another service's
+pushes; 429 past either. In order: the body is read (413, charged to the address); a
+service that is not there, is not a git or ai service, or has no secret yet is 404, the
+same answer for each; no provider recognising the headers is 400; a bad or missing
+signature is 401 and nothing changes (each charged to the address first); a verified
+delivery is charged to its service; then the provider reads the body (422 when it is not what the provider
 documents) and :mod:`core.panel.pushes` decides. The providers are the plugins'
 (``register_git_providers``: ``app.composition.Composition.git_providers``)."""
 from __future__ import annotations
@@ -50,12 +55,20 @@ class GitHooksHandlers:
     """``providers``: the git providers, asked in order; ``wake()`` tells the deploy worker
     a job is queued; ``quota``: the customer limits a push deploy is counted against."""
 
-    def __init__(self, store, clock, providers, *, quota, wake=lambda: None, on_pull_request=None):
-        """``on_pull_request(uow, clock, service, pull_request)``: what a pull or merge
+    def __init__(self, store, clock, providers, *, quota, wake=lambda: None, on_pull_request=None, gate=None):
+        """``gate``: the panel gate whose buckets deliveries draw on (``charge_address``,
+        ``charge_hook``; the factory sets it once the gate is made). ``on_pull_request(uow, clock, service, pull_request)``: what a pull or merge
         request does (the factory binds ``core.panel.previews.on_pull_request`` to the
         app's deploy methods, catalog, limits and engine); None: previews' default."""
         self.store, self.clock, self.providers = store, clock, list(providers)
         self.quota, self.wake, self.on_pull_request = quota, wake, on_pull_request
+        self.gate = gate
+
+    async def _refuse(self, req, status: int, message: str):
+        """A delivery that does not verify: charged to its address (429 past it), then refused."""
+        if self.gate is not None:
+            await self.gate.charge_address(req)
+        raise ApiError(status, message)
 
     def handlers(self) -> dict:
         return {"receiveGitWebhook": self.receive, "newServiceWebhookSecret": self.new_secret}
@@ -67,16 +80,21 @@ class GitHooksHandlers:
 
     async def receive(self, call):
         req, service_id = call.req, call.params["id"]
-        body = await read_raw(req)
+        try:
+            body = await read_raw(req)
+        except ApiError as refused:
+            await self._refuse(req, refused.status, refused.message)
         headers = {name.lower(): value for name, value in req.headers.items()}
         secret = await self.store.run(pushes.webhook_secret, self.store.uow(write=False), service_id)
         if secret is None:
-            raise ApiError(404, pushes.NO_HOOK)
+            await self._refuse(req, 404, pushes.NO_HOOK)
         provider = next((p for p in self.providers if p.recognizes(headers)), None)
         if provider is None:
-            raise ApiError(400, NO_PROVIDER)
+            await self._refuse(req, 400, NO_PROVIDER)
         if not provider.verify(headers, body, secret):
-            raise ApiError(401, BAD_SIGNATURE)
+            await self._refuse(req, 401, BAD_SIGNATURE)
+        if self.gate is not None:
+            await self.gate.charge_hook(req, service_id)
         try:
             event = provider.parse(headers, body)
         except PayloadError as exc:

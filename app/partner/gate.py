@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 
-from app.http.clientaddr import client_address
+from app.http.clientaddr import address_bucket, client_address
 from app.http.errors import RATE_LIMIT_MESSAGE, ApiError
 from core.partner import tokens
 from core.errors import Forbidden, Unauthorized
@@ -37,7 +37,7 @@ class PartnerGate:
             caller = await self.store.read(tokens.identify, secret)
         except Unauthorized as exc:
             source = client_address(req.remote_addr, req.get_header("X-Forwarded-For"), self.trusted)
-            decision = await self.brake.take(source, self.clock.monotonic())
+            decision = await self.brake.take(address_bucket(source), self.clock.monotonic())
             if not decision.allowed:
                 raise ApiError(429, RATE_LIMIT_MESSAGE, headers={"Retry-After": str(decision.retry_after)}) from exc
             raise ApiError(401, exc.message) from exc

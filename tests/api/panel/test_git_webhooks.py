@@ -44,8 +44,9 @@ def jobs(client, admin, service_id) -> list:
                       expect=200).json["data"]
 
 
-def deliver(client, service_id, headers, body, expect=None):
-    return client.post(f"/api/hooks/git/{service_id}", headers=headers, body=body, expect=expect)
+def deliver(client, service_id, headers, body, expect=None, remote_addr=None):
+    return client.post(f"/api/hooks/git/{service_id}", headers=headers, body=body, expect=expect,
+                       remote_addr=remote_addr)
 
 
 def test_the_detail_names_the_webhook_and_auto_deploy(hooks, store):
@@ -305,3 +306,64 @@ def test_a_delivery_id_is_remembered_for_thirty_days(hooks, store, clock):
     deliver(client, service_id, other, other_body, expect=202)  # each delivery forgets the service's old ones
     with store.uow(write=False) as uow:
         assert not uow.git_deliveries.seen(service_id, "old-one")
+
+
+def _two_git_services(make_app, store, clock, **overrides):
+    from tests.support.contract_client import ContractClient
+
+    acme = customers.create_customer(store.uow(), clock, name="Acme")
+    _, admin = access.create_api_key(store.uow(), clock, name="admin", role="admin", rate_limit_rpm=10000)
+    client = ContractClient(make_app(settings=SOURCE, **overrides))
+    ids, keys = [], []
+    for name in ("victim", "other"):
+        created = create_service(client, admin, acme, name=name, deploy_method="git",
+                                 git_url="file:///srv/repo.git", git_branch="main")
+        assert created.status_code == 201, created.text
+        ids.append(created.json["id"])
+        _settle(store, ids[-1])
+        keys.append(client.post(f"/api/services/{ids[-1]}/webhook-secret", token=admin, expect=200).json["secret"])
+    return client, ids, keys
+
+
+def test_a_flood_of_unsigned_deliveries_does_not_starve_a_signed_push(make_app, store, clock):
+    """Unsigned deliveries to a made-up id from one address use up that address's bucket;
+    a service's signed push from the same address (a provider's shared one) still lands."""
+    client, (victim, _), (key, _) = _two_git_services(make_app, store, clock, rate_anon_rpm=3)
+    answers = []
+    for n in range(6):
+        headers, body = push("github", "nope", "main", SHA[n])
+        answers.append(deliver(client, "svc_madeup", headers, body, remote_addr="192.0.2.10").status_code)
+    assert answers[:3] == [404] * 3 and answers[3:] == [429] * 3
+    unsigned, body = push("github", "nope", "main", SHA[6])  # a bad signature to a real service: the address's too
+    assert deliver(client, victim, unsigned, body, remote_addr="192.0.2.10").status_code == 429
+    headers, body = push("github", key, "main", SHA[7], delivery="victim-1")
+    queued = deliver(client, victim, headers, body, remote_addr="192.0.2.10")
+    assert queued.status_code == 202, queued.text
+    assert "deploy_job_id" in queued.json
+
+
+def test_a_services_signed_deliveries_past_its_bucket_are_429_and_anothers_are_not(make_app, store, clock):
+    client, (first, other), (first_key, other_key) = _two_git_services(make_app, store, clock, rate_hook_rpm=2,
+                                                                       rate_anon_rpm=10000)
+    answers = []
+    for n in range(3):
+        headers, body = push("github", first_key, "main", SHA[n], delivery=f"first-{n}")
+        answers.append(deliver(client, first, headers, body))
+    assert [a.status_code for a in answers] == [202, 202, 429]
+    refused = answers[-1]
+    assert refused.json["error"]["code"] == "rate_limited" and int(refused.headers["Retry-After"]) >= 1
+    assert refused.headers["X-RateLimit-Limit"] == "2" and refused.headers["X-RateLimit-Remaining"] == "0"
+    headers, body = push("github", other_key, "main", SHA[5], delivery="other-1")
+    assert deliver(client, other, headers, body, expect=202).json["deploy_job_id"]
+    # a verified delivery does not draw on the address's bucket: unsigned ones are still answered as before
+    headers, body = push("github", "nope", "main", SHA[6])
+    assert deliver(client, first, headers, body).status_code == 401
+
+
+def test_the_hook_rate_setting_is_read():
+    from app.config import Config, ConfigError
+
+    assert Config.from_env({}).rate_hook_rpm == 60
+    assert Config.from_env({"SLIPWAY_RATE_HOOK_RPM": "5"}).rate_hook_rpm == 5
+    with pytest.raises(ConfigError, match="SLIPWAY_RATE_HOOK_RPM"):
+        Config.from_env({"SLIPWAY_RATE_HOOK_RPM": "0"})
