@@ -284,7 +284,8 @@ def check_dumps(runtime):
     def check(service, backup: Backup, manifest: dict, archives, key: str) -> None:
         entries = {part["member"]: part for part in dumps.manifest_parts(manifest)}
         dumps.verify_parts(runtime, manifest,
-                           lambda member: archives.part_chunks(backup.destination, key, entries[member]))
+                           lambda member: archives.part_chunks(backup.destination, key, entries[member]),
+                           service_id=service.id)
     return check
 
 

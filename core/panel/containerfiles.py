@@ -181,6 +181,18 @@ def image_refusal(reference: str, service_id: str) -> str | None:
     return None
 
 
+def components_refusal(components, service_id: str) -> str | None:
+    """The one image rule of every container Slipway starts for a service, applied to a
+    plan's ``components`` (:func:`image_refusal` on each image): ``services.<name>.image:
+    reason`` for the first refused, or None. Create and PATCH (a 422 on ``compose``) and
+    each deploy's plan step call it."""
+    for component in components:
+        reason = image_refusal(component.image, service_id)
+        if reason:
+            return f"services.{component.name}.image: {reason}"
+    return None
+
+
 def _split_port(host: str) -> str:
     if host.startswith("["):  # [v6]:port
         return host[1:].split("]", 1)[0]

@@ -35,7 +35,7 @@ from typing import Any
 
 from core.panel import containerfiles, networks, routes
 from core.panel.compose import DEFAULT_HOST_PORTS, parse_compose
-from core.panel.containerfiles import engine_local, image_refusal
+from core.panel.containerfiles import engine_local
 from core.panel.containers import COMPONENT_LABEL, JOB_LABEL, SERVICE_LABEL, ContainerSpec, NotInEngine, keep_tag
 from core.panel.customers import DEFAULT_QUOTA, Footprint, Quota, reserve
 from core.panel.deploys import (CANCELLED, DELETED, KILLED_EXIT_CODES, ContainersGone, ContainersKilled,
@@ -467,10 +467,9 @@ def _own_builds_only(plan, service_id: str) -> None:
     localhost/slw-<another service>-...`` would run another tenant's build), and no image
     id (:func:`core.panel.containerfiles.image_refusal`, the rule of every image a build
     reads too)."""
-    for component in plan.components:
-        reason = image_refusal(component.image, service_id)
-        if reason:
-            raise RuntimeError(f"services.{component.name}.image: {reason}")
+    reason = containerfiles.components_refusal(plan.components, service_id)
+    if reason:
+        raise RuntimeError(reason)
 
 
 def registries_refusal(plan, *, resolve=None) -> str | None:

@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import secrets
 
+from core.panel import containerfiles
 from core.panel.containers import COMPONENT_LABEL, ContainerSpec
 
 KINDS = ("postgres", "mysql", "redis")
@@ -298,7 +299,7 @@ def manifest_parts(manifest: dict) -> list:
     return [{**entry, "kind": entry.get("kind", VOLUMES)} for entry in entries]
 
 
-def verify_parts(runtime, manifest: dict, read_part) -> None:
+def verify_parts(runtime, manifest: dict, read_part, *, service_id: str = "") -> None:
     """Restore each dump of the backup whose ``manifest`` is given into a scratch container
     and run the engine's own check there; returns None when every dump passes, raises
     :class:`DumpError` with the reason otherwise. ``read_part(member)`` gives a part's
@@ -316,6 +317,9 @@ def verify_parts(runtime, manifest: dict, read_part) -> None:
         image = images.get(part.get("name"))
         if not image:
             raise DumpError(f"part {part.get('name')}: the backup does not record the component's image")
+        refused = containerfiles.image_refusal(image, service_id)  # the image rule of every start
+        if refused:
+            raise DumpError(f"part {part.get('name')}: {refused}")
         try:
             verify_dump(runtime, kind, image, read_part(part["member"]), int(part["size_bytes"]),
                         of=str(manifest.get("backup_id") or ""))

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import NamedTuple
 
 from core.panel.access import SourcePrincipal
-from core.panel import deploy_keys, domains, leases, networks, routes, secrets as secret_variables
+from core.panel import containerfiles, deploy_keys, domains, leases, networks, routes, secrets as secret_variables
 from core.errors import Conflict, Forbidden, Invalid, NotFound
 from core.panel.containers import keep_tag
 from core.panel.events import service_status
@@ -237,10 +237,12 @@ def create_service(uow, clock, principal, request: dict, methods: dict, catalog:
     if principal.customer_id is not None and request["customer_id"] != principal.customer_id:
         raise Forbidden("a customer key creates services for its own customer only")
     plan = method.plan(request, catalog)
+    service_id = new_id("svc")
+    _images_allowed(plan, service_id, method)
     # git and ai plans know no components before the build: one default component
     footprint = quota.footprint(plan.components)
     now = clock.now()
-    service = Service(id=new_id("svc"), name=name, customer_id=request["customer_id"],
+    service = Service(id=service_id, name=name, customer_id=request["customer_id"],
                       deploy_method=method.name, status="deploying", created_at=now, updated_at=now,
                       template_id=plan.template_id, compose=plan.compose, variables=plan.variables,
                       git_url=plan.source.get("git_url"), git_branch=plan.source.get("git_branch"),
@@ -266,6 +268,18 @@ def create_service(uow, clock, principal, request: dict, methods: dict, catalog:
             also(uow, service)
         uow.commit()
     return service, job
+
+
+def _images_allowed(plan, service_id: str, method) -> None:
+    """The image rule (``core.panel.containerfiles.components_refusal``: public references
+    and the service's own builds only; no image id or id prefix, no other service's
+    ``slw-`` build) at create and PATCH: 422 on ``compose`` (on ``variables`` for a
+    method without a compose, a template whose image is a variable), naming the image."""
+    reason = containerfiles.components_refusal(plan.components, service_id)
+    if reason:
+        properties = (getattr(method, "request_schema", None) or {}).get("properties", {})
+        field = "compose" if "compose" in properties else "variables"
+        raise Invalid("invalid compose definition", fields={field: reason})
 
 
 def _queue(uow, clock, service: Service, kind: str, principal=None, target_release_id=None,
@@ -590,6 +604,7 @@ def patch_service(uow, clock, principal, service_id: str, body: dict, methods: d
         request = {k: v for k, v in request.items() if v is not None}
         request.update(settings)
         plan = method.plan(request, catalog)
+        _images_allowed(plan, found.id, method)
         if "git_branch" in settings:
             changes["git_branch"] = plan.source.get("git_branch", settings["git_branch"])
         if "compose" in settings or "variables" in settings:

@@ -114,6 +114,19 @@ def test_an_upper_case_name_of_another_services_build_is_no_image_reference(pane
     assert refused.status_code == 422 and "is not an image reference" in refused.json["error"]["fields"]["compose"]
 
 
+def _stored_before_the_rule(client, store, admin, acme, text):
+    """A service whose stored compose names ``text`` (create and PATCH refuse it now, 422
+    on ``compose``; a compose stored before that rule still meets it at the deploy)."""
+    refused = create_service(client, admin, acme, deploy_method="compose", compose=text)
+    assert refused.status_code == 422, refused.text
+    created = create_service(client, admin, acme, deploy_method="compose", compose="services:\n  app:\n    image: x\n")
+    assert created.status_code == 201, created.text
+    with store.uow() as uow:
+        uow.services.update(replace(uow.services.get(created.json["id"]), compose=text))
+        uow.commit()
+    return created
+
+
 @pytest.mark.parametrize("other", ["localhost/slw-svc_0123456789abcdef-app:0123456789ab",
                                    "slw-svc_0123456789abcdef-app:0123456789ab"])  # Podman looks under localhost/
 def test_a_compose_cannot_run_another_services_build(panel, store, clock, other):
@@ -121,9 +134,7 @@ def test_a_compose_cannot_run_another_services_build(panel, store, clock, other)
     would run that tenant's code and whatever its build baked in."""
     make, acme, admin = panel
     client, app = make()
-    created = create_service(client, admin, acme, deploy_method="compose",
-                             compose=f"services:\n  app:\n    image: {other}\n")
-    assert created.status_code == 201, created.text
+    created = _stored_before_the_rule(client, store, admin, acme, f"services:\n  app:\n    image: {other}\n")
     job = deploys.claim_next(store.uow(), clock)
     run_job(store.uow(), replace(app.parts.deployer.deployer, clock=clock, runtime=None), job)
     assert client.get(f"/api/services/{created.json['id']}", token=admin).json["status"] == "failed"
@@ -144,9 +155,7 @@ def test_a_compose_cannot_run_another_services_release_or_an_image_by_id(panel, 
     another tenant's build. The deploy fails, saying why."""
     make, acme, admin = panel
     client, app = make()
-    created = create_service(client, admin, acme, deploy_method="compose",
-                             compose=f"services:\n  app:\n    image: \"{other}\"\n")
-    assert created.status_code == 201, created.text
+    created = _stored_before_the_rule(client, store, admin, acme, f"services:\n  app:\n    image: \"{other}\"\n")
     job = deploys.claim_next(store.uow(), clock)
     run_job(store.uow(), replace(app.parts.deployer.deployer, clock=clock, runtime=None), job)
     assert client.get(f"/api/services/{created.json['id']}", token=admin).json["status"] == "failed"

@@ -86,3 +86,11 @@ def test_a_dump_goes_into_the_running_container_of_its_component():
         dumps.restore_part(runtime, None, "svc_1", "cache", "redis", iter([b""]), 0)
     with pytest.raises(dumps.DumpError, match="component cache is not running"):
         list(dumps.dump_chunks(runtime, "svc_1", "cache", "redis"))
+
+
+@pytest.mark.parametrize("image", ["3f2a", "sha256:3f2a", "localhost/slw-svc_other-db:1"])
+def test_a_verification_refuses_an_image_the_image_rule_refuses_before_any_engine_call(image):
+    part = {"name": "db", "kind": "postgres", "member": "db", "size_bytes": 1}
+    with pytest.raises(dumps.DumpError, match="reads as an image id|was built for another service"):
+        dumps.verify_parts(None, {"parts": [part], "engines": {"db": {"image": image}}}, lambda member: iter([b"x"]),
+                           service_id="svc_mine")
