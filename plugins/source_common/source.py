@@ -138,11 +138,26 @@ def scheme_of(url: str) -> str | None:
     return None
 
 
+def option_like(url: str) -> bool:
+    """True when the user or host part of ``url`` (``scheme://user@host/...`` or
+    ``user@host:path``) begins with ``-``: ssh and git would read it as an option
+    (``-oProxyCommand=...``), whatever git itself refuses today."""
+    if "://" in url:
+        authority = url.split("://", 1)[1].split("/", 1)[0]
+    else:
+        authority = url.split(":", 1)[0]
+    user, _, host = authority.rpartition("@")
+    return user.startswith("-") or host.lstrip("[").startswith("-")
+
+
 def check_url(url: str, field: str, allowed) -> None:
     """422 on ``field`` unless ``url`` is a repository URL of an allowed scheme. The
     message never repeats the URL (it may hold credentials)."""
     if not url or any(ch.isspace() or ord(ch) < 32 for ch in url) or url.startswith("-"):
         raise Invalid("invalid repository URL", fields={field: "must be a repository URL without spaces"})
+    if option_like(url):
+        raise Invalid("invalid repository URL", fields={
+            field: "the host and the user may not begin with '-' (ssh would read them as options)"})
     scheme = scheme_of(url)
     if scheme is None:
         raise Invalid("invalid repository URL", fields={
@@ -332,6 +347,8 @@ def clone(url: str, branch: str | None, dest: str, *, allowed, timeout: float = 
     scheme = scheme_of(url)
     if scheme is None or scheme not in allowed:
         raise SourceError(f"cloning {redact_url(url)} refused: scheme not allowed")
+    if option_like(url):
+        raise SourceError(f"cloning {redact_url(url)} refused: the host or the user begins with '-'")
     if scheme == "file" and not allow_private:
         raise SourceError(f"cloning {redact_url(url)} refused: file:// URLs read the server's own files")
     target, options, ssh_options = _connection(url, scheme, allow_private)

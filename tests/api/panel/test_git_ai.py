@@ -44,6 +44,49 @@ def test_source_refusals_name_the_field(panel, body, field, words):
     assert client.get("/api/services", token=admin).json["total"] == 0
 
 
+OPTION_LIKE_URLS = [
+    "ssh://-oProxyCommand=touch${IFS}x/repo",
+    "ssh://git@-oProxyCommand=x/repo",
+    "ssh://-oProxyCommand=x@example.org/repo",
+    "-oProxyCommand=x@host:repo",
+    "git@-oProxyCommand:repo",
+    "git@-oProxyCommand=x:repo",
+    "https://-oProxyCommand=x/repo.git",
+    "https://-user:pw@example.org/repo.git",
+]
+
+
+@pytest.mark.parametrize("field", ["git_url", "ai_url"])
+@pytest.mark.parametrize("url", OPTION_LIKE_URLS)
+def test_a_host_or_user_beginning_with_a_dash_is_422_on_create(panel, field, url):
+    make, acme, admin = panel
+    client, _ = make(SLIPWAY_GIT_ALLOW_PRIVATE="1")  # the rule holds whatever the host rule allows
+    method = "git" if field == "git_url" else "ai"
+    result = create_service(client, admin, acme, deploy_method=method, **{field: url})
+    assert result.status_code == 422, result.text
+    error = result.json["error"]
+    assert error["code"] == "validation_error" and field in error["fields"], error
+    assert "pw@" not in result.text
+    assert client.get("/api/services", token=admin).json["total"] == 0
+
+
+@pytest.mark.parametrize("url", OPTION_LIKE_URLS)
+def test_a_host_or_user_beginning_with_a_dash_is_422_on_patch(panel, url):
+    make, acme, admin = panel
+    client, _ = make()
+    created = create_service(client, admin, acme, deploy_method="git", git_url="https://example.org/a.git")
+    assert created.status_code == 201, created.text
+    sid = created.json["id"]
+    before = client.get(f"/api/services/{sid}", token=admin).json
+    for field in ("git_url", "ai_url"):
+        refused = client.patch(f"/api/services/{sid}", token=admin, json_body={field: url})
+        assert refused.status_code == 422, refused.text
+        error = refused.json["error"]
+        # the source URL is not changed by PATCH: the refusal names it among the body's fields
+        assert error["code"] == "validation_error" and field in str(error["fields"]), error
+    assert client.get(f"/api/services/{sid}", token=admin).json == before
+
+
 def test_allowed_schemes_come_from_the_setting(panel):
     make, acme, admin = panel
     client, _ = make(SLIPWAY_GIT_ALLOWED_SCHEMES="file", SLIPWAY_GIT_ALLOW_PRIVATE="1")
