@@ -8,7 +8,17 @@ name's rules, the customer's limits under its row lock, a queued deploy job), so
 has a host name of its own under the base domain and a route like any service. It
 deploys the parent's repository (a fork's ``head_clone_url`` for a request from a fork,
 when the parent allows forks) at the request's head branch, with the parent's variables
-(secret ones too, kept encrypted as every service's) plus ``SLIPWAY_PREVIEW=1``.
+plus ``SLIPWAY_PREVIEW=1``. A request from the parent's own repository gets the
+parent's secret variables too (kept encrypted as every service's), its deploy key and its
+``customer_network``; a request from a fork runs a stranger's code, so its preview gets
+none of the parent's secret variables (only the others), no deploy key, and never joins
+the customer network (its redeploys too).
+
+Turning ``previews`` or ``previews_from_forks`` on, and minting the webhook secret of a
+service that has previews, need ``services:create`` and ``services:delete`` besides
+``services:deploy`` (``core.panel.services.require_preview_permissions``): a delivery
+signed with that secret creates and deletes services, so it does no more than the key
+that armed it could.
 
 The webhook route (``POST /api/hooks/git/{id}``) calls :func:`on_pull_request` for each
 verified pull-request delivery; it answers 202 with what this returns.
@@ -117,11 +127,18 @@ def on_pull_request(uow, clock, service, pull_request, *, methods: dict | None =
 
 
 def _source(parent, pr) -> dict:
-    """The preview's repository, branch and variables as the request has them now."""
-    variables = {**(parent.variables or {}), PREVIEW_VARIABLE: "1"}
+    """The preview's repository, branch, variables and network as the request has them
+    now. A fork's request runs a stranger's code: none of the parent's secret variables
+    (only the others) and never the customer network."""
+    own = parent.variables or {}
+    if pr.from_fork:
+        own = {name: value for name, value in own.items() if name not in set(parent.secrets)}
+    variables = {**own, PREVIEW_VARIABLE: "1"}
+    secrets = () if pr.from_fork else tuple(n for n in parent.secrets if n != PREVIEW_VARIABLE)
     field = url_field(parent.deploy_method)
     return {field: pr.head_clone_url if pr.from_fork else getattr(parent, field), "git_branch": pr.head_branch,
-            "variables": variables, "secrets": tuple(n for n in parent.secrets if n != PREVIEW_VARIABLE)}
+            "variables": variables, "secrets": secrets,
+            "customer_network": bool(parent.customer_network) and not pr.from_fork}
 
 
 def _deploy(uow, clock, parent, pr, methods, catalog, quota, base_domain, reserved_hosts) -> dict:
@@ -135,7 +152,7 @@ def _deploy(uow, clock, parent, pr, methods, catalog, quota, base_domain, reserv
         if existing is None:
             request = {"name": preview_name(parent.name, pr.number), "customer_id": parent.customer_id,
                        "deploy_method": parent.deploy_method, field: source[field],
-                       "git_branch": source["git_branch"], "customer_network": parent.customer_network}
+                       "git_branch": source["git_branch"], "customer_network": source["customer_network"]}
             if parent.deploy_key_id and not pr.from_fork:  # the parent's repository: the parent's key
                 request["deploy_key_id"] = parent.deploy_key_id
             preset = {"variables": source["variables"], "secrets": source["secrets"], "preview_of": parent.id,
@@ -152,6 +169,8 @@ def _deploy(uow, clock, parent, pr, methods, catalog, quota, base_domain, reserv
                      "deploy_method": existing.deploy_method}, catalog)
         changes = {field: source[field], "git_branch": source["git_branch"],
                    "variables": source["variables"], "secrets": source["secrets"]}
+        if pr.from_fork:  # a fork's preview leaves the customer network whatever it was set to meanwhile
+            changes["customer_network"] = False
         updated, job = services.redeploy(uow, clock, PROVIDER, existing.id, quota, changes=changes, note=note)
         return {"preview_id": updated.id, "deploy_job_id": job.id}
     except (Conflict, Invalid) as exc:

@@ -27,7 +27,7 @@ from datetime import timedelta
 from core.errors import Conflict, NotFound
 from core.panel.customers import DEFAULT_QUOTA, Footprint, Quota, reserve
 from core.panel.events import service_status
-from core.panel.services import DeployJob, new_id, record, visible
+from core.panel.services import DeployJob, new_id, record, require_preview_permissions, visible
 
 #: the deploy methods whose services deploy on push (those that clone a repository)
 METHODS = ("git", "ai")
@@ -53,13 +53,17 @@ def short(commit: str) -> str:
 def new_webhook_secret(uow, clock, principal, service_id: str) -> str:
     """``POST /api/services/{id}/webhook-secret``: a new secret (the old one stops
     working), kept encrypted, answered this once. 409 for a service that does not deploy
-    from a repository (not ``git`` or ``ai``)."""
+    from a repository (not ``git`` or ``ai``). For a service with previews (``previews``
+    or ``previews_from_forks`` on) it also needs ``services:create`` and
+    ``services:delete`` (403): its deliveries create and delete preview services."""
     principal.require("services:deploy")
     secret = random.token_urlsafe(32)
     with uow:
         service = visible(principal, uow.services.get(service_id, for_update=True), service_id)
         if service.deploy_method not in METHODS:
             raise Conflict(f"{service.deploy_method} services are not deployed on push (git and ai services are)")
+        if service.previews or service.previews_from_forks:
+            require_preview_permissions(principal, "the webhook secret of a service with previews")
         uow.services.set_webhook_secret(service.id, secret)
         uow.commit()
     return secret

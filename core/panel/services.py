@@ -177,6 +177,33 @@ def tracks_branch(method) -> bool:
     return "git_branch" in ((getattr(method, "request_schema", None) or {}).get("properties") or {})
 
 
+#: what turning previews on (or minting the webhook secret of a service with previews)
+#: needs besides ``services:deploy``: a pull request's delivery creates and deletes a
+#: service, so a webhook does no more than the key that armed it could (DECISIONS.md
+#: "Tenant safety, third round")
+PREVIEW_PERMISSIONS = ("services:create", "services:delete")
+
+
+def require_preview_permissions(principal, what: str) -> None:
+    """``Forbidden`` (403) unless ``principal`` holds every permission of
+    :data:`PREVIEW_PERMISSIONS`; the message names ``what`` was refused and each one it lacks."""
+    missing = []
+    for permission in PREVIEW_PERMISSIONS:
+        try:
+            principal.require(permission)
+        except Forbidden:
+            missing.append(permission)
+    if missing:
+        raise Forbidden(f"{what} needs services:create and services:delete besides services:deploy (a pull "
+                        f"request's preview is a service its webhook creates and deletes): this caller lacks "
+                        + " and ".join(missing))
+
+
+def turns_previews_on(body: dict) -> bool:
+    """Whether a create or PATCH body sets ``previews`` or ``previews_from_forks`` to true."""
+    return any(body.get(name) is True for name in PREVIEW_SWITCHES)
+
+
 def _switch_problems(body: dict, method, method_name: str, preview_of: str | None = None) -> dict:
     """422s of ``previews`` and ``previews_from_forks`` in a create or PATCH body."""
     problems = {}
@@ -236,6 +263,8 @@ def create_service(uow, clock, principal, request: dict, methods: dict, catalog:
         raise Invalid("invalid service", fields=problems)
     if principal.customer_id is not None and request["customer_id"] != principal.customer_id:
         raise Forbidden("a customer key creates services for its own customer only")
+    if turns_previews_on(request):
+        require_preview_permissions(principal, "a service with previews")
     plan = method.plan(request, catalog)
     service_id = new_id("svc")
     _images_allowed(plan, service_id, method)
@@ -587,6 +616,8 @@ def patch_service(uow, clock, principal, service_id: str, body: dict, methods: d
     problems.update(_switch_problems(body, method, found.deploy_method, found.preview_of))
     if problems:
         raise Invalid("invalid change", fields=problems)
+    if turns_previews_on(body):
+        require_preview_permissions(principal, "turning previews on")
     wanted = domains.check(body["custom_domains"], base_domain, reserved_hosts) if "custom_domains" in body else None
     changes, footprint = {}, None
     settings = {name: body[name] for name in ("variables", "compose", "git_branch") if name in body}

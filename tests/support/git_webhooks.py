@@ -101,10 +101,13 @@ PING_EVENTS = {"github": "ping", "bitbucket": "diagnostics:ping"}
 
 
 def github_pull_request(secret: str, number: int, action: str, base: str, head_branch: str, commit: str, *,
-                        fork: bool = False) -> tuple[dict, bytes]:
+                        fork: bool = False, head_clone_url: str | None = None) -> tuple[dict, bytes]:
     """A ``pull_request`` delivery of GitHub's (``action``: ``opened``, ``synchronize``,
-    ``closed``, ...), signed with ``secret``; ``fork``: its head in another repository."""
+    ``closed``, ...), signed with ``secret``; ``fork``: its head in another repository
+    (``head_clone_url``: that repository's clone URL, else a made-up one)."""
     head_repo = _repository("someone/app", rid=2) if fork else _repository()
+    if fork and head_clone_url:
+        head_repo["clone_url"] = head_clone_url
     body = json.dumps({"action": action, "number": number, "pull_request": {
         "number": number, "state": "closed" if action == "closed" else "open", "merged": False,
         "head": {"ref": head_branch, "sha": commit, "repo": head_repo},

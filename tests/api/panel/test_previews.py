@@ -305,3 +305,129 @@ def test_the_same_request_delivered_twice_at_once_makes_one_preview(parent, stor
     assert len(answers) == 2 and answers[0]["preview_id"] == answers[1]["preview_id"] is not None, answers
     assert client.get(f"/api/services/{detail['id']}/previews", token=admin).json["total"] == 1
     assert not [e for e in events_of(client, admin, detail["id"]) if e["status"] == "failed"]
+
+
+HOOK_SETTINGS = {"SLIPWAY_GIT_ALLOWED_SCHEMES": "https,file", "SLIPWAY_GIT_ALLOW_PRIVATE": "1"}
+
+
+def _settled(store, service_id, **fields):
+    """The service's first deploy ended (as a worker would have): running, its jobs done."""
+    with store.uow() as uow:
+        found = uow.services.get(service_id, for_update=True)
+        uow.services.update(replace(found, status="running", **fields))
+        for job in uow.deploy_jobs.page(service_id, page=1, per_page=100)[0]:
+            uow.deploy_jobs.finish(job.id, "succeeded", None, found.created_at)
+        uow.commit()
+
+
+def _key(store, clock, name, denied):
+    return access.create_api_key(store.uow(), clock, name=name, role="admin", rate_limit_rpm=10000,
+                                 denied_permissions=denied)[1]
+
+
+@pytest.mark.parametrize("switch", ["previews", "previews_from_forks"])
+def test_a_create_with_previews_needs_services_create_and_delete(panel, store, clock, switch):
+    """A pull request's delivery creates and deletes a preview service, so turning
+    previews on at create needs services:delete too (services:create the create needs
+    anyway); without it 403 and nothing is stored."""
+    make, acme, admin = panel
+    client, _ = make()
+    no_delete = _key(store, clock, "no-delete", ["services:delete"])
+    refused = create_service(client, no_delete, acme, deploy_method="git", git_url=REPO, **{switch: True})
+    assert refused.status_code == 403, refused.text
+    assert refused.json["error"]["code"] == "forbidden" and "services:delete" in refused.json["error"]["message"]
+    assert client.get("/api/services", token=admin).json["total"] == 0
+    # the same key creates it without previews, and an admin key with them
+    plain = create_service(client, no_delete, acme, name="plain", deploy_method="git", git_url=REPO,
+                           **{switch: False})
+    assert plain.status_code == 201, plain.text
+    made = create_service(client, admin, acme, deploy_method="git", git_url=REPO, **{switch: True})
+    assert made.status_code == 201, made.text
+    assert client.get(f"/api/services/{made.json['id']}", token=admin).json[switch] is True
+
+
+@pytest.mark.parametrize("switch", ["previews", "previews_from_forks"])
+@pytest.mark.parametrize("denied", ["services:create", "services:delete"])
+def test_turning_previews_on_needs_services_create_and_delete(panel, store, clock, switch, denied):
+    make, acme, admin = panel
+    client, _ = make()
+    service_id = create_service(client, admin, acme, deploy_method="git", git_url=REPO).json["id"]
+    _settled(store, service_id)
+    before = client.get(f"/api/services/{service_id}", token=admin).json
+    key = _key(store, clock, "lacks", [denied])
+    refused = client.patch(f"/api/services/{service_id}", token=key, json_body={switch: True})
+    assert refused.status_code == 403, refused.text
+    assert refused.json["error"]["code"] == "forbidden" and denied in refused.json["error"]["message"]
+    assert client.get(f"/api/services/{service_id}", token=admin).json == before  # nothing changed
+    # turning them off, or other changes, stay the key's
+    assert client.patch(f"/api/services/{service_id}", token=key, json_body={switch: False}).status_code == 200
+    turned = client.patch(f"/api/services/{service_id}", token=admin, json_body={switch: True})
+    assert turned.status_code == 200 and turned.json[switch] is True, turned.text
+
+
+@pytest.mark.parametrize("denied", ["services:create", "services:delete"])
+def test_the_webhook_secret_of_a_service_with_previews_needs_services_create_and_delete(panel, store, clock,
+                                                                                     denied):
+    make, acme, admin = panel
+    client, _ = make()
+    plain = create_service(client, admin, acme, name="plain", deploy_method="git", git_url=REPO).json["id"]
+    forks = create_service(client, admin, acme, name="forks", deploy_method="git", git_url=REPO).json["id"]
+    _settled(store, forks, previews_from_forks=True)
+    armed = create_service(client, admin, acme, deploy_method="git", git_url=REPO, previews=True).json["id"]
+    key = _key(store, clock, "lacks", [denied])
+    S = store.models.Service
+    for service_id in (armed, forks):
+        client.post(f"/api/services/{service_id}/webhook-secret", token=admin, expect=200)
+        sealed = S.get(S.id == service_id).webhook_secret
+        refused = client.post(f"/api/services/{service_id}/webhook-secret", token=key, expect=403)
+        assert refused.json["error"]["code"] == "forbidden" and denied in refused.json["error"]["message"]
+        assert S.get(S.id == service_id).webhook_secret == sealed  # the old secret still stands
+        client.post(f"/api/services/{service_id}/webhook-secret", token=admin, expect=200)
+    # a service without previews: services:deploy is enough, as before
+    client.post(f"/api/services/{plain}/webhook-secret", token=key, expect=200)
+
+
+def test_a_forks_preview_gets_no_secrets_and_no_customer_network(panel, store, clock, tmp_path):
+    """Signed pull-request deliveries through the webhook route, the fork's repository a
+    real one on disk: the fork's preview has the parent's other variables plus
+    SLIPWAY_PREVIEW=1 but none of its secret ones, and is off the customer network; a
+    request from the parent's own repository keeps both."""
+    from tests.support.git_repos import repository
+    from tests.support.git_webhooks import github_pull_request
+
+    make, acme, admin = panel
+    client, _ = make(**HOOK_SETTINGS)
+    own_url, _ = repository(tmp_path / "own", {"index.html": "own\n"})
+    fork_url, fork_head = repository(tmp_path / "fork", {"index.html": "fork\n"})
+    made = create_service(client, admin, acme, deploy_method="git", git_url=own_url, git_branch="main",
+                          previews=True, previews_from_forks=True, customer_network=True)
+    assert made.status_code == 201, made.text
+    parent_id = made.json["id"]
+    # the parent's variables, two of them secret, as a service keeps them (git services do not
+    # take variables on create yet)
+    _settled(store, parent_id, variables={"MODE": "prod", "STRIPE_KEY": "sk_live_parent", "DB_PASSWORD": "pw-1"},
+             secrets=("STRIPE_KEY", "DB_PASSWORD"))
+    secret = client.post(f"/api/services/{parent_id}/webhook-secret", token=admin, expect=200).json["secret"]
+
+    def deliver(number, fork):
+        headers, body = github_pull_request(secret, number, "opened", "main", "feature", fork_head, fork=fork,
+                                            head_clone_url=fork_url if fork else None)
+        answer = client.post(f"/api/hooks/git/{parent_id}", headers=headers, body=body, expect=202).json
+        assert answer.get("preview_id"), answer
+        return client.get(f"/api/services/{answer['preview_id']}", token=admin).json, answer["preview_id"]
+
+    fork, fork_id = deliver(12, fork=True)
+    assert fork["git_url"] == fork_url and fork["preview_number"] == 12
+    assert fork["variables"] == {"MODE": "prod", "SLIPWAY_PREVIEW": "1"}
+    assert fork["customer_network"] is False and fork["connections"] == []
+    assert client.get(f"/api/services/{fork_id}/secrets", token=admin).json == {"secrets": {}}
+    with store.uow(write=False) as uow:
+        stored = uow.services.get(fork_id)
+    assert "sk_live_parent" not in repr(stored.variables) and stored.secrets == ()
+    assert not stored.customer_network
+
+    same, same_id = deliver(13, fork=False)
+    assert same["git_url"] == own_url and same["customer_network"] is True
+    assert same["variables"] == {"MODE": "prod", "STRIPE_KEY": "***", "DB_PASSWORD": "***", "SLIPWAY_PREVIEW": "1"}
+    assert client.get(f"/api/services/{same_id}/secrets", token=admin).json == \
+        {"secrets": {"STRIPE_KEY": "sk_live_parent", "DB_PASSWORD": "pw-1"}}
