@@ -178,9 +178,11 @@ def create_app(config: Config | None = None, *, store: Store | None = None,
     on_pull_request = functools.partial(previews.on_pull_request, methods=parts.deploy_methods, catalog=catalog,
                                         quota=parts.quota, base_domain=config.base_domain,
                                         reserved_hosts=reserved_hosts(config), runtime=runtime)
-    git_hooks = GitHooksHandlers(store, config.clock, parts.git_providers, quota=parts.quota,
-                                 wake=deployer.wake, on_pull_request=on_pull_request)
-    panel_ops.update(git_hooks.handlers())
+    panel_gate = PanelGate(store, config, parts.rates, sources=parts.auth_sources)  # keys, sessions, sources
+    # deliveries draw on the gate's buckets once verified or refused
+    panel_ops.update(GitHooksHandlers(store, config.clock, parts.git_providers, quota=parts.quota,
+                                      wake=deployer.wake, on_pull_request=on_pull_request,
+                                      gate=panel_gate).handlers())
 
     def create_service(uow, principal, request, also):  # a restore into a new service
         created = services.create_service(uow, config.clock, principal, request, parts.deploy_methods, catalog,
@@ -196,8 +198,6 @@ def create_app(config: Config | None = None, *, store: Store | None = None,
     panel_ops.update(DeployKeysHandlers(store, config.clock).handlers())
     panel_ops.update(RealtimeHandlers(parts.hub, store, runtime, parts.engine_calls, config.ws_queue,
                                       logs_http=panel_ops["getServiceLogs"]).handlers())
-    panel_gate = PanelGate(store, config, parts.rates, sources=parts.auth_sources)  # keys, sessions, sources
-    git_hooks.gate = panel_gate  # deliveries draw on its buckets once verified or refused
     panel_ops.update(AuthHandlers(store, config, panel_gate).handlers())
     panel_ops.update(extensions.route_handlers(routes, parts.extension_context, parts.extension_calls))
     add_contract_routes(app, panel, panel_gate, panel_ops, parts.idempotency)

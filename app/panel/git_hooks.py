@@ -57,7 +57,7 @@ class GitHooksHandlers:
 
     def __init__(self, store, clock, providers, *, quota, wake=lambda: None, on_pull_request=None, gate=None):
         """``gate``: the panel gate whose buckets deliveries draw on (``charge_address``,
-        ``charge_hook``; the factory sets it once the gate is made). ``on_pull_request(uow, clock, service, pull_request)``: what a pull or merge
+        ``charge_hook``). ``on_pull_request(uow, clock, service, pull_request)``: what a pull or merge
         request does (the factory binds ``core.panel.previews.on_pull_request`` to the
         app's deploy methods, catalog, limits and engine); None: previews' default."""
         self.store, self.clock, self.providers = store, clock, list(providers)

@@ -132,7 +132,8 @@ def _source(parent, pr) -> dict:
     (only the others) and never the customer network."""
     own = parent.variables or {}
     if pr.from_fork:
-        own = {name: value for name, value in own.items() if name not in set(parent.secrets)}
+        secret = set(parent.secrets)
+        own = {name: value for name, value in own.items() if name not in secret}
     variables = {**own, PREVIEW_VARIABLE: "1"}
     secrets = () if pr.from_fork else tuple(n for n in parent.secrets if n != PREVIEW_VARIABLE)
     field = url_field(parent.deploy_method)

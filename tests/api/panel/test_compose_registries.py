@@ -22,15 +22,20 @@ def compose(image: str) -> str:
     return f"services:\n  web:\n    image: localhost/busybox:latest\n  billing:\n    image: '{image}'\n"
 
 
+def refused_on_compose(result) -> str:
+    """The message of a 422 ``validation_error`` on ``compose`` alone."""
+    assert result.status_code == 422, result.text
+    error = result.json["error"]
+    assert error["code"] == "validation_error" and set(error["fields"]) == {"compose"}, error
+    return error["fields"]["compose"]
+
+
 @pytest.mark.parametrize("image, words", PRIVATE.items())
 def test_a_private_registry_is_a_422_on_compose_at_create(panel, image, words):
     make, acme, admin = panel
     client, _ = make()
-    result = create_service(client, admin, acme, deploy_method="compose", compose=compose(image))
-    assert result.status_code == 422, result.text
-    error = result.json["error"]
-    assert error["code"] == "validation_error" and set(error["fields"]) == {"compose"}, error
-    message = error["fields"]["compose"]
+    message = refused_on_compose(create_service(client, admin, acme, deploy_method="compose",
+                                                compose=compose(image)))
     assert message.startswith("services.billing.image: the registry ") and words in message, message
     assert "only public registries are allowed" in message
     assert client.get("/api/services", token=admin).json["total"] == 0
@@ -92,11 +97,8 @@ def test_an_image_id_or_another_services_build_is_a_422_on_compose_at_create_and
     nothing is stored or changed."""
     make, acme, admin = panel
     client, _ = make()
-    result = create_service(client, admin, acme, deploy_method="compose", compose=compose(image))
-    assert result.status_code == 422, result.text
-    error = result.json["error"]
-    assert error["code"] == "validation_error" and set(error["fields"]) == {"compose"}, error
-    message = error["fields"]["compose"]
+    message = refused_on_compose(create_service(client, admin, acme, deploy_method="compose",
+                                                compose=compose(image)))
     assert message.startswith("services.billing.image: ") and image in message, message
     assert client.get("/api/services", token=admin).json["total"] == 0
 
