@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from functools import cached_property
 
+from app import waits as waits_guard
 from app.config import Config, ConfigError
 from app.engine_calls import EngineCalls
 from app.extensions import AUTH_SOURCE_TIMEOUT_S, AuthSources, ExtensionError, ExtensionJobs, Extensions, OutboxDelivery
@@ -30,6 +31,7 @@ JOBS = (
     "billing_recompute",     # statements' usage, every SLIPWAY_BILLING_INTERVAL
     "deployer",              # deploy jobs
     "backup_worker",         # backups and restores
+    "preview_worker",        # the previews pull-request deliveries open and close
     "backup_scheduler",      # the backup policies' due runs
     "idempotency_cleanup",   # expired Idempotency-Key records
     "history",               # each service's newest events and jobs
@@ -51,6 +53,8 @@ class Composition:
 
     def __init__(self, config: Config | None = None, *, store: Store | None = None):
         self.config = config or Config.from_env()
+        if self.config.strict_waits:  # (never turned off here: one test's app must not loosen another's)
+            waits_guard.configure(True)
         self.owns_store = store is None
         self._given_store = store
         self.mcp = None  # set by create_app: the MCP endpoint is part of the HTTP app
@@ -222,7 +226,7 @@ class Composition:
     def thread_pools(self) -> tuple:
         """The pools built so far (closed at shutdown)."""
         names = ("engine_calls", "request_calls", "deploy_calls", "webhook_lookups", "extension_calls",
-                 "auth_source_calls")
+                 "auth_source_calls", "preview_calls")
         return tuple(self.__dict__[name] for name in names if name in self.__dict__)
 
     # --- the panel's rules ---------------------------------------------------------------
@@ -288,6 +292,35 @@ class Composition:
                             health_timeout=c.deploy_health_timeout, drain_seconds=c.deploy_drain,
                             registry_allow_private=c.registry_allow_private, quota=self.quota,
                             host_ports=c.host_ports, **switch)
+
+    @cached_property
+    def preview_calls(self) -> EngineCalls:
+        """The preview worker's threads (``PreviewWorker.concurrency``): a fork's host
+        looked up, a closed preview's containers removed."""
+        from app.workers.previews import PreviewWorker
+
+        return EngineCalls(threads=PreviewWorker.concurrency, name="slipway-previews")
+
+    @cached_property
+    def on_pull_request(self):
+        """``core.panel.previews.on_pull_request`` bound to the app's deploy methods,
+        catalog, limits, base domain and engine: a preview is made like any service."""
+        import functools
+
+        from app.workers.proxy_routes import reserved_hosts
+        from core.panel import previews
+
+        c = self.config
+        return functools.partial(previews.on_pull_request, methods=self.deploy_methods, catalog=self.templates,
+                                 quota=self.quota, base_domain=c.base_domain, reserved_hosts=reserved_hosts(c),
+                                 runtime=self.runtime)
+
+    @cached_property
+    def preview_worker(self):
+        from app.workers.previews import PreviewWorker
+
+        return PreviewWorker(self.store, self.config.clock, self.preview_calls, self.on_pull_request,
+                             lease=self.lease, deployed=self.deployer.wake)
 
     @cached_property
     def billing_recompute(self):
@@ -394,7 +427,7 @@ class Composition:
                               bus=self.bus)
 
     #: the jobs that run only in a process running the workers (SLIPWAY_DEPLOY_WORKER)
-    WORKER_JOBS = frozenset({"deployer", "backup_worker", "backup_scheduler", "idempotency_cleanup", "history",
+    WORKER_JOBS = frozenset({"deployer", "backup_worker", "preview_worker", "backup_scheduler", "idempotency_cleanup", "history",
                              "webhook_worker", "extension_jobs", "outbox_delivery", "lease"})
 
     def jobs(self) -> list:

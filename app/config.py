@@ -335,6 +335,10 @@ class Config:
     rate_deploy_rpm: int = 10
     #: verified git webhook deliveries per minute per service
     rate_hook_rpm: int = 60
+    #: SLIPWAY_STRICT_WAITS: an outside call (engine, git, name lookup, socket, process)
+    #: inside a database transaction or on a database thread raises instead of being
+    #: logged (core.waits; the tests run with it on)
+    strict_waits: bool = False
     #: operations: log format (json or text; from_env: text when stderr is a terminal), the bearer token of /metrics (None: no
     #: /metrics), seconds each /readyz check may take
     log_format: str = "json"
@@ -434,6 +438,7 @@ class Config:
             rate_auth_rpm=_positive_int(env, "SLIPWAY_RATE_AUTH_RPM", 120),
             rate_deploy_rpm=_positive_int(env, "SLIPWAY_RATE_DEPLOY_RPM", 10),
             rate_hook_rpm=_positive_int(env, "SLIPWAY_RATE_HOOK_RPM", 60),
+            strict_waits=_flag(env, "SLIPWAY_STRICT_WAITS"),
             log_format=(env.get("SLIPWAY_LOG_FORMAT") or default_log_format()).strip().lower(),
             metrics_token=env.get("SLIPWAY_METRICS_TOKEN") or None,
             ready_timeout=_positive_number(env, "SLIPWAY_READY_TIMEOUT", 2.0),

@@ -2,7 +2,6 @@
 ``falcon.asgi.App`` serving the partner API (``/v1``) and the panel API (``/api``)."""
 from __future__ import annotations
 
-import functools
 import inspect
 import logging
 
@@ -40,7 +39,7 @@ from app.partner.licensing import LicensingHandlers
 from app.partner.webhooks import WebhookHandlers
 from app.storage.store import Store
 from app.workers.proxy_routes import reserved_hosts
-from core.panel import backups, previews, services
+from core.panel import backups, services
 
 log = logging.getLogger("slipway.engine")
 
@@ -174,14 +173,10 @@ def create_app(config: Config | None = None, *, store: Store | None = None,
                                       base_domain=config.base_domain, parse=parts.read_compose,
                                       reserved_hosts=reserved_hosts(config),
                                       public_url=config.public_url).handlers())
-    # a pull request's preview is made like any service: the app's methods, catalog, limits and engine
-    on_pull_request = functools.partial(previews.on_pull_request, methods=parts.deploy_methods, catalog=catalog,
-                                        quota=parts.quota, base_domain=config.base_domain,
-                                        reserved_hosts=reserved_hosts(config), runtime=runtime)
     panel_gate = PanelGate(store, config, parts.rates, sources=parts.auth_sources)  # keys, sessions, sources
     # deliveries draw on the gate's buckets once verified or refused
     panel_ops.update(GitHooksHandlers(store, config.clock, parts.git_providers, quota=parts.quota,
-                                      wake=deployer.wake, on_pull_request=on_pull_request,
+                                      wake=deployer.wake, previews_queued=parts.preview_worker.wake,
                                       gate=panel_gate).handlers())
 
     def create_service(uow, principal, request, also):  # a restore into a new service

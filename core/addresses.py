@@ -19,6 +19,8 @@ import socket
 import threading
 import time
 
+from core import waits
+
 RESOLVE_TIMEOUT_S = 5.0
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 
@@ -64,9 +66,20 @@ def not_public(address) -> str | None:
     return None
 
 
+def _literal(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return True
+
+
 def resolve(host: str, timeout: float = RESOLVE_TIMEOUT_S) -> list[str] | None:
     """The addresses ``host`` resolves to (getaddrinfo, in its order), or None when it
-    does not resolve (or not within ``timeout`` seconds)."""
+    does not resolve (or not within ``timeout`` seconds). Refused inside a database
+    transaction or on a database thread (``core.waits``)."""
+    if not _literal(host):  # an address as text is read, not looked up
+        waits.check(f"a name lookup of {host!r}")
     result = {}
 
     def lookup():
@@ -90,6 +103,8 @@ def resolve_all(hosts, *, deadline: float = RESOLVE_TIMEOUT_S, workers: int = 8,
     and however slowly they answer, the caller waits ``deadline`` at most.
     ``lookup(name)`` replaces :func:`resolve` (tests)."""
     pending = list(dict.fromkeys(hosts))
+    if pending:
+        waits.check("a name lookup of " + ", ".join(repr(h) for h in pending[:3]))
     answers: dict = {}
     if not pending:
         return {}

@@ -7,9 +7,12 @@ synchronous (the clients are); the app runs them in worker threads.
 """
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from datetime import datetime
+
+from core import waits
 
 from core.panel.containers import (  # noqa: F401 (part of the port)
     COMPONENT_LABEL,
@@ -83,8 +86,31 @@ class Usage:
     memory_limit_mb: float
 
 
+def _outside(name: str, method):
+    """``method`` asking ``core.waits.check`` first: the engine is the outside."""
+    @functools.wraps(method)
+    def call(self, *args, **kwargs):
+        waits.check(f"the container engine's {name}")
+        return method(self, *args, **kwargs)
+
+    call.__slipway_outside__ = True
+    return call
+
+
 class ContainerRuntime(ABC):
+    """Every public method a runtime defines calls the engine, so each refuses to run
+    inside a database transaction or on a database thread (``core.waits``: raised under
+    test, logged otherwise): a subclass's methods are wrapped as the class is made."""
+
     name: str
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        for attr, value in list(vars(cls).items()):
+            if attr.startswith("_") or not callable(value) or isinstance(value, (staticmethod, classmethod, type)) \
+                    or getattr(value, "__slipway_outside__", False):
+                continue
+            setattr(cls, attr, _outside(attr, value))
 
     @abstractmethod
     def ping(self) -> bool: ...

@@ -37,6 +37,15 @@ def _keep_bytecode() -> None:
 
 _keep_bytecode()
 
+# Nothing that waits on the outside (engine, git, a name lookup, a socket, a process) runs
+# inside a database transaction or on a database thread (core.waits): under test such a
+# call raises, here and in every server and CLI command the tests start (they inherit it).
+os.environ.setdefault("SLIPWAY_STRICT_WAITS", "1")
+if os.environ["SLIPWAY_STRICT_WAITS"] == "1":
+    from app import waits as _waits
+
+    _waits.configure(True)
+
 
 def pytest_configure(config):
     """Under pytest-xdist (``-n``), each worker on PostgreSQL gets its own database: the

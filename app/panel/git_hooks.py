@@ -55,13 +55,13 @@ class GitHooksHandlers:
     """``providers``: the git providers, asked in order; ``wake()`` tells the deploy worker
     a job is queued; ``quota``: the customer limits a push deploy is counted against."""
 
-    def __init__(self, store, clock, providers, *, quota, wake=lambda: None, on_pull_request=None, gate=None):
+    def __init__(self, store, clock, providers, *, quota, wake=lambda: None, previews_queued=lambda: None,
+                 gate=None):
         """``gate``: the panel gate whose buckets deliveries draw on (``charge_address``,
-        ``charge_hook``). ``on_pull_request(uow, clock, service, pull_request)``: what a pull or merge
-        request does (the factory binds ``core.panel.previews.on_pull_request`` to the
-        app's deploy methods, catalog, limits and engine); None: previews' default."""
+        ``charge_hook``). ``previews_queued()`` tells the preview worker a pull or merge
+        request queued a preview job (``app.workers.previews``)."""
         self.store, self.clock, self.providers = store, clock, list(providers)
-        self.quota, self.wake, self.on_pull_request = quota, wake, on_pull_request
+        self.quota, self.wake, self.previews_queued = quota, wake, previews_queued
         self.gate = gate
 
     async def _refuse(self, req, status: int, message: str):
@@ -103,11 +103,12 @@ class GitHooksHandlers:
         if event.kind == PING:
             return Reply(204)
         delivery = provider.delivery_id(headers)
+        # database work only, whatever the payload names: a preview's create or delete (a
+        # fork's host looked up, the engine called) is a preview job (core.panel.pushes)
         outcome = await self.store.run(pushes.receive, self.store.uow(), self.clock, service_id, provider.name,
-                                       delivery[:200] if delivery else None, event, quota=self.quota,
-                                       on_pull_request=self.on_pull_request)
+                                       delivery[:200] if delivery else None, event, quota=self.quota)
         if outcome.status == 202 and outcome.body and "deploy_job_id" in outcome.body:
             self.wake()
-        elif outcome.status == 202 and event.kind != "push":  # previews may have queued work
-            self.wake()
+        elif outcome.status == 202 and outcome.body and "preview_job_id" in outcome.body:
+            self.previews_queued()
         return Reply(outcome.status, outcome.body)

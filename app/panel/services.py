@@ -112,7 +112,8 @@ class ServicesHandlers:
                 "startService": self.start, "stopService": self.stop, "restartService": self.restart,
                 "redeployService": self.redeploy, "deleteService": self.delete_service,
                 "listServiceEvents": self.list_events, "getServiceLogs": self.get_logs,
-                "getServiceSecrets": self.get_secrets, "listServicePreviews": self.list_previews}
+                "getServiceSecrets": self.get_secrets, "listServicePreviews": self.list_previews,
+                "getServicePreviewJob": self.get_preview_job}
 
     async def list_services(self, call):
         p = call.params
@@ -143,9 +144,19 @@ class ServicesHandlers:
         return Reply(200, {"data": [preview_item(s, by_id[s.id]) for s in found], "total": total,
                            "page": p["page"], "per_page": p["per_page"]})
 
+    async def get_preview_job(self, call):
+        """``GET /api/services/{id}/preview-jobs/{job_id}`` (``core.panel.previews``)."""
+        job = await self.store.run(previews.get_job, self.store.uow(write=False), call.caller, call.params["id"],
+                                   call.params["job_id"])
+        return Reply(200, {"id": job.id, "service_id": job.service_id, "number": job.number,
+                           "action": job.request.get("action"), "state": job.state, "answer": job.answer,
+                           "created_at": rfc3339(job.created_at), "updated_at": rfc3339(job.updated_at)})
+
     async def create_service(self, call):
-        service, job = await self.store.run(
-            services.create_service, self.store.uow(), self.clock, call.caller, call.body, self.methods,
+        # on the customer's share of the engine-call threads, not the database's: a git or ai
+        # service's plan looks its repository's host up (core.waits)
+        service, job = await self.calls.run_for(
+            tenant(call.caller), services.create_service, self.store.uow(), self.clock, call.caller, call.body, self.methods,
             self.catalog, self.quota, base_domain=self.base_domain, reserved_hosts=self.reserved_hosts)
         self.wake()
         return Reply(201, {"id": service.id, "name": service.name, "status": service.status, "url": service.url,
@@ -201,7 +212,9 @@ class ServicesHandlers:
             with store.uow(write=False) as uow:
                 return service, uow.services.customer_names([service.customer_id]).get(service.customer_id, "")
 
-        service, customer_name = await store.run(patch)
+        # the customer's share of the engine-call threads: a new branch or compose is planned
+        # again, which may look hosts up (core.waits)
+        service, customer_name = await self.calls.run_for(tenant(call.caller), patch)
         return Reply(200, await self._detail(call, service, customer_name))
 
     async def _operate(self, call, name: str):

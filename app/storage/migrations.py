@@ -710,6 +710,25 @@ def _v29_event_subscriber_claims(db):
         "holder VARCHAR(64) NOT NULL, claimed_at {timestamp} NOT NULL)",
     ])
 
+_V33 = (
+    'CREATE TABLE IF NOT EXISTS "preview_job" ("id" VARCHAR(40) NOT NULL PRIMARY KEY, '
+    '"service_id" VARCHAR(40) NOT NULL, "customer_id" VARCHAR(40) NOT NULL, "number" INTEGER NOT NULL, '
+    '"request" TEXT NOT NULL, "state" VARCHAR(16) NOT NULL, "owner" VARCHAR(64), "answer" TEXT, '
+    '"created_at" {timestamp} NOT NULL, "updated_at" {timestamp} NOT NULL, '
+    'FOREIGN KEY ("service_id") REFERENCES "service" ("id") ON DELETE CASCADE)',
+    'CREATE INDEX IF NOT EXISTS "preview_job_state_created_at" ON "preview_job" ("state", "created_at")',
+    'CREATE INDEX IF NOT EXISTS "preview_job_service_id" ON "preview_job" ("service_id")',
+)
+
+
+def _v33_preview_jobs(db):
+    """The work a pull-request delivery queues (``core.panel.previews``): a preview's
+    create, redeploy or delete runs as a job, off the delivery's request (it looks a
+    fork's host up and calls the engine), one at a time per customer, taken back from a
+    stopped process (``owner``: its worker lease)."""
+    _run(db, _V33)
+
+
 MIGRATIONS = [
     (1, "partners, partner API tokens, contracts", _v1_identity),
     (2, "customers, contacts, notes, editions, licenses, transfers, activity ledger", _v2_licensing),
@@ -744,6 +763,7 @@ MIGRATIONS = [
     (28, "services: preview environments of pull requests (previews, previews_from_forks, preview_of, "
          "preview_number)", _v28_previews),
     (29, "which process delivers each event subscriber's events", _v29_event_subscriber_claims),
+    (33, "preview jobs: what pull-request deliveries queue", _v33_preview_jobs),
 ]
 LATEST = max(version for version, _, _ in MIGRATIONS)
 

@@ -18,6 +18,8 @@ import functools
 import threading
 import time
 
+from core import waits
+
 #: results are handed back at least this often while a batch is still running
 FLUSH_AFTER_SECONDS = 0.002
 
@@ -53,6 +55,7 @@ class WorkerThreads:
             thread.join()
 
     def _work(self) -> None:
+        waits.database_thread()  # nothing that waits on the outside runs here (core.waits)
         done: dict = collections.defaultdict(list)
         started = time.perf_counter()
         while True:

@@ -8,6 +8,7 @@ import peewee
 
 from app.storage.panel import accounts, backups, deploy_keys, leases, routes, services, sessions
 from app.storage.partner import contracts, identity, licensing, webhooks
+from core import waits
 from ports.storage import UnitOfWork
 
 
@@ -41,6 +42,7 @@ REPOSITORY_TYPES = {
     "services": services.PeeweeServices,
     "deploy_jobs": services.PeeweeDeployJobs,
     "git_deliveries": services.PeeweeGitDeliveries,
+    "preview_jobs": services.PeeweePreviewJobs,
     "releases": services.PeeweeReleases,
     "service_events": services.PeeweeServiceEvents,
     "backups": backups.PeeweeBackups,
@@ -102,6 +104,7 @@ class PeeweeUnitOfWork(UnitOfWork):
                 and self.db.transaction_depth() == 0
             self._tx = self.db.atomic(lock_type="IMMEDIATE") if immediate else self.db.atomic()
             self._tx.__enter__()
+            waits.enter_transaction()  # from here to its end nothing waits on the outside (core.waits)
         return self
 
     def __exit__(self, exc_type, exc, tb):
@@ -110,6 +113,7 @@ class PeeweeUnitOfWork(UnitOfWork):
             if self.db.transaction_depth() == 0:
                 self._release()
             return
+        waits.leave_transaction()
         committed = exc_type is None and self._committed
         try:
             if committed and self.outbox:

@@ -37,6 +37,10 @@ in the deploy's timeline entry.
 """
 from __future__ import annotations
 
+import secrets as random
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
 from core.errors import Conflict, Invalid, NotFound
 from core.panel import services
 from core.panel.compose.plan import DeployPlan
@@ -83,6 +87,27 @@ def preview_name(parent_name: str, number: int) -> str:
     return f"{parent_name}-pr-{number}"
 
 
+def screen(parent, pr) -> dict | None:
+    """The answer to a pull request that needs no work (a 202 body: ``{"ignored": ...}``,
+    as :func:`on_pull_request` gives), from the parent and the request alone; None when
+    there is work: a preview to make, redeploy or delete (a ``closed`` request)."""
+    if parent.preview_of is not None:
+        return {"ignored": "previews"}
+    if pr.action is None:
+        return {"ignored": "action"}
+    if pr.action == CLOSED:  # also when previews or forks were turned off since it was made
+        return None
+    if not parent.previews:
+        return {"ignored": "previews"}
+    if parent.git_branch is not None and pr.base_branch != parent.git_branch:
+        return {"ignored": "branch"}
+    if pr.from_fork and (not parent.previews_from_forks or not pr.head_clone_url):
+        return {"ignored": "fork"}
+    if pr.action not in (OPENED, REOPENED, UPDATED):
+        return {"ignored": "action"}
+    return None
+
+
 def on_pull_request(uow, clock, service, pull_request, *, methods: dict | None = None, catalog: dict | None = None,
                     quota: Quota = DEFAULT_QUOTA, base_domain: str | None = None, reserved_hosts=(),
                     runtime=None) -> dict:
@@ -109,20 +134,11 @@ def on_pull_request(uow, clock, service, pull_request, *, methods: dict | None =
     if parent is None:
         raise NotFound(f"service {parent_id} not found")
     pr = pull_request
-    if parent.preview_of is not None:
-        return {"ignored": "previews"}
-    if pr.action is None:
-        return {"ignored": "action"}
-    if pr.action == CLOSED:  # also when previews or forks were turned off since it was made
+    ignored = screen(parent, pr)
+    if ignored is not None:
+        return ignored
+    if pr.action == CLOSED:
         return _close(uow, parent, pr, runtime, methods or {})
-    if not parent.previews:
-        return {"ignored": "previews"}
-    if parent.git_branch is not None and pr.base_branch != parent.git_branch:
-        return {"ignored": "branch"}
-    if pr.from_fork and (not parent.previews_from_forks or not pr.head_clone_url):
-        return {"ignored": "fork"}
-    if pr.action not in (OPENED, REOPENED, UPDATED):
-        return {"ignored": "action"}
     return _deploy(uow, clock, parent, pr, methods, catalog or {}, quota, base_domain, reserved_hosts)
 
 
@@ -231,3 +247,110 @@ def list_previews(uow, principal, service_id: str, *, page: int, per_page: int):
     with uow.reading():
         services.visible(principal, uow.services.get(service_id), service_id)
         return uow.services.previews_page(service_id, page=page, per_page=per_page)
+
+
+# --- preview jobs: what a pull-request delivery queues ----------------------------------
+
+#: the fields of a pull request a job keeps (``ports.git_providers.PullRequest``'s)
+REQUEST_FIELDS = ("number", "action", "base_branch", "head_branch", "head_commit", "from_fork", "head_clone_url")
+#: how long a finished preview job is kept
+KEEP_JOBS = timedelta(days=7)
+
+
+@dataclass(frozen=True)
+class PullRequestFields:
+    """A pull request as a preview job keeps it (read by the same attributes as
+    ``ports.git_providers.PullRequest``)."""
+
+    number: int
+    action: str | None
+    base_branch: str
+    head_branch: str
+    head_commit: str
+    from_fork: bool = False
+    head_clone_url: str | None = None
+
+
+@dataclass(frozen=True)
+class PreviewJob:
+    """A pull request's work on the previews of ``service_id`` (the parent): queued by
+    the delivery, run by the preview worker (:func:`run_job`), ``answer`` what
+    :func:`on_pull_request` gave (or ``{"failed": why}``)."""
+
+    id: str
+    service_id: str
+    customer_id: str
+    number: int
+    request: dict
+    state: str  # queued, running, done, failed
+    created_at: datetime
+    updated_at: datetime
+    owner: str | None = None
+    answer: dict | None = None
+
+
+def queue(uow, clock, parent, pr) -> PreviewJob:
+    """In the caller's transaction: a queued job for ``pr`` against ``parent``."""
+    now = clock.now()
+    request = {name: getattr(pr, name, None) for name in REQUEST_FIELDS}
+    job = PreviewJob(id="pvj_" + random.token_hex(8), service_id=parent.id, customer_id=parent.customer_id,
+                     number=int(pr.number), request=request, state="queued", created_at=now, updated_at=now)
+    uow.preview_jobs.add(job)
+    return job
+
+
+def claim_next(uow, clock, owner: str | None = None) -> PreviewJob | None:
+    """The oldest queued job of a customer with none running, now running."""
+    with uow:
+        job = uow.preview_jobs.claim_queued(clock.now(), owner)
+        uow.commit()
+    return job
+
+
+def run_job(uow, clock, job: PreviewJob, react=None) -> dict:
+    """Do what ``job`` asks: ``react(uow, clock, parent id, pull request)`` (by default
+    :func:`on_pull_request`, which makes, redeploys or deletes the preview in
+    transactions of its own and calls the engine: this runs on a job thread, never on
+    the database's). A reaction that raises ends the job ``failed`` with the reason on
+    the parent's timeline; a parent deleted meanwhile ends it ``done`` (nothing to do)."""
+    react = react or on_pull_request
+    pr = PullRequestFields(**{name: job.request.get(name) for name in REQUEST_FIELDS})
+    state = "done"
+    try:
+        answer = react(uow, clock, job.service_id, pr)
+    except NotFound:  # the parent went meanwhile: its previews went with it
+        answer = {"ignored": "previews"}
+    except Exception as exc:  # noqa: BLE001 (the job ends; the worker goes on)
+        state, answer = "failed", {"failed": _why(exc) or type(exc).__name__}
+        with uow:
+            if uow.services.get(job.service_id) is not None:
+                services.record(uow, clock, job.service_id, "deploy", "failed",
+                                f"no preview of pull request #{job.number}: {answer['failed']}")
+            uow.commit()
+    with uow:
+        uow.preview_jobs.finish(job.id, state, answer if isinstance(answer, dict) else {}, clock.now())
+        uow.preview_jobs.forget_before(clock.now() - KEEP_JOBS)
+        uow.commit()
+    return answer
+
+
+def get_job(uow, principal, service_id: str, job_id: str) -> PreviewJob:
+    """``GET /api/services/{id}/preview-jobs/{job_id}``: 404 for a service the caller may
+    not see or a job of another service."""
+    with uow.reading():
+        services.visible(principal, uow.services.get(service_id), service_id)
+        job = uow.preview_jobs.get(job_id)
+    if job is None or job.service_id != service_id:
+        raise NotFound(f"preview job {job_id} not found")
+    return job
+
+
+def recover_interrupted(uow, clock) -> list[str]:
+    """Jobs a stopped process left running (its worker lease stale or gone) are queued
+    again; returns their ids."""
+    from core.panel import leases
+
+    with uow:
+        taken = uow.preview_jobs.requeue_orphaned(uow.leases.live(leases.stale_before(clock)), clock.now())
+        uow.commit()
+    return taken

@@ -15,8 +15,11 @@ git-provider plugins), decided here in one transaction.
   While a push deploy of the service is still queued (not started), that job deploys
   the new commit instead (coalesced: its id is answered); a job already running is left
   to finish, and the queued one runs after it (one job of a service runs at a time).
-- A pull or merge request goes to ``on_pull_request`` when previews are there
-  (:func:`pull_request`), else 202 ``{"ignored": "event"}``; so does every other event.
+- A pull or merge request is answered at once when it needs no work, else its preview's
+  create, redeploy or delete is queued as a preview job (202 ``{"preview_job_id"}``,
+  :func:`_pull_request_delivery`); every other event is 202 ``{"ignored": "event"}``.
+  Nothing here waits on the outside (a fork's host, the engine): a signed delivery is
+  answered within a second whatever its payload names.
 """
 from __future__ import annotations
 
@@ -121,26 +124,37 @@ def receive(uow, clock, service_id: str, provider: str, delivery_id: str | None,
 
 
 def _pull_request_delivery(uow, clock, service, provider, delivery_id, request, on_pull_request) -> Outcome:
-    """A pull or merge request: previews create, redeploy and delete services in
-    transactions of their own and call the engine (a closed request's preview goes), so
-    their reaction runs outside the delivery's transaction: the delivery id is looked for
-    first and recorded once the reaction answered (a reaction that raised is not recorded:
-    the provider's retry runs it again; two copies at once make one preview, which the
-    database's unique preview number decides)."""
-    if delivery_id:
-        with uow.reading():
-            if uow.git_deliveries.seen(service.id, delivery_id):
-                return Outcome(200, {"duplicate": True})
-    outcome = pull_request(uow, clock, service, request, on_pull_request)
-    if delivery_id:
-        with uow:
-            if uow.services.get(service.id, for_update=True) is not None \
-                    and not uow.git_deliveries.seen(service.id, delivery_id):
-                now = clock.now()
-                uow.git_deliveries.forget_before(service.id, now - KEEP_DELIVERIES)
-                uow.git_deliveries.add(service.id, delivery_id, provider, now)
-            uow.commit()
-    return outcome
+    """A pull or merge request, decided in one transaction that waits on nothing outside:
+    what needs no work (previews off, another branch, a fork not allowed, ...) is
+    answered at once (:func:`core.panel.previews.screen`); a preview to make, redeploy
+    or delete is queued as a preview job (202 ``{"preview_job_id"}``), which the preview
+    worker runs (it looks a fork's host up and calls the engine: never on the delivery's
+    request). A closed request without a preview is ``{"deleted": null}``. The delivery
+    id is recorded in the same transaction as the job, so a delivery sent twice queues
+    one job. ``on_pull_request``: a reaction to run here instead of queueing (None: the
+    previews' jobs), for callers that run no preview worker."""
+    from core.panel import previews
+
+    if on_pull_request is not None:
+        return pull_request(uow, clock, service, request, on_pull_request)
+    with uow:
+        parent = uow.services.get(service.id, for_update=True)
+        if parent is None:
+            raise NotFound(NO_HOOK)
+        if delivery_id and uow.git_deliveries.seen(parent.id, delivery_id):
+            return Outcome(200, {"duplicate": True})
+        answer = previews.screen(parent, request)
+        if answer is None and request.action == previews.CLOSED \
+                and uow.services.preview(parent.id, request.number) is None:
+            answer = {"deleted": None}
+        if answer is None:
+            answer = {"preview_job_id": previews.queue(uow, clock, parent, request).id}
+        if delivery_id:
+            now = clock.now()
+            uow.git_deliveries.forget_before(parent.id, now - KEEP_DELIVERIES)
+            uow.git_deliveries.add(parent.id, delivery_id, provider, now)
+        uow.commit()
+    return Outcome(202, answer)
 
 
 def _decide(uow, clock, service, customer, provider, event, kind, quota, footprint, found, on_pull_request):

@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
+from core import waits
 from core.panel import containerfiles
 from core.panel.containers import built_image_prefix
 from core.errors import Invalid
@@ -255,6 +256,7 @@ def _run_git(args: list, *, cwd: str | None, timeout: float, url: str, what: str
              watch: str | None = None, max_bytes: int | None = None, cancel=None) -> str:
     """Run git; while it runs, every 0.5 s: ``cancel`` set -> killed, ``Cancelled``;
     past ``timeout`` or ``watch`` (a directory) over ``max_bytes`` -> killed, failure."""
+    waits.check(f"git {args[0] if args else ''}".rstrip())
     secrets = url_secrets(url)
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         try:

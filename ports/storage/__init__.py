@@ -30,7 +30,7 @@ from typing import Protocol, get_type_hints
 
 from ports.storage.panel import (ApiKeyRepository, BackupPolicyRepository, BackupRepository, CustomDomainRepository, DeployJobRepository,
                                  DeployKeyRepository,
-                                 GitDeliveryRepository,
+                                 GitDeliveryRepository, PreviewJobRepository,
                                  LeaseRepository, PanelCustomerRepository, PanelKeySessionRepository,
                                  PanelLoginRepository, PanelSessionRepository, PanelUserRepository,
                                  ReleaseRepository, RouteRepository, ServiceEventRepository, ServiceRepository)
@@ -41,7 +41,7 @@ from ports.storage.partner import (ContactRepository, ContractRepository, Custom
 
 __all__ = ["REPOSITORIES", "ApiKeyRepository", "BackupPolicyRepository", "BackupRepository", "ContactRepository", "ContractRepository",
            "CustomDomainRepository", "CustomerRepository", "DeployJobRepository", "DeployKeyRepository", "EditionRepository",
-           "GitDeliveryRepository",
+           "GitDeliveryRepository", "PreviewJobRepository",
            "HumanIdRepository", "LeaseRepository", "LedgerRepository", "LicenseRepository", "NoteRepository",
            "PanelCustomerRepository", "PanelKeySessionRepository", "PanelLoginRepository",
            "PanelSessionRepository", "PanelUserRepository", "PartnerRepository", "ReleaseRepository",
@@ -74,6 +74,7 @@ class UnitOfWork(Protocol):
     services: ServiceRepository
     deploy_jobs: DeployJobRepository
     git_deliveries: GitDeliveryRepository
+    preview_jobs: PreviewJobRepository
     releases: ReleaseRepository
     service_events: ServiceEventRepository
     backups: BackupRepository

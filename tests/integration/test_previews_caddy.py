@@ -75,10 +75,18 @@ def test_a_pull_request_previews_its_branch_through_caddy(start_panel, database_
         hook = f"{str(client.base_url).rstrip('/')}/api/hooks/git/{parent_id}"  # no API key: the signature
 
         def pull_request(action, commit_id, fork=False):
+            """The delivery's answer; for a queued preview job, what the job did once it ran."""
             headers, body = github_pull_request(secret, 12, action, "main", "feature", commit_id, fork=fork)
             answer = httpx.post(hook, content=body, headers=headers, timeout=30)
             assert answer.status_code == 202, answer.text
-            return answer.json()
+            if "preview_job_id" not in answer.json():
+                return answer.json()
+            job_url = f"/api/services/{parent_id}/preview-jobs/{answer.json()['preview_job_id']}"
+            done = _until("the preview job's end",
+                          lambda: (lambda j: j if j["state"] in ("done", "failed") else None)(
+                              client.get(job_url).json()))
+            assert done["state"] == "done", done
+            return done["answer"]
 
         # a request from a fork runs a stranger's code: ignored (previews_from_forks is off)
         assert pull_request("opened", head, fork=True) == {"ignored": "fork"}

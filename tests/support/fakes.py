@@ -761,6 +761,8 @@ class InMemoryServices(_Repo):
     def delete(self, service_id):
         for key in [k for k in self.uow._rows("git_deliveries") if k[0] == service_id]:  # ON DELETE CASCADE
             self._delete(key, table="git_deliveries")
+        for key in [k for k, j in self.uow._rows("preview_jobs").items() if j.service_id == service_id]:
+            self._delete(key, table="preview_jobs")  # ON DELETE CASCADE
         if service_id in self.uow._rows("webhook_secrets"):  # a column of the row
             self._delete(service_id, table="webhook_secrets")
         for b in list(self.uow._rows("backups").values()):  # ON DELETE CASCADE
@@ -830,6 +832,46 @@ class InMemoryGitDeliveries(_Repo):
         if service_id not in self.uow._rows("services"):
             raise IntegrityError("service does not exist")
         self._insert((service_id, delivery_id), (provider, now))
+
+
+class InMemoryPreviewJobs(_Repo):
+    table = "preview_jobs"
+
+    def add(self, job):
+        if job.service_id not in self.uow._rows("services"):
+            raise IntegrityError("service does not exist")
+        self._insert(job.id, job)
+
+    def get(self, job_id):
+        return self.rows.get(job_id)
+
+    def claim_queued(self, now, owner=None):
+        running = {j.customer_id for j in self.rows.values() if j.state == "running"}
+        queued = sorted((j for j in self.rows.values() if j.state == "queued" and j.customer_id not in running),
+                        key=lambda j: (j.created_at, j.id))
+        if not queued:
+            return None
+        job = replace(queued[0], state="running", owner=owner, updated_at=now)
+        self._put(job.id, job)
+        return job
+
+    def finish(self, job_id, state, answer, now):
+        job = self.rows.get(job_id)
+        if job is not None:
+            self._put(job_id, replace(job, state=state, answer=answer, updated_at=now))
+
+    def requeue_orphaned(self, live_owners, now):
+        live = set(live_owners)
+        orphans = [j for j in self.rows.values() if j.state == "running" and j.owner not in live]
+        for job in orphans:
+            self._put(job.id, replace(job, state="queued", owner=None, updated_at=now))
+        return [j.id for j in orphans]
+
+    def forget_before(self, before):
+        gone = [k for k, j in self.rows.items() if j.state in ("done", "failed") and j.updated_at < before]
+        for key in gone:
+            self._delete(key)
+        return len(gone)
 
 
 class InMemoryDeployJobs(_Repo):
@@ -1237,6 +1279,7 @@ class FakeUnitOfWork:
         self.services = InMemoryServices(self)
         self.deploy_jobs = InMemoryDeployJobs(self)
         self.git_deliveries = InMemoryGitDeliveries(self)
+        self.preview_jobs = InMemoryPreviewJobs(self)
         self.releases = InMemoryReleases(self)
         self.service_events = InMemoryServiceEvents(self)
         self.backups = InMemoryBackups(self)

@@ -304,7 +304,26 @@ def define(Base) -> dict:
             table_name = "git_delivery"
             primary_key = peewee.CompositeKey("service", "delivery_id")
 
-    return dict(GitDelivery=GitDelivery, PanelCustomer=PanelCustomer, PanelApiKey=PanelApiKey, PanelUser=PanelUser,
+    class PreviewJob(Base):
+        """A preview's create, redeploy or delete a pull-request delivery queued
+        (migration 33; ``core.panel.previews``)."""
+
+        id = peewee.CharField(max_length=40, primary_key=True)
+        service = peewee.ForeignKeyField(Service, column_name="service_id", on_delete="CASCADE")
+        customer_id = peewee.CharField(max_length=40)
+        number = peewee.IntegerField()
+        request = peewee.TextField()  # the pull request's fields, JSON
+        state = peewee.CharField(max_length=16)  # queued, running, done, failed
+        owner = peewee.CharField(max_length=64, null=True)
+        answer = peewee.TextField(null=True)  # what the job did, JSON
+        created_at = UtcDateTimeField()
+        updated_at = UtcDateTimeField()
+
+        class Meta:
+            table_name = "preview_job"
+            indexes = ((("state", "created_at"), False),)
+
+    return dict(PreviewJob=PreviewJob, GitDelivery=GitDelivery, PanelCustomer=PanelCustomer, PanelApiKey=PanelApiKey, PanelUser=PanelUser,
                 PanelSession=PanelSession, PanelKeySession=PanelKeySession, PanelLogin=PanelLogin, Service=Service,
                 ServiceRoute=ServiceRoute, CustomDomain=CustomDomain, WorkerLease=WorkerLease, DeployJob=DeployJob,
                 Release=Release, ServiceEvent=ServiceEvent, Backup=Backup, BackupPolicy=BackupPolicy,

@@ -231,6 +231,71 @@ class PeeweeGitDeliveries:
                                   received_at=now).execute()
 
 
+class PeeweePreviewJobs:
+    """The preview jobs pull-request deliveries queue (``core.panel.previews``)."""
+
+    def __init__(self, m):
+        self.m = m
+
+    @staticmethod
+    def _entity(row):
+        from core.panel.previews import PreviewJob
+
+        return PreviewJob(id=row.id, service_id=row.service_id, customer_id=row.customer_id, number=row.number,
+                          request=json.loads(row.request), state=row.state, created_at=row.created_at,
+                          updated_at=row.updated_at, owner=row.owner,
+                          answer=json.loads(row.answer) if row.answer else None)
+
+    def add(self, job) -> None:
+        self.m.PreviewJob.insert(id=job.id, service=job.service_id, customer_id=job.customer_id, number=job.number,
+                                 request=json.dumps(job.request, sort_keys=True), state=job.state, owner=job.owner,
+                                 answer=None, created_at=job.created_at, updated_at=job.updated_at).execute()
+
+    def get(self, job_id: str):
+        row = self.m.PreviewJob.get_or_none(self.m.PreviewJob.id == job_id)
+        return self._entity(row) if row is not None else None
+
+    def claim_queued(self, now, owner: str | None = None):
+        """The oldest queued job of a customer with none running, now running under
+        ``owner`` (None when there is none). One at a time per customer: a customer's
+        deliveries run in the order they came, and one customer's slow preview (a fork
+        whose name server never answers) holds up no other's. On PostgreSQL the row is
+        taken SKIP LOCKED, so several processes share the queue."""
+        P = self.m.PreviewJob
+        db = P._meta.database
+        running = P.select(P.customer_id).where(P.state == "running")
+        query = (P.select().where((P.state == "queued") & P.customer_id.not_in(running))
+                 .order_by(P.created_at, P.id).limit(1))
+        if isinstance(db, peewee.PostgresqlDatabase):
+            query = query.for_update("FOR UPDATE SKIP LOCKED")
+        row = query.first()
+        if row is None:
+            return None
+        taken = P.update(state="running", owner=owner, updated_at=now).where(
+            (P.id == row.id) & (P.state == "queued")).execute()
+        return self.get(row.id) if taken else None
+
+    def finish(self, job_id: str, state: str, answer: dict, now) -> None:
+        P = self.m.PreviewJob
+        P.update(state=state, answer=json.dumps(answer, sort_keys=True, default=str), updated_at=now).where(
+            P.id == job_id).execute()
+
+    def requeue_orphaned(self, live_owners, now) -> list:
+        """Jobs running for a worker not among ``live_owners`` (a sub-query) queued again;
+        their ids."""
+        P = self.m.PreviewJob
+        orphans = [r.id for r in P.select(P.id).where((P.state == "running") & (
+            P.owner.is_null() | P.owner.not_in(live_owners)))]
+        if orphans:
+            P.update(state="queued", owner=None, updated_at=now).where(P.id.in_(orphans)).execute()
+        return orphans
+
+    def forget_before(self, before) -> int:
+        """Finished jobs older than ``before`` go."""
+        P = self.m.PreviewJob
+        return P.delete().where(P.state.in_(("done", "failed")) & (P.updated_at < before)).execute()
+
+
 class PeeweeDeployJobs:
     def __init__(self, m):
         self.m = m

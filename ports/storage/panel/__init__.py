@@ -11,13 +11,13 @@ from ports.storage.panel.backups import BackupPolicyRepository, BackupRepository
 from ports.storage.panel.deploy_keys import DeployKeyRepository
 from ports.storage.panel.leases import LeaseRepository
 from ports.storage.panel.routes import CustomDomainRepository, RouteRepository
-from ports.storage.panel.services import (DeployJobRepository, GitDeliveryRepository, ReleaseRepository,
+from ports.storage.panel.services import (DeployJobRepository, GitDeliveryRepository, PreviewJobRepository, ReleaseRepository,
                                           ServiceEventRepository, ServiceRepository)
 from ports.storage.panel.sessions import (PanelKeySessionRepository, PanelLoginRepository, PanelSessionRepository,
                                           PanelUserRepository)
 
 __all__ = ["ApiKeyRepository", "BackupPolicyRepository", "BackupRepository", "CustomDomainRepository",
-           "DeployJobRepository", "DeployKeyRepository", "GitDeliveryRepository", "LeaseRepository",
+           "DeployJobRepository", "DeployKeyRepository", "GitDeliveryRepository", "PreviewJobRepository", "LeaseRepository",
            "PanelCustomerRepository", "PanelKeySessionRepository", "PanelLoginRepository", "PanelSessionRepository",
            "PanelUserRepository", "ReleaseRepository", "RouteRepository", "ServiceEventRepository",
            "ServiceRepository"]

@@ -97,6 +97,35 @@ class GitDeliveryRepository(Protocol):
         """Delete the service's deliveries received before ``before``; how many went."""
 
 
+class PreviewJobRepository(Protocol):
+    """The preview jobs pull-request deliveries queue (``core.panel.previews``)."""
+
+    @abstractmethod
+    def add(self, job) -> None:
+        """Store a new (queued) ``PreviewJob``."""
+
+    @abstractmethod
+    def get(self, job_id: str):
+        """The job, or None."""
+
+    @abstractmethod
+    def claim_queued(self, now, owner: str | None = None):
+        """The oldest queued job of a customer with none running, marked running under
+        ``owner``; None when there is none."""
+
+    @abstractmethod
+    def finish(self, job_id: str, state: str, answer: dict, now) -> None:
+        """The job ``done`` or ``failed``, with what it did."""
+
+    @abstractmethod
+    def requeue_orphaned(self, live_owners, now) -> list:
+        """Running jobs of owners not among ``live_owners`` queued again; their ids."""
+
+    @abstractmethod
+    def forget_before(self, before) -> int:
+        """Delete finished jobs last updated before ``before``; how many went."""
+
+
 class DeployJobRepository(Protocol):
     @abstractmethod
     def add(self, job: DeployJob) -> None:

@@ -307,6 +307,17 @@ def test_the_same_request_delivered_twice_at_once_makes_one_preview(parent, stor
     assert not [e for e in events_of(client, admin, detail["id"]) if e["status"] == "failed"]
 
 
+def run_preview_jobs(app, client, admin, parent_id, job_id) -> dict:
+    """Run the queued preview jobs as the preview worker does (this app runs no workers),
+    then answer what ``job_id`` did, read through its route."""
+    worker = app.parts.preview_worker
+    while (job := worker.claim(None)) is not None:
+        worker.work(job)
+    done = client.get(f"/api/services/{parent_id}/preview-jobs/{job_id}", token=admin, expect=200).json
+    assert done["state"] in ("done", "failed"), done
+    return done["answer"]
+
+
 HOOK_SETTINGS = {"SLIPWAY_GIT_ALLOWED_SCHEMES": "https,file", "SLIPWAY_GIT_ALLOW_PRIVATE": "1"}
 
 
@@ -396,7 +407,7 @@ def test_a_forks_preview_gets_no_secrets_and_no_customer_network(panel, store, c
     from tests.support.git_webhooks import github_pull_request
 
     make, acme, admin = panel
-    client, _ = make(**HOOK_SETTINGS)
+    client, app = make(**HOOK_SETTINGS)
     own_url, _ = repository(tmp_path / "own", {"index.html": "own\n"})
     fork_url, fork_head = repository(tmp_path / "fork", {"index.html": "fork\n"})
     made = create_service(client, admin, acme, deploy_method="git", git_url=own_url, git_branch="main",
@@ -412,7 +423,8 @@ def test_a_forks_preview_gets_no_secrets_and_no_customer_network(panel, store, c
     def deliver(number, fork):
         headers, body = github_pull_request(secret, number, "opened", "main", "feature", fork_head, fork=fork,
                                             head_clone_url=fork_url if fork else None)
-        answer = client.post(f"/api/hooks/git/{parent_id}", headers=headers, body=body, expect=202).json
+        queued = client.post(f"/api/hooks/git/{parent_id}", headers=headers, body=body, expect=202).json
+        answer = run_preview_jobs(app, client, admin, parent_id, queued["preview_job_id"])
         assert answer.get("preview_id"), answer
         return client.get(f"/api/services/{answer['preview_id']}", token=admin).json, answer["preview_id"]
 
