@@ -7,7 +7,8 @@ from datetime import date, datetime
 
 from core.partner import ledger
 from core.errors import Conflict, Invalid, NotFound
-from core.partner.licenses import FINAL, service_metadata
+from core import waits
+from core.partner.licenses import FINAL, LICENSE_SERVICE, service_metadata
 from core.partner.scope import Page, subtree, visible
 
 
@@ -80,7 +81,8 @@ def sync_transfer(uow, service, transfer: Transfer, moved) -> str | None:
     """Tell the license service the new owner; a failure is recorded on the transfer
     (``sync_error``, for the operator) and returned, never raised."""
     try:
-        service.update_metadata(moved.license_service_license_id, service_metadata(moved))
+        with waits.allowed(LICENSE_SERVICE):
+            service.update_metadata(moved.license_service_license_id, service_metadata(moved))
         return None
     except Exception as exc:  # best effort by design: the move is already committed
         message = f"{type(exc).__name__}: {exc}"[:500]

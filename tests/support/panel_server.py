@@ -25,14 +25,15 @@ def admin_key(database_url) -> str:
     return key["key"]
 
 
-def serve_panel(key: str, env: dict, stderr=None, cwd=None):
+def serve_panel(key: str, env: dict, stderr=None, cwd=None, wrap=()):
     """``slipway serve`` on a free port with ``env`` (started in ``cwd``, default this
     process's folder); returns the process and an httpx client holding every answer to
     the contract, once the server answers. Its log goes to ``stderr`` or a temporary file
-    (one access line per request would fill a pipe nobody reads and stall the server)."""
+    (one access line per request would fill a pipe nobody reads and stall the server).
+    ``wrap``: a command the server is started under (its arguments follow)."""
     stderr = stderr if stderr is not None else tempfile.TemporaryFile(mode="w+")
     port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "app.cli.main", "serve", "--port", str(port)], env=env,
+    server = subprocess.Popen([*wrap, sys.executable, "-m", "app.cli.main", "serve", "--port", str(port)], env=env,
                               stdout=subprocess.DEVNULL, stderr=stderr, text=True, cwd=cwd)
     client = httpx.Client(base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {key}"},
                           timeout=30, event_hooks={"response": [_check_contract]})
