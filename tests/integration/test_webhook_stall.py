@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import threading
 import time
@@ -20,38 +19,10 @@ import pytest
 
 from tests.support.git_webhooks import github_pull_request
 from tests.support.panel_server import admin_key, serve_panel
+from tests.support.silent import SilentNameServer, with_name_server
 
 FORK_HOST = "never-answers.slipway-test"
 DELIVERIES = 8
-
-
-class SilentNameServer:
-    """A UDP socket on port 53 of a loopback address that records each query's bytes and
-    answers none."""
-
-    def __init__(self):
-        worker = os.environ.get("PYTEST_XDIST_WORKER", "gw")[2:] or "0"
-        self.address = f"127.53.{int(worker) % 250 + 1}.{int(os.environ.get('SLIPWAY_TEST_PORT_SLICE', '0') or 0) + 1}"
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.sock.bind((self.address, 53))
-        self.queries: list[bytes] = []
-        self._thread = threading.Thread(target=self._read, daemon=True)
-        self._thread.start()
-
-    def _read(self):
-        while True:
-            try:
-                data, _ = self.sock.recvfrom(4096)
-            except OSError:
-                return
-            self.queries.append(data)
-
-    def asked_for(self, name: str) -> bool:
-        wire = b"".join(bytes([len(part)]) + part.encode() for part in name.split("."))
-        return any(wire in query for query in list(self.queries))
-
-    def close(self):
-        self.sock.close()
 
 
 def _until(what, check, seconds=120):
@@ -70,15 +41,13 @@ def stalled_panel(migrated_database_url, runtime_url, engine_ulimits, tmp_path):
     if shutil.which("unshare") is None or subprocess.run(["unshare", "--mount", "true"]).returncode != 0:
         pytest.fail("this test needs unshare --mount (util-linux, as root) to give the server its own resolv.conf")
     names = SilentNameServer()
-    conf = tmp_path / "resolv.conf"
-    conf.write_text(f"nameserver {names.address}\noptions timeout:30 attempts:1\n")
     key = admin_key(migrated_database_url)
     env = dict(os.environ, SLIPWAY_DATABASE_URL=migrated_database_url, SLIPWAY_RUNTIME_URL=runtime_url,
                SLIPWAY_RUNTIME_ULIMITS=engine_ulimits, SLIPWAY_GIT_ALLOWED_SCHEMES="https,file",
                SLIPWAY_BILLING_INTERVAL="0", SLIPWAY_WORK_DIR=str(tmp_path / "work"),
                SLIPWAY_RATE_HOOK_RPM="1000", SLIPWAY_CUSTOMER_MAX_CPUS="64", SLIPWAY_CUSTOMER_MAX_MEMORY_MB="65536")
     log = open(tmp_path / "server.log", "w+")
-    wrap = ["unshare", "--mount", "sh", "-c", f'mount --bind "{conf}" /etc/resolv.conf && exec "$@"', "sh"]
+    wrap = with_name_server(names, tmp_path / "resolv.conf")
     server, client = serve_panel(key, env, stderr=log, wrap=wrap)
     try:
         yield client, names

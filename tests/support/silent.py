@@ -3,6 +3,7 @@ registry, engine or server looks like from the client's side."""
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import threading
 
@@ -44,3 +45,42 @@ def close_listener(server: socket.socket) -> None:
     except OSError:
         pass
     server.close()
+
+
+class SilentNameServer:
+    """A UDP socket on port 53 of a loopback address that records each query's bytes and
+    answers none."""
+
+    def __init__(self):
+        # an address of its own per test process and session beside it (port 53 is fixed)
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "gw")[2:] or "0"
+        worker = int(worker) if worker.isdigit() else 0
+        self.address = f"127.53.{worker % 250 + 1}.{int(os.environ.get('SLIPWAY_TEST_PORT_SLICE', '0') or 0) + 1}"
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind((self.address, 53))
+        self.queries: list[bytes] = []
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self):
+        while True:
+            try:
+                data, _ = self.sock.recvfrom(4096)
+            except OSError:
+                return
+            self.queries.append(data)
+
+    def asked_for(self, name: str) -> bool:
+        wire = b"".join(bytes([len(part)]) + part.encode() for part in name.split("."))
+        return any(wire in query for query in list(self.queries))
+
+    def close(self):
+        self.sock.close()
+
+
+def with_name_server(names: SilentNameServer, conf) -> list:
+    """The command prefix that starts a program whose every name lookup goes to ``names``:
+    a mount namespace of its own (``unshare --mount``, as root) with ``conf`` (written
+    here) bound over ``/etc/resolv.conf``."""
+    conf.write_text(f"nameserver {names.address}\noptions timeout:30 attempts:1\n")
+    return ["unshare", "--mount", "sh", "-c", f'mount --bind "{conf}" /etc/resolv.conf && exec "$@"', "sh"]
