@@ -60,8 +60,8 @@ class GitDeploy(DeployMethod):
         tree = os.path.join(workdir, "src")
         shown = source.redact_url(service.git_url)
         progress(f"cloning {shown}" + (f" ({service.git_branch})" if service.git_branch else ""))
-        commit, branch = clone(service.git_url, service.git_branch, tree, self.sources, cancel=cancel,
-                               deploy_key=deploy_key, commit=commit)
+        commit, branch, host_key = clone(service.git_url, service.git_branch, tree, self.sources, cancel=cancel,
+                                         deploy_key=deploy_key, commit=commit, host_key=service.ssh_host_key)
         note = f"commit {commit[:12]} on {branch}"
         progress(f"cloned {note}")
         try:
@@ -80,7 +80,7 @@ class GitDeploy(DeployMethod):
         except Cancelled as exc:
             raise Cancelled(f"{note} ({what}): {exc}") from None
         return Prepared(compose=compose, note=f"{note} ({what})", commit=commit,
-                        stale_images=stale(service, compose))
+                        stale_images=stale(service, compose), ssh_host_key=host_key)
 
 
 @hookimpl
