@@ -9,7 +9,9 @@ missing credential a failure instead of a prompt, and ``protocol.allow=never`` p
 allowed schemes keep git itself from reaching anything else (``ext::`` helpers, file
 URLs in submodules or redirects). git gets an environment of its own (an empty HOME of
 the job, no global or system config, no agent, ssh without config or keys), is pinned to
-the host address checked just before (:mod:`plugins.source_common.hosts`), and is watched
+the host address checked just before (:mod:`plugins.source_common.hosts`), checks an ssh
+server's host key against the service's pinned one or the shipped keys of the big git
+hosts (:mod:`plugins.source_common.host_keys`), and is watched
 while it runs: cancelled, past its time or over the size limit, its process group is
 killed.
 """
@@ -366,7 +368,10 @@ def clone(url: str, branch: str | None, dest: str, *, allowed, timeout: float = 
         os.remove(known_hosts)  # only this clone's keys are read back
     strict, expected = False, None
     if scheme == "ssh":
-        name = host_keys.alias(ssh_options, hosts.url_host(url, scheme)[0] or "")
+        try:
+            name = host_keys.alias(ssh_options, hosts.url_host(url, scheme)[0] or "")
+        except ValueError:
+            raise SourceError(f"cloning {redact_url(url)} refused: the port is not a number") from None
         ssh_options = (*ssh_options, "-o", f"HostKeyAlias={name}")  # the name the file holds the key under
         strict, expected = host_keys.write(known_hosts, name, host_key, open_private)
     key_file = os.path.join(workdir, IDENTITY_FILE) if identity is not None and scheme == "ssh" else None
