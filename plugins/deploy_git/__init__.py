@@ -15,7 +15,9 @@ default ``0``; see :mod:`plugins.source_common.hosts`), ``SLIPWAY_SOURCE_MAX_MB`
 a URL are kept for cloning but redacted wherever the URL or git's output is shown; git
 runs with none of the server user's own (see :func:`source.clone`), and nothing of the
 repository is followed out of its tree. A service naming a deploy key (``deploy_key_id``,
-``core.panel.deploy_keys``) clones over ssh with that key and no other.
+``core.panel.deploy_keys``) clones over ssh with that key and no other. An ssh clone is
+checked against the host key the service pinned (``core.panel.host_keys``) and answers
+the key it was shown for the job to pin.
 """
 from __future__ import annotations
 
