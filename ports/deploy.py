@@ -25,6 +25,9 @@ class Prepared:
     commit: str | None = None  # the source revision deployed
     #: images an earlier deploy built that this one no longer uses: removed once it runs
     stale_images: tuple = ()
+    #: the ssh host key the clone was shown and accepted (``<type> <base64>``), None when
+    #: it cloned over another scheme: the service pins it (``core.panel.host_keys``)
+    ssh_host_key: str | None = None
 
 
 class DeployMethod(ABC):
@@ -74,7 +77,12 @@ class DeployMethod(ABC):
         ``commit`` (a keyword given only when the job asks for one: a push's deploy,
         ``core.panel.pushes``): the commit to deploy (40 hex digits) instead of the
         branch's newest; a method that clones checks it out (and answers it as
-        :attr:`Prepared.commit`) or fails the job when the repository does not have it."""
+        :attr:`Prepared.commit`) or fails the job when the repository does not have it.
+
+        A method that clones over ssh checks the server's host key against
+        ``service.ssh_host_key`` when the service has pinned one (any other key fails the
+        job with ``host key changed``) and answers the key it was shown as
+        :attr:`Prepared.ssh_host_key`, which the job pins (``core.panel.host_keys``)."""
         return None
 
     def built_images(self, service) -> tuple:

@@ -6,7 +6,7 @@ from app.panel.git_hooks import webhook_url
 from app.panel.usage import Resources
 from ports.runtime import EngineError
 from app.http.timefmt import rfc3339
-from core.panel import networks, previews, releases, secrets, services
+from core.panel import host_keys, networks, previews, releases, secrets, services
 from core.panel.customers import DEFAULT_QUOTA, Quota
 from core.redaction import redact_url
 
@@ -36,7 +36,9 @@ def service_detail(s, resources: dict, customer_name: str, volumes=(), connectio
                 "previews": bool(s.previews), "previews_from_forks": bool(s.previews_from_forks),
                 "preview_of": s.preview_of, "preview_number": s.preview_number,
                 # deploy on push (git and ai services; app.panel.git_hooks)
-                "webhook_url": webhook_url(public_url, s), "auto_deploy": bool(s.auto_deploy)})
+                "webhook_url": webhook_url(public_url, s), "auto_deploy": bool(s.auto_deploy),
+                # the pinned ssh host key's fingerprint (core.panel.host_keys)
+                "ssh_host_key": host_keys.shown(s.ssh_host_key)})
     return out
 
 

@@ -729,6 +729,12 @@ def _v33_preview_jobs(db):
     _run(db, _V33)
 
 
+def _v30_ssh_host_keys(db):
+    """The ssh host key each service's clones must be shown (``core.panel.host_keys``):
+    ``<type> <base64>`` as a known-hosts file holds it, pinned by the first ssh clone;
+    none until then."""
+    _add_columns(db, "service", {"ssh_host_key": peewee.TextField(null=True)})
+
 MIGRATIONS = [
     (1, "partners, partner API tokens, contracts", _v1_identity),
     (2, "customers, contacts, notes, editions, licenses, transfers, activity ledger", _v2_licensing),
@@ -763,6 +769,7 @@ MIGRATIONS = [
     (28, "services: preview environments of pull requests (previews, previews_from_forks, preview_of, "
          "preview_number)", _v28_previews),
     (29, "which process delivers each event subscriber's events", _v29_event_subscriber_claims),
+    (30, "services: the ssh host key their clones must be shown", _v30_ssh_host_keys),
     (33, "preview jobs: what pull-request deliveries queue", _v33_preview_jobs),
 ]
 LATEST = max(version for version, _, _ in MIGRATIONS)

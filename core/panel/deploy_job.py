@@ -187,7 +187,8 @@ def prepare_source(ctx: DeployContext) -> None:
     ctx.check()
     if prepared is not None:
         ctx.note, ctx.stale = prepared.note, tuple(prepared.stale_images or ())
-        ctx.service = replace(ctx.service, compose=prepared.compose, commit=prepared.commit or ctx.service.commit)
+        ctx.service = replace(ctx.service, compose=prepared.compose, commit=prepared.commit or ctx.service.commit,
+                              ssh_host_key=getattr(prepared, "ssh_host_key", None) or ctx.service.ssh_host_key)
         _keep_source(ctx.uow, ctx.settings, ctx.service)
 
 
@@ -495,7 +496,8 @@ def _requested(cancel):
 
 
 def _keep_source(uow, settings: DeploySettings, service) -> None:
-    """Keep the compose and commit a source step answered on the service, with what its
+    """Keep the compose, the commit and the ssh host key (the pin, ``core.panel.host_keys``)
+    a source step answered on the service, with what its
     plan counts against the customer's limits (the counting of a create,
     :meth:`Quota.footprint`; it replaces what the service counted so far). Past a limit:
     ``Conflict`` naming it and nothing is written. One transaction under the customer's
@@ -518,7 +520,8 @@ def _keep_source(uow, settings: DeploySettings, service) -> None:
                     replacing=Footprint(current.memory_mb, current.millicpus, current.containers))
             counts = {"memory_mb": footprint.memory_mb, "millicpus": footprint.millicpus,
                       "containers": footprint.containers}
-        uow.services.update(replace(current, compose=service.compose, commit=service.commit, **counts))
+        uow.services.update(replace(current, compose=service.compose, commit=service.commit,
+                                    ssh_host_key=service.ssh_host_key, **counts))
         uow.commit()
 
 

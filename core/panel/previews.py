@@ -9,10 +9,12 @@ has a host name of its own under the base domain and a route like any service. I
 deploys the parent's repository (a fork's ``head_clone_url`` for a request from a fork,
 when the parent allows forks) at the request's head branch, with the parent's variables
 plus ``SLIPWAY_PREVIEW=1``. A request from the parent's own repository gets the
-parent's secret variables too (kept encrypted as every service's), its deploy key and its
-``customer_network``; a request from a fork runs a stranger's code, so its preview gets
-none of the parent's secret variables (only the others), no deploy key, and never joins
-the customer network (its redeploys too).
+parent's secret variables too (kept encrypted as every service's), its deploy key, its
+pinned ssh host key (``core.panel.host_keys``) and its ``customer_network``; a request
+from a fork runs a stranger's code, so its preview gets none of the parent's secret
+variables (only the others), no deploy key, and never joins the customer network (its
+redeploys too); its clones pin the fork's host key of their own (learned anew when the
+fork's repository URL changes).
 
 Turning ``previews`` or ``previews_from_forks`` on, and minting the webhook secret of a
 service that has previews, need ``services:create`` and ``services:delete`` besides
@@ -174,6 +176,8 @@ def _deploy(uow, clock, parent, pr, methods, catalog, quota, base_domain, reserv
                 request["deploy_key_id"] = parent.deploy_key_id
             preset = {"variables": source["variables"], "secrets": source["secrets"], "preview_of": parent.id,
                       "preview_number": pr.number}
+            if parent.ssh_host_key and not pr.from_fork:  # the parent's repository: the host key it pinned
+                preset["ssh_host_key"] = parent.ssh_host_key
             created, job = services.create_service(
                 uow, clock, PROVIDER, request, {parent.deploy_method: method}, catalog, quota,
                 base_domain=base_domain, reserved_hosts=reserved_hosts, preset=preset, note=note)
@@ -188,6 +192,8 @@ def _deploy(uow, clock, parent, pr, methods, catalog, quota, base_domain, reserv
                    "variables": source["variables"], "secrets": source["secrets"]}
         if pr.from_fork:  # a fork's preview leaves the customer network whatever it was set to meanwhile
             changes["customer_network"] = False
+        if getattr(existing, field) != source[field]:  # another repository (a fork moved): its key is learned anew
+            changes["ssh_host_key"] = None
         updated, job = services.redeploy(uow, clock, PROVIDER, existing.id, quota, changes=changes, note=note)
         return {"preview_id": updated.id, "deploy_job_id": job.id}
     except (Conflict, Invalid) as exc:

@@ -12,7 +12,8 @@ from datetime import datetime
 from typing import NamedTuple
 
 from core.panel.access import SourcePrincipal
-from core.panel import containerfiles, deploy_keys, domains, leases, networks, routes, secrets as secret_variables
+from core.panel import containerfiles, deploy_keys, domains, host_keys, leases, networks, routes
+from core.panel import secrets as secret_variables
 from core.errors import Conflict, Forbidden, Invalid, NotFound
 from core.panel.containers import keep_tag
 from core.panel.events import service_status
@@ -69,6 +70,9 @@ class Service:
     #: a push to its branch deploys it (``core.panel.pushes``); its webhook secret is kept
     #: apart (``uow.services.webhook_secret``), never on this entity
     auto_deploy: bool = True
+    #: the ssh host key its first ssh clone was shown (``<type> <base64>``), which every
+    #: later clone must be shown (``core.panel.host_keys``); None until then
+    ssh_host_key: str | None = None
 
 
 class ServiceSummary(NamedTuple):
@@ -570,7 +574,7 @@ _NO_ENGINE = _NoEngine()
 #: what PATCH /api/services/{id} changes; the other three belong to the deploy methods whose
 #: create request has them (``DeployMethod.request_schema``)
 PATCHABLE = ("variables", "custom_domains", "compose", "git_branch", "customer_network", "deploy_key_id",
-             "auto_deploy") + PREVIEW_SWITCHES
+             "auto_deploy", host_keys.FIELD) + PREVIEW_SWITCHES
 #: the deploy methods whose services take ``auto_deploy`` (deploy on push: ``core.panel.pushes``)
 PUSH_METHODS = ("git", "ai")
 
@@ -602,8 +606,8 @@ def patch_service(uow, clock, principal, service_id: str, body: dict, methods: d
     method = methods.get(found.deploy_method)
     allowed = set((getattr(method, "request_schema", None) or {}).get("properties", {}))
     problems.update({name: f"{found.deploy_method} services have no {name}" for name in body
-                     if name in PATCHABLE and name not in ("custom_domains", "customer_network", "auto_deploy")
-                     + PREVIEW_SWITCHES and name not in allowed})
+                     if name in PATCHABLE and name not in ("custom_domains", "customer_network", "auto_deploy",
+                                                           host_keys.FIELD) + PREVIEW_SWITCHES and name not in allowed})
     if "customer_network" in body and not isinstance(body["customer_network"], bool):
         problems["customer_network"] = "must be true or false"
     if body.get("deploy_key_id") is not None and not isinstance(body["deploy_key_id"], str):
@@ -613,6 +617,11 @@ def patch_service(uow, clock, principal, service_id: str, body: dict, methods: d
             problems["auto_deploy"] = f"{found.deploy_method} services are not deployed on push (git and ai are)"
         elif not isinstance(body["auto_deploy"], bool):
             problems["auto_deploy"] = "must be true or false"
+    if host_keys.FIELD in body:
+        if found.deploy_method not in PUSH_METHODS:
+            problems[host_keys.FIELD] = f"{found.deploy_method} services clone no repository: they pin no host key"
+        else:
+            problems.update(host_keys.check_patch(body))
     problems.update(_switch_problems(body, method, found.deploy_method, found.preview_of))
     if problems:
         raise Invalid("invalid change", fields=problems)
@@ -628,6 +637,8 @@ def patch_service(uow, clock, principal, service_id: str, body: dict, methods: d
     changes.update({name: body[name] for name in PREVIEW_SWITCHES if name in body})
     if "auto_deploy" in body:  # applies to the next push
         changes["auto_deploy"] = body["auto_deploy"]
+    if host_keys.FIELD in body:  # null (checked above): the next clone pins the key it is shown
+        changes["ssh_host_key"] = None
     if settings:
         request = {"template_id": found.template_id, "compose": found.compose, "variables": found.variables or {},
                    "git_url": found.git_url, "git_branch": found.git_branch, "ai_url": found.ai_url,

@@ -65,8 +65,8 @@ class AiDeploy(DeployMethod):
         tree = os.path.join(workdir, "src")
         progress(f"cloning {source.redact_url(service.ai_url)}"
                  + (f" ({service.git_branch})" if service.git_branch else ""))
-        commit, branch = clone(service.ai_url, service.git_branch, tree, self.sources, cancel=cancel, deploy_key=deploy_key,
-                               commit=commit)
+        commit, branch, host_key = clone(service.ai_url, service.git_branch, tree, self.sources, cancel=cancel,
+                                         deploy_key=deploy_key, commit=commit, host_key=service.ssh_host_key)
         note = f"commit {commit[:12]} on {branch}"
         progress(f"analysing {note} with the {self.analyzer.name} analyzer")
         try:
@@ -92,7 +92,7 @@ class AiDeploy(DeployMethod):
         except Cancelled as exc:
             raise Cancelled(f"{note}: {exc}") from None
         return Prepared(compose=compose, note=f"{note}; {self.analyzer.name} analyzer: {analysis.summary}",
-                        commit=commit, stale_images=stale(service, compose))
+                        commit=commit, stale_images=stale(service, compose), ssh_host_key=host_key)
 
 
 @hookimpl

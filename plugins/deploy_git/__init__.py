@@ -15,7 +15,9 @@ default ``0``; see :mod:`plugins.source_common.hosts`), ``SLIPWAY_SOURCE_MAX_MB`
 a URL are kept for cloning but redacted wherever the URL or git's output is shown; git
 runs with none of the server user's own (see :func:`source.clone`), and nothing of the
 repository is followed out of its tree. A service naming a deploy key (``deploy_key_id``,
-``core.panel.deploy_keys``) clones over ssh with that key and no other.
+``core.panel.deploy_keys``) clones over ssh with that key and no other. An ssh clone is
+checked against the host key the service pinned (``core.panel.host_keys``) and answers
+the key it was shown for the job to pin.
 """
 from __future__ import annotations
 
@@ -60,8 +62,8 @@ class GitDeploy(DeployMethod):
         tree = os.path.join(workdir, "src")
         shown = source.redact_url(service.git_url)
         progress(f"cloning {shown}" + (f" ({service.git_branch})" if service.git_branch else ""))
-        commit, branch = clone(service.git_url, service.git_branch, tree, self.sources, cancel=cancel,
-                               deploy_key=deploy_key, commit=commit)
+        commit, branch, host_key = clone(service.git_url, service.git_branch, tree, self.sources, cancel=cancel,
+                                         deploy_key=deploy_key, commit=commit, host_key=service.ssh_host_key)
         note = f"commit {commit[:12]} on {branch}"
         progress(f"cloned {note}")
         try:
@@ -80,7 +82,7 @@ class GitDeploy(DeployMethod):
         except Cancelled as exc:
             raise Cancelled(f"{note} ({what}): {exc}") from None
         return Prepared(compose=compose, note=f"{note} ({what})", commit=commit,
-                        stale_images=stale(service, compose))
+                        stale_images=stale(service, compose), ssh_host_key=host_key)
 
 
 @hookimpl

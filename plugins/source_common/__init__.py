@@ -4,6 +4,8 @@ rules, clones and builds (:mod:`plugins.source_common.source`), the host checks
 (:mod:`plugins.source_common.images`), and the helpers below. Not a plugin itself."""
 from __future__ import annotations
 
+import os
+
 from core.errors import Invalid
 from plugins.source_common import source
 
@@ -33,13 +35,17 @@ DEPLOY_KEY_ID = {"type": ["string", "null"],
 
 
 def clone(url: str, branch, tree: str, settings: source.Settings, *, cancel=None,
-          deploy_key=None, commit: str | None = None) -> tuple[str, str]:
-    """``source.clone`` with the methods' settings; ``deploy_key`` (a
-    ``core.panel.deploy_keys.PrivateKey`` or None): the key an ssh clone uses; ``commit``:
-    the one to check out."""
-    return source.clone(url, branch, tree, allowed=settings.allowed, timeout=settings.timeout,
-                        allow_private=settings.allow_private, max_bytes=settings.max_bytes, cancel=cancel,
-                        identity=deploy_key.text if deploy_key is not None else None, commit=commit)
+          deploy_key=None, commit: str | None = None, host_key: str | None = None) -> tuple[str, str, str | None]:
+    """``source.clone`` with the methods' settings into ``tree`` (its parent: the job's
+    work folder); ``deploy_key`` (a ``core.panel.deploy_keys.PrivateKey`` or None): the
+    key an ssh clone uses; ``commit``: the one to check out; ``host_key``: the service's
+    pinned ssh host key (``Service.ssh_host_key``). Answers (commit, branch, the ssh
+    host key the clone was shown, None for other schemes): the key for the service to pin."""
+    commit, branch = source.clone(url, branch, tree, allowed=settings.allowed, timeout=settings.timeout,
+                                  allow_private=settings.allow_private, max_bytes=settings.max_bytes, cancel=cancel,
+                                  identity=deploy_key.text if deploy_key is not None else None, commit=commit,
+                                  host_key=host_key)
+    return commit, branch, source.host_key_seen(os.path.dirname(os.path.abspath(tree)))
 
 
 def stale(service, compose: str) -> tuple:

@@ -9,7 +9,9 @@ missing credential a failure instead of a prompt, and ``protocol.allow=never`` p
 allowed schemes keep git itself from reaching anything else (``ext::`` helpers, file
 URLs in submodules or redirects). git gets an environment of its own (an empty HOME of
 the job, no global or system config, no agent, ssh without config or keys), is pinned to
-the host address checked just before (:mod:`plugins.source_common.hosts`), and is watched
+the host address checked just before (:mod:`plugins.source_common.hosts`), checks an ssh
+server's host key against the service's pinned one or the shipped keys of the big git
+hosts (:mod:`plugins.source_common.host_keys`), and is watched
 while it runs: cancelled, past its time or over the size limit, its process group is
 killed.
 """
@@ -34,7 +36,8 @@ from core.panel.containers import built_image_prefix
 from core.errors import Invalid
 from core.redaction import redact, redact_url, url_secrets  # noqa: F401 (used here and by the methods)
 from core.panel.compose import DEFAULT_HOST_PORTS, dump_compose, interpolate, load_compose, parse_compose
-from plugins.source_common import hosts
+from core.panel.host_keys import changed
+from plugins.source_common import host_keys, hosts
 from ports.runtime import Cancelled, EngineError
 from ports.settings import seconds
 
@@ -206,17 +209,19 @@ def open_private(path: str):
     return os.fdopen(fd, "w", encoding="utf-8")
 
 
-def _git_env(workdir: str, ssh_options: tuple = (), identity_file: str | None = None) -> dict:
+def _git_env(workdir: str, ssh_options: tuple = (), identity_file: str | None = None, strict: bool = False) -> dict:
     """The whole environment git runs with: nothing of the server user's (no HOME, no
     SSH agent, no XDG config, no proxies, no ``GIT_*``), HOME an empty directory of the
     job, no system or global git config, ssh with no config file or agent, no key but
     ``identity_file`` (the service's deploy key, written for this clone) and a
-    known-hosts file of the job's own."""
+    known-hosts file of the job's own: its keys only (``strict``) or, empty, the first
+    key shown accepted into it (:mod:`plugins.source_common.host_keys`)."""
     home = os.path.join(workdir, "git-home")
     private_dir(home)
+    checking = "yes" if strict else "accept-new"
     ssh = ["ssh", "-F", "/dev/null", "-o", "IdentitiesOnly=yes", "-o", f"IdentityFile={identity_file or 'none'}",
-           "-o", "IdentityAgent=none", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=accept-new",
-           "-o", "UserKnownHostsFile=" + os.path.join(workdir, "known_hosts"), *ssh_options]
+           "-o", "IdentityAgent=none", "-o", "BatchMode=yes", "-o", f"StrictHostKeyChecking={checking}",
+           "-o", "UserKnownHostsFile=" + os.path.join(workdir, host_keys.FILE), *ssh_options]
     return {"PATH": os.environ.get("PATH") or DEFAULT_PATH, "HOME": home, "LC_ALL": "C",
             "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "true", "SSH_ASKPASS": "true",
             "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null",
@@ -325,7 +330,7 @@ IDENTITY_FILE = "deploy-key"  # in the job's work folder, for an ssh clone only
 def clone(url: str, branch: str | None, dest: str, *, allowed, timeout: float = DEFAULT_TIMEOUT,
           allow_private: bool = False, max_bytes: int = DEFAULT_MAX_MB * MB, cancel=None,
           workdir: str | None = None, identity: str | None = None,
-          commit: str | None = None) -> tuple[str, str]:
+          commit: str | None = None, host_key: str | None = None) -> tuple[str, str]:
     """Shallow-clone ``url`` (``branch``, or the remote's HEAD) into ``dest``; returns
     (commit, branch name). A server without shallow support (git's dumb HTTP) gets a
     full clone. The host is checked again (and pinned) unless ``allow_private``; a clone
@@ -338,6 +343,12 @@ def clone(url: str, branch: str | None, dest: str, *, allowed, timeout: float = 
     clone uses it and no other key; it is written to a file of ``workdir`` (0600) for the
     clone only and removed when the clone ends, however it ends. Other schemes ignore it.
 
+    ``host_key`` (``<type> <base64>``, the service's pinned ssh host key,
+    :mod:`core.panel.host_keys`): an ssh clone is refused any other key (the failure says
+    ``host key changed``); without one it accepts the first key shown, which
+    :func:`host_key_seen` reads back afterwards. A host whose keys ship with Slipway is
+    checked against those whatever ``host_key`` says (:mod:`plugins.source_common.host_keys`).
+
     With ``commit`` (a push's, 40 hex digits), the tree is that commit: when the branch's
     head is another one (it moved on), the commit is fetched by its hash (``git fetch
     --depth 1 origin <commit>``; a full clone has it already), else the branch's history
@@ -345,7 +356,7 @@ def clone(url: str, branch: str | None, dest: str, *, allowed, timeout: float = 
     fails the clone naming it (never the newest head in its place)."""
     if commit is not None and not _COMMIT.fullmatch(commit):
         raise SourceError("the commit to deploy is not 40 hexadecimal digits")
-    workdir = workdir or os.path.dirname(os.path.abspath(dest))
+    workdir = os.path.abspath(workdir or os.path.dirname(os.path.abspath(dest)))
     scheme = scheme_of(url)
     if scheme is None or scheme not in allowed:
         raise SourceError(f"cloning {redact_url(url)} refused: scheme not allowed")
@@ -354,18 +365,38 @@ def clone(url: str, branch: str | None, dest: str, *, allowed, timeout: float = 
     if scheme == "file" and not allow_private:
         raise SourceError(f"cloning {redact_url(url)} refused: file:// URLs read the server's own files")
     target, options, ssh_options = _connection(url, scheme, allow_private)
-    if identity is None or scheme != "ssh":
-        return _clone(url, branch, dest, scheme, allowed, timeout, max_bytes, cancel, target, options,
-                      _git_env(workdir, ssh_options), commit)
-    key_file = os.path.join(os.path.abspath(workdir), IDENTITY_FILE)
+    known_hosts = os.path.join(workdir, host_keys.FILE)
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(known_hosts)  # only this clone's keys are read back
+    strict, expected = False, None
+    if scheme == "ssh":
+        try:
+            name = host_keys.alias(ssh_options, hosts.url_host(url, scheme)[0] or "")
+        except ValueError:
+            raise SourceError(f"cloning {redact_url(url)} refused: the port is not a number") from None
+        ssh_options = (*ssh_options, "-o", f"HostKeyAlias={name}")  # the name the file holds the key under
+        strict, expected = host_keys.write(known_hosts, name, host_key, open_private)
+    key_file = os.path.join(workdir, IDENTITY_FILE) if identity is not None and scheme == "ssh" else None
     try:
-        with open_private(key_file) as handle:
-            handle.write(identity if identity.endswith("\n") else identity + "\n")
+        if key_file is not None:
+            with open_private(key_file) as handle:
+                handle.write(identity if identity.endswith("\n") else identity + "\n")
         return _clone(url, branch, dest, scheme, allowed, timeout, max_bytes, cancel, target, options,
-                      _git_env(workdir, ssh_options, identity_file=key_file), commit)
+                      _git_env(workdir, ssh_options, identity_file=key_file, strict=strict), commit)
+    except SourceError as exc:
+        if strict and host_keys.refused(str(exc)):
+            raise SourceError(changed(f"cloning {redact_url(url)}", expected)) from None
+        raise
     finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(key_file)
+        if key_file is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(key_file)
+
+
+def host_key_seen(workdir: str) -> str | None:
+    """The ssh host key (``<type> <base64>``) the last ssh clone into ``workdir`` was
+    shown and accepted (:func:`clone`), None after a clone of another scheme."""
+    return host_keys.seen(os.path.join(os.path.abspath(workdir), host_keys.FILE))
 
 
 def _clone(url, branch, dest, scheme, allowed, timeout, max_bytes, cancel, target, options, env,

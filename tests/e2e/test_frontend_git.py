@@ -334,3 +334,25 @@ def test_a_customer_key_makes_and_sees_its_own_customers_deploy_keys_only(site, 
     assert [k["customer_id"] for k in made] == [mine["id"]], made
     assert "their-secret-repo" not in page.content()
     assert watched.problems() == {}, watched.problems()
+
+
+def test_the_git_tab_shows_the_pinned_host_key_and_forgets_it(site, open_page, screenshots):
+    """The Git tab shows the fingerprint of the host key the service's clones pinned;
+    Forget sends ``ssh_host_key: null`` and the tab then says none is pinned."""
+    from playwright.sync_api import expect
+
+    acme = site.customer("Acme")
+    pinned = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
+    service_id = _git_service(site, acme["id"], "pinned", ssh_host_key=pinned)
+    fingerprint = site.http.get(f"/api/services/{service_id}").json()["ssh_host_key"]
+    assert fingerprint == "SHA256:+DiY3wvvV6TuJJhbpZisF/zLDA0zPMSvHdkr4UvCOqU"
+    watched = open_page(site)
+    page = watched.page
+    sign_in(watched, site.admin)
+    page.wait_for_load_state("networkidle")
+    watched.load(f"/services/{service_id}?tab=git", wait_until="networkidle")
+    expect(page.get_by_test_id("git-host-key-fingerprint")).to_have_text(fingerprint)
+    page.get_by_test_id("git-host-key-forget").click()
+    expect(page.get_by_test_id("git-host-key-none")).to_be_visible()
+    assert site.http.get(f"/api/services/{service_id}").json()["ssh_host_key"] is None
+    assert watched.problems() == {}, watched.problems()

@@ -8,7 +8,11 @@ at each login, so keys may be added while it runs). Without an sshd binary the t
 skipped, unless ``SLIPWAY_REQUIRE_SSHD=1`` (CI), where it fails.
 
 sshd run as root needs its privilege-separation directory (``/run/sshd``, which the
-Debian package's service unit makes at boot): made here when missing."""
+Debian package's service unit makes at boot): made here when missing.
+
+``sshd.new_host_key()`` restarts the server on its port with a host key made anew (a
+server replaced, or a host name taken over); ``sshd.fingerprint()`` is its host key's
+``SHA256:...`` as ``ssh-keygen -l`` prints it."""
 from __future__ import annotations
 
 import contextlib
@@ -43,8 +47,24 @@ def need_sshd() -> str:
 
 
 class Sshd:
-    def __init__(self, port: int, user: str, process, log: Path, authorized: Path):
+    def __init__(self, port: int, user: str, process, log: Path, authorized: Path, *, binary: str = "",
+                 config: Path | None = None, host_key: Path | None = None):
         self.port, self.user, self.process, self.log, self.authorized = port, user, process, log, authorized
+        self.binary, self.config, self.host_key = binary, config, host_key
+
+    def fingerprint(self) -> str:
+        """The host key's ``SHA256:...``, as ``ssh-keygen -lf`` prints it."""
+        shown = subprocess.run(["ssh-keygen", "-lf", f"{self.host_key}.pub"], check=True, capture_output=True,
+                               text=True).stdout
+        return shown.split()[1]
+
+    def new_host_key(self) -> None:
+        """Stop the server, make its host key anew, start it again on the same port."""
+        _stop(self.process)
+        for path in (self.host_key, Path(f"{self.host_key}.pub")):
+            path.unlink()
+        _host_key(self.host_key)
+        self.process = _start(self.binary, self.config, self.log, self.port, append=True)
 
     def url(self, path) -> str:
         """The ``ssh://`` URL of a repository at the absolute ``path`` on this server."""
@@ -68,13 +88,42 @@ def _config(root: Path, port: int, host_key: Path, authorized: Path, user: str) 
         "PrintMotd no", "LogLevel VERBOSE", ""])
 
 
+def _host_key(path: Path) -> None:
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
+
+
+def _start(binary: str, config: Path, log: Path, port: int, append: bool = False):
+    """sshd started in the foreground, once it accepts connections on ``port``."""
+    with open(log, "a" if append else "w") as out:
+        process = subprocess.Popen([binary, "-D", "-e", "-f", str(config)], stdin=subprocess.DEVNULL, stdout=out,
+                                   stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 20
+    while True:  # until it accepts connections
+        assert process.poll() is None, log.read_text(errors="replace")[-6000:]
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return process
+        except OSError:
+            assert time.monotonic() < deadline, log.read_text(errors="replace")[-6000:]
+            time.sleep(0.05)
+
+
+def _stop(process) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 @contextlib.contextmanager
 def running_sshd(tmp_path: Path):
     sshd = need_sshd()
     root = tmp_path / "sshd"
     root.mkdir(mode=0o700)
     host_key = root / "host_ed25519"
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(host_key)], check=True)
+    _host_key(host_key)
     authorized = root / "authorized_keys"
     authorized.write_text("")
     authorized.chmod(0o600)
@@ -85,25 +134,9 @@ def running_sshd(tmp_path: Path):
     config = root / "sshd_config"
     config.write_text(_config(root, port, host_key, authorized, user))
     log = root / "sshd.log"
-    with open(log, "w") as out:
-        process = subprocess.Popen([sshd, "-D", "-e", "-f", str(config)], stdin=subprocess.DEVNULL, stdout=out,
-                                   stderr=subprocess.STDOUT)
-    running = Sshd(port, user, process, log, authorized)
+    running = Sshd(port, user, _start(sshd, config, log, port), log, authorized, binary=sshd, config=config,
+                   host_key=host_key)
     try:
-        deadline = time.monotonic() + 20
-        while True:  # until it accepts connections
-            assert process.poll() is None, running.output()
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=1):
-                    break
-            except OSError:
-                assert time.monotonic() < deadline, running.output()
-                time.sleep(0.05)
         yield running
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        _stop(running.process)

@@ -130,6 +130,8 @@ def define(Base) -> dict:
         previews_from_forks = peewee.BooleanField(default=False, constraints=[peewee.SQL("DEFAULT FALSE")])
         preview_of = peewee.CharField(max_length=40, null=True)
         preview_number = peewee.IntegerField(null=True)
+        # migration 30: the ssh host key its clones must be shown (core.panel.host_keys)
+        ssh_host_key = peewee.TextField(null=True)
 
         class Meta:
             indexes = ((("preview_of", "preview_number"), True),)

@@ -443,3 +443,31 @@ def test_a_forks_preview_gets_no_secrets_and_no_customer_network(panel, store, c
     assert same["variables"] == {"MODE": "prod", "STRIPE_KEY": "***", "DB_PASSWORD": "***", "SLIPWAY_PREVIEW": "1"}
     assert client.get(f"/api/services/{same_id}/secrets", token=admin).json == \
         {"secrets": {"STRIPE_KEY": "sk_live_parent", "DB_PASSWORD": "pw-1"}}
+
+
+PINNED = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
+
+
+def test_a_same_repository_preview_keeps_the_parents_host_key_and_a_forks_learns_its_own(parent, store, clock):
+    """``core.panel.host_keys``: a preview of the parent's repository clones with the pin
+    its parent's clones checked (no first clone trusting whatever it is shown); a fork's
+    repository is another server: its preview pins its own, anew when its URL changes."""
+    client, app, _, admin, detail = parent
+    with store.uow() as uow:
+        uow.services.update(replace(uow.services.get(detail["id"]), ssh_host_key=PINNED))
+        uow.commit()
+    same = call(app, store, clock, detail["id"], pr())
+    with store.uow(write=False) as uow:
+        assert uow.services.get(same["preview_id"]).ssh_host_key == PINNED
+    assert client.get(f"/api/services/{same['preview_id']}", token=admin).json["ssh_host_key"] == \
+        "SHA256:+DiY3wvvV6TuJJhbpZisF/zLDA0zPMSvHdkr4UvCOqU"
+
+    client.patch(f"/api/services/{detail['id']}", token=admin, json_body={"previews_from_forks": True})
+    fork = call(app, store, clock, detail["id"],
+                pr(number=8, fork=True, clone_url="https://example.org/someone/site.git"))
+    _settled(store, fork["preview_id"], ssh_host_key=PINNED)  # as if its first clone had pinned one
+    moved = call(app, store, clock, detail["id"], pr(UPDATED, number=8, fork=True, commit=HEAD2,
+                                                     clone_url="https://example.org/someone-else/site.git"))
+    assert moved["preview_id"] == fork["preview_id"]
+    with store.uow(write=False) as uow:
+        assert uow.services.get(fork["preview_id"]).ssh_host_key is None  # another repository: learned anew

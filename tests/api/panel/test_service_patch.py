@@ -306,3 +306,37 @@ def test_a_delete_racing_a_patch_leaves_no_domain_nor_route_record(setup, store,
     assert _records(store) == []
     with store.uow(write=False) as uow:
         assert uow.custom_domains.for_service(sid) == [] and uow.services.get(sid) is None
+
+
+GITHUB_ED25519 = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
+
+
+def test_a_pinned_host_key_is_shown_and_patch_only_forgets_it(setup, store, clock):
+    """``ssh_host_key`` (core.panel.host_keys): the detail shows the pin's fingerprint; a
+    PATCH may forget it (null) and nothing else: a key is learned from the server, never
+    given, so no value a customer sends becomes the key its clones trust."""
+    client, acme, _, admin, _ = setup
+    git = _service(client, store, clock, admin, acme, "pinned", deploy_method="git",
+                   git_url="ssh://git@example.com/acme/site.git")
+    assert client.get(f"/api/services/{git}", token=admin).json["ssh_host_key"] is None  # before any clone
+    with store.uow() as uow:  # as the first clone's deploy job leaves it
+        uow.services.update(replace(uow.services.get(git), ssh_host_key=GITHUB_ED25519))
+        uow.commit()
+    fingerprint = "SHA256:+DiY3wvvV6TuJJhbpZisF/zLDA0zPMSvHdkr4UvCOqU"  # as ssh-keygen -l prints it
+    assert client.get(f"/api/services/{git}", token=admin).json["ssh_host_key"] == fingerprint
+    for value in ("SHA256:" + "A" * 43, GITHUB_ED25519, "", 5, True, {"key": GITHUB_ED25519}):
+        refused = _patch(client, admin, git, {"ssh_host_key": value}, expect=422).json
+        assert "ssh_host_key" in refused["error"]["fields"], refused
+        assert client.get(f"/api/services/{git}", token=admin).json["ssh_host_key"] == fingerprint
+    refused = _patch(client, admin, git, {"ssh_host_key": "SHA256:x"}, expect=422).json
+    assert "only null" in refused["error"]["fields"]["ssh_host_key"], refused
+    with store.uow(write=False) as uow:
+        assert uow.services.get(git).ssh_host_key == GITHUB_ED25519  # the stored key, untouched
+    assert _patch(client, admin, git, {"ssh_host_key": None}, expect=200).json["ssh_host_key"] is None
+    with store.uow(write=False) as uow:
+        assert uow.services.get(git).ssh_host_key is None  # the next clone pins what it is shown
+
+    compose = _service(client, store, clock, admin, acme, "comp")
+    assert client.get(f"/api/services/{compose}", token=admin).json["ssh_host_key"] is None
+    refused = _patch(client, admin, compose, {"ssh_host_key": None}, expect=422).json
+    assert "ssh_host_key" in refused["error"]["fields"], refused

@@ -204,7 +204,7 @@ deploy-key-create deploy-key-field-name deploy-key-field-customer deploy-key-del
 deploy-key-error deploy-key-created git-deploy-key-select git-deploy-key-save git-deploy-key-saved
 git-webhook-url git-webhook-secret-new git-webhook-secret git-auto-deploy git-previews-switch
 git-previews-forks preview-row preview-link preview-number preview-commit preview-status preview-of
-preview-parent""".split()
+preview-parent git-host-key git-host-key-fingerprint git-host-key-forget git-host-key-none""".split()
 HOOK_PREFIXES = ["field-error-", "method-", "field-"]
 
 

@@ -1,5 +1,5 @@
 // A git or ai service's Git tab (?tab=git): the deploy key its ssh clones use (PATCH
-// deploy_key_id), deploy on push (the webhook URL to give the git provider, a new webhook
+// deploy_key_id), the ssh host key its clones pinned (PATCH ssh_host_key null forgets it), deploy on push (the webhook URL to give the git provider, a new webhook
 // secret shown once, the auto_deploy switch) and, for git services, preview environments
 // (the previews and previews_from_forks switches and the list of previews, one per pull
 // request). Deploy on push is drawn only when the service's detail has `webhook_url`.
@@ -35,6 +35,7 @@ export function Git({ service, session, version, onSaved }) {
   const push = Object.prototype.hasOwnProperty.call(s, "webhook_url") && s.webhook_url !== null;
   return html`<div class="git-tab">
     ${deploy ? html`<${DeployKey} service=${s} session=${session} onSaved=${onSaved} />` : null}
+    ${Object.prototype.hasOwnProperty.call(s, "ssh_host_key") ? html`<${HostKey} service=${s} deploy=${deploy} onSaved=${onSaved} />` : null}
     ${deploy && push ? html`<${Push} service=${s} onSaved=${onSaved} />` : null}
     ${(s.deploy_method === "git" || s.deploy_method === "ai") && !s.preview_of ? html`<${Previews} service=${s} deploy=${deploy} version=${version} onSaved=${onSaved} />` : null}
   </div>`;
@@ -89,6 +90,32 @@ function DeployKey({ service, session, onSaved }) {
         ${saved ? html`<span role="status" data-testid="git-deploy-key-saved">${saved}</span>` : null}
       </div>`}
   </form>`;
+}
+
+/** The ssh host key the service's clones pinned (its fingerprint) and, with
+ * services:deploy, Forget (PATCH ssh_host_key null: the next clone pins what it is shown). */
+function HostKey({ service, deploy, onSaved }) {
+  const s = service;
+  const [errors, setErrors] = useState({});
+  const [busy, setBusy] = useState(false);
+
+  async function forget() {
+    setBusy(true);
+    const next = await patch(s, { ssh_host_key: null }, setErrors);
+    setBusy(false);
+    if (next) onSaved(next);
+  }
+
+  return html`<div class="card" data-testid="git-host-key">
+    <h2>SSH host key</h2>
+    ${s.ssh_host_key
+      ? html`<p class="small fingerprint">Pinned <span class="mono" data-testid="git-host-key-fingerprint">${s.ssh_host_key}</span></p>
+        <p class="muted small">Every ssh clone must be shown this key; another fails the deploy with “host key changed”.
+          Compare it with the fingerprint your git host publishes. Forget it only when the server's key was replaced on purpose.</p>
+        ${deploy ? html`<div class="form-actions"><button type="button" data-testid="git-host-key-forget" disabled=${busy} onClick=${forget}>${busy ? "Forgetting…" : "Forget host key"}</button></div>` : null}`
+      : html`<p class="muted small" data-testid="git-host-key-none">None pinned yet: the next ssh clone pins the key the server shows (https clones have none).</p>`}
+    ${errors.ssh_host_key ? html`<small class="field-error" data-testid="field-error-ssh_host_key">${errors.ssh_host_key}</small>` : null}
+  </div>`;
 }
 
 /** One switch of the service, saved (PATCH) as soon as it changes; a refused change is
