@@ -23,6 +23,9 @@ class Prepared:
     compose: str  # the compose text to run (images already built), kept on the service
     note: str  # for the timeline, e.g. "commit 1a2b3c4d5e6f on main"
     commit: str | None = None  # the source revision deployed
+    #: the ancestors of ``commit`` the method read (newest first, a bounded number): kept with the
+    #: release, a push of one of them is an old commit (``core.panel.pushes``)
+    ancestry: tuple = ()
     #: images an earlier deploy built that this one no longer uses: removed once it runs
     stale_images: tuple = ()
 
@@ -74,7 +77,11 @@ class DeployMethod(ABC):
         ``commit`` (a keyword given only when the job asks for one: a push's deploy,
         ``core.panel.pushes``): the commit to deploy (40 hex digits) instead of the
         branch's newest; a method that clones checks it out (and answers it as
-        :attr:`Prepared.commit`) or fails the job when the repository does not have it."""
+        :attr:`Prepared.commit`) or fails the job when the repository does not have it.
+        ``commits`` (a keyword given only with several: the commits pushed into one job, in
+        the order they came): the method deploys the newest of them in the branch's
+        history (``core.panel.pushes.newest``) instead of ``commit``. A method that clones
+        answers the ancestors of what it deployed as :attr:`Prepared.ancestry`."""
         return None
 
     def built_images(self, service) -> tuple:

@@ -33,13 +33,16 @@ DEPLOY_KEY_ID = {"type": ["string", "null"],
 
 
 def clone(url: str, branch, tree: str, settings: source.Settings, *, cancel=None,
-          deploy_key=None, commit: str | None = None) -> tuple[str, str]:
+          deploy_key=None, commit: str | None = None, commits: tuple = (),
+          ancestry: list | None = None) -> tuple[str, str]:
     """``source.clone`` with the methods' settings; ``deploy_key`` (a
     ``core.panel.deploy_keys.PrivateKey`` or None): the key an ssh clone uses; ``commit``:
-    the one to check out."""
+    the one to check out; ``commits``: pushed into one job, the newest of them is checked
+    out; ``ancestry``: a list filled with the cloned commit's ancestors."""
     return source.clone(url, branch, tree, allowed=settings.allowed, timeout=settings.timeout,
                         allow_private=settings.allow_private, max_bytes=settings.max_bytes, cancel=cancel,
-                        identity=deploy_key.text if deploy_key is not None else None, commit=commit)
+                        identity=deploy_key.text if deploy_key is not None else None, commit=commit,
+                        commits=commits, ancestry=ancestry)
 
 
 def stale(service, compose: str) -> tuple:

@@ -30,6 +30,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from core.panel import containerfiles
 from core.panel.containers import built_image_prefix
+from core.panel.pushes import newest
 from core.errors import Invalid
 from core.redaction import redact, redact_url, url_secrets  # noqa: F401 (used here and by the methods)
 from core.panel.compose import DEFAULT_HOST_PORTS, dump_compose, interpolate, load_compose, parse_compose
@@ -50,6 +51,9 @@ TAIL_LINES = 15
 COMPOSE_FILES = ("compose.yaml", "compose.yml", "docker-compose.yaml", "docker-compose.yml")
 BUILD_FILES = ("Containerfile", "Dockerfile")
 CONTAINERFILE_MAX_BYTES = 1024 * 1024  # what the runtime sends at most (plugins.runtime_common.build)
+#: how many ancestors of the cloned commit a clone reads (``git fetch --deepen``, ``git rev-list``) and
+#: its release keeps: a push of one of them is an old commit (``core.panel.pushes``)
+ANCESTRY = 1000
 
 _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 _SCP = re.compile(r"^(?:[A-Za-z0-9._~-]+@)?[A-Za-z0-9.-]+:(?!//)")
@@ -323,7 +327,7 @@ IDENTITY_FILE = "deploy-key"  # in the job's work folder, for an ssh clone only
 def clone(url: str, branch: str | None, dest: str, *, allowed, timeout: float = DEFAULT_TIMEOUT,
           allow_private: bool = False, max_bytes: int = DEFAULT_MAX_MB * MB, cancel=None,
           workdir: str | None = None, identity: str | None = None,
-          commit: str | None = None) -> tuple[str, str]:
+          commit: str | None = None, commits: tuple = (), ancestry: list | None = None) -> tuple[str, str]:
     """Shallow-clone ``url`` (``branch``, or the remote's HEAD) into ``dest``; returns
     (commit, branch name). A server without shallow support (git's dumb HTTP) gets a
     full clone. The host is checked again (and pinned) unless ``allow_private``; a clone
@@ -340,9 +344,23 @@ def clone(url: str, branch: str | None, dest: str, *, allowed, timeout: float = 
     head is another one (it moved on), the commit is fetched by its hash (``git fetch
     --depth 1 origin <commit>``; a full clone has it already), else the branch's history
     is fetched whole and the commit looked for there; a commit the server does not give
-    fails the clone naming it (never the newest head in its place)."""
-    if commit is not None and not _COMMIT.fullmatch(commit):
+    fails the clone naming it (never the newest head in its place).
+
+    With ``commits`` (several pushed into one job, in the order they came; ``commit`` is
+    then ignored), the tree is the newest of them in the branch's history
+    (:func:`core.panel.pushes.newest`, asking ``git merge-base --is-ancestor`` of the
+    clone, whose history is deepened first): a late push of an older commit never wins
+    over a newer one.
+
+    ``ancestry`` (a list): filled with the ancestors of the commit the tree is, newest
+    first, :data:`ANCESTRY` at most. The shallow clone is deepened by that many commits
+    for it (best effort: a server that does not deepen, or a history past the size
+    limit, gives fewer; the clone goes on with what it has)."""
+    commits = tuple(dict.fromkeys(c for c in commits or () if c))
+    if any(not _COMMIT.fullmatch(c) for c in commits) or (commit is not None and not _COMMIT.fullmatch(commit)):
         raise SourceError("the commit to deploy is not 40 hexadecimal digits")
+    if len(commits) == 1:
+        commit, commits = commits[0], ()
     workdir = workdir or os.path.dirname(os.path.abspath(dest))
     scheme = scheme_of(url)
     if scheme is None or scheme not in allowed:
@@ -354,20 +372,20 @@ def clone(url: str, branch: str | None, dest: str, *, allowed, timeout: float = 
     target, options, ssh_options = _connection(url, scheme, allow_private)
     if identity is None or scheme != "ssh":
         return _clone(url, branch, dest, scheme, allowed, timeout, max_bytes, cancel, target, options,
-                      _git_env(workdir, ssh_options), commit)
+                      _git_env(workdir, ssh_options), commit, commits, ancestry)
     key_file = os.path.join(os.path.abspath(workdir), IDENTITY_FILE)
     try:
         with open_private(key_file) as handle:
             handle.write(identity if identity.endswith("\n") else identity + "\n")
         return _clone(url, branch, dest, scheme, allowed, timeout, max_bytes, cancel, target, options,
-                      _git_env(workdir, ssh_options, identity_file=key_file), commit)
+                      _git_env(workdir, ssh_options, identity_file=key_file), commit, commits, ancestry)
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.remove(key_file)
 
 
 def _clone(url, branch, dest, scheme, allowed, timeout, max_bytes, cancel, target, options, env,
-           commit=None) -> tuple[str, str]:
+           commit=None, commits=(), ancestry=None) -> tuple[str, str]:
     config = ["-c", "protocol.allow=never", "-c", "credential.helper=", "-c", "core.hooksPath=/dev/null", *options]
     for allowed_scheme in allowed:
         config += ["-c", f"protocol.{allowed_scheme}.allow=always"]
@@ -390,14 +408,51 @@ def _clone(url, branch, dest, scheme, allowed, timeout, max_bytes, cancel, targe
         attempt(shallow=False)  # git's dumb HTTP transport cannot fetch shallowly
     name = _run_git(["rev-parse", "--abbrev-ref", "HEAD"], cwd=dest, timeout=30, url=url,
                     what="reading the branch", env=env).strip()
+    if ancestry is not None or commits:
+        _deepen(config, dest, env, url=url, timeout=timeout, max_bytes=max_bytes, cancel=cancel)
+    if commits:
+        commit = newest(commits, lambda older, newer: _is_ancestor(dest, env, url, older, newer))
     if commit is not None:
         _check_out(commit, config, dest, env, url=url, timeout=timeout, max_bytes=max_bytes, cancel=cancel)
     if tree_bytes(dest) > max_bytes:
         raise SourceError(too_large(what, max_bytes))
     commit = _run_git(["rev-parse", "HEAD"], cwd=dest, timeout=30, url=url, what="reading the commit",
                       env=env).strip()
+    if ancestry is not None:
+        listed = _run_git(["rev-list", f"--max-count={ANCESTRY + 1}", "HEAD"], cwd=dest, timeout=30, url=url,
+                          what="reading the history", env=env).split()
+        ancestry.extend(c for c in listed if c != commit and _COMMIT.fullmatch(c))
     shutil.rmtree(os.path.join(dest, ".git"), ignore_errors=True)
     return commit, name
+
+
+def _deepen(config: list, dest: str, env: dict, *, url: str, timeout: float, max_bytes: int, cancel=None) -> None:
+    """Deepen a shallow clone at ``dest`` by :data:`ANCESTRY` commits (a full clone has
+    its history already). Best effort: a server that refuses, or a history past
+    ``max_bytes``, leaves the clone as it was (the fetch's unfinished pack removed)."""
+    if not os.path.exists(os.path.join(dest, ".git", "shallow")):
+        return
+    try:
+        _run_git([*config, "fetch", "--quiet", "--no-tags", f"--deepen={ANCESTRY}", "origin"], cwd=dest,
+                 timeout=timeout, url=url, what="reading the branch's history", env=env, cancel=cancel, watch=dest,
+                 max_bytes=max_bytes)
+    except SourceError:
+        pack = os.path.join(dest, ".git", "objects", "pack")
+        for name in os.listdir(pack) if os.path.isdir(pack) else ():
+            if name.startswith("tmp_"):
+                with contextlib.suppress(OSError):
+                    os.remove(os.path.join(pack, name))
+
+
+def _is_ancestor(dest: str, env: dict, url: str, older: str, newer: str) -> bool:
+    """Whether ``older`` is an ancestor of ``newer`` in the clone at ``dest`` (False when
+    the clone cannot tell: one of them is not in it)."""
+    try:
+        _run_git(["merge-base", "--is-ancestor", older, newer], cwd=dest, timeout=30, url=url,
+                 what="comparing commits", env=env)
+        return True
+    except SourceError:
+        return False
 
 
 def _check_out(commit: str, config: list, dest: str, env: dict, *, url: str, timeout: float, max_bytes: int,
