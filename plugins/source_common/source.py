@@ -350,7 +350,8 @@ def clone(url: str, branch: str | None, dest: str, *, allowed, timeout: float = 
     then ignored), the tree is the newest of them in the branch's history
     (:func:`core.panel.pushes.newest`, asking ``git merge-base --is-ancestor`` of the
     clone, whose history is deepened first): a late push of an older commit never wins
-    over a newer one.
+    over a newer one. Only when none of them is in the branch's history (as far as the
+    clone reads it) is one fetched by its hash, the newest of all.
 
     ``ancestry`` (a list): filled with the ancestors of the commit the tree is, newest
     first, :data:`ANCESTRY` at most. The shallow clone is deepened by that many commits
@@ -410,8 +411,10 @@ def _clone(url, branch, dest, scheme, allowed, timeout, max_bytes, cancel, targe
                     what="reading the branch", env=env).strip()
     if ancestry is not None or commits:
         _deepen(config, dest, env, url=url, timeout=timeout, max_bytes=max_bytes, cancel=cancel)
-    if commits:
-        commit = newest(commits, lambda older, newer: _is_ancestor(dest, env, url, older, newer))
+    if commits:  # those in the branch's history (the clone has them) first: a rewritten branch's old ones lose
+        present = [c for c in commits if _git_ok(dest, env, url, "cat-file", "-e", f"{c}^{{commit}}")]
+        commit = newest(present or commits,
+                        lambda older, newer: _git_ok(dest, env, url, "merge-base", "--is-ancestor", older, newer))
     if commit is not None:
         _check_out(commit, config, dest, env, url=url, timeout=timeout, max_bytes=max_bytes, cancel=cancel)
     if tree_bytes(dest) > max_bytes:
@@ -444,12 +447,12 @@ def _deepen(config: list, dest: str, env: dict, *, url: str, timeout: float, max
                     os.remove(os.path.join(pack, name))
 
 
-def _is_ancestor(dest: str, env: dict, url: str, older: str, newer: str) -> bool:
-    """Whether ``older`` is an ancestor of ``newer`` in the clone at ``dest`` (False when
-    the clone cannot tell: one of them is not in it)."""
+def _git_ok(dest: str, env: dict, url: str, *args: str) -> bool:
+    """Whether a git question about the clone at ``dest`` is answered yes (exit status 0):
+    ``cat-file -e`` (it has a commit), ``merge-base --is-ancestor`` (False too when it
+    cannot tell: a commit it does not have)."""
     try:
-        _run_git(["merge-base", "--is-ancestor", older, newer], cwd=dest, timeout=30, url=url,
-                 what="comparing commits", env=env)
+        _run_git(list(args), cwd=dest, timeout=30, url=url, what=f"git {args[0]}", env=env)
         return True
     except SourceError:
         return False
