@@ -711,9 +711,9 @@ def _v29_event_subscriber_claims(db):
     ])
 
 _V31 = (
-    'CREATE TABLE IF NOT EXISTS "release_ancestor" ("release_id" VARCHAR(40) NOT NULL, '
-    '"service_id" VARCHAR(40) NOT NULL, "commit" VARCHAR(64) NOT NULL, '
-    'PRIMARY KEY ("release_id", "commit"))',
+    ('CREATE TABLE IF NOT EXISTS "release_ancestor" ("release_id" VARCHAR(40) NOT NULL, '
+     '"service_id" VARCHAR(40) NOT NULL, "commit" VARCHAR(64) NOT NULL, '
+     'PRIMARY KEY ("release_id", "commit"))'),
     'CREATE INDEX IF NOT EXISTS "release_ancestor_service_id" ON "release_ancestor" ("service_id")',
 )
 

@@ -276,7 +276,7 @@ def test_release_ancestry_and_the_commits_of_a_push_deploy(uow, clock):
     from core.panel.releases import Release
     from core.panel.services import DeployJob
 
-    older, old, other = ("%040x" % n for n in (1, 2, 3))
+    older, old, other = (f"{n:040x}" for n in (1, 2, 3))
     with uow:
         for n, service_id in ((1, "svc_a"), (2, "svc_b")):
             uow.releases.add(Release(id=f"rel_{n}", service_id=service_id, number=1, deploy_job_id=f"job_{n}",

@@ -7,7 +7,14 @@ from __future__ import annotations
 
 import pytest
 
-from tests.integration.test_push_deploys import deliver, deployed_site, finished, job_count, push_jobs, settled
+from tests.integration.test_push_deploys import (
+    deliver,
+    deployed_site,
+    finished,
+    job_count,
+    push_jobs,
+    settled,
+)
 from tests.support.git_repos import commit
 from tests.support.git_webhooks import push
 from tests.support.panel_server import _get, _until
