@@ -431,14 +431,16 @@ def _clone(url, branch, dest, scheme, allowed, timeout, max_bytes, cancel, targe
 
 def _deepen(config: list, dest: str, env: dict, *, url: str, timeout: float, max_bytes: int, cancel=None) -> None:
     """Deepen a shallow clone at ``dest`` by :data:`ANCESTRY` commits (a full clone has
-    its history already). Best effort: a server that refuses, or a history past
-    ``max_bytes``, leaves the clone as it was (the fetch's unfinished pack removed)."""
+    its history already). Only the commits are asked for (``--filter=tree:0``: a checkout
+    of an older one fetches its tree then); a server that does not filter sends their
+    trees too. Best effort: a server that refuses, or a history past ``max_bytes``,
+    leaves the clone as it was (the fetch's unfinished pack removed)."""
     if not os.path.exists(os.path.join(dest, ".git", "shallow")):
         return
     try:
-        _run_git([*config, "fetch", "--quiet", "--no-tags", f"--deepen={ANCESTRY}", "origin"], cwd=dest,
-                 timeout=timeout, url=url, what="reading the branch's history", env=env, cancel=cancel, watch=dest,
-                 max_bytes=max_bytes)
+        _run_git([*config, "fetch", "--quiet", "--no-tags", "--filter=tree:0", f"--deepen={ANCESTRY}", "origin"],
+                 cwd=dest, timeout=timeout, url=url, what="reading the branch's history", env=env, cancel=cancel,
+                 watch=dest, max_bytes=max_bytes)
     except SourceError:
         pack = os.path.join(dest, ".git", "objects", "pack")
         for name in os.listdir(pack) if os.path.isdir(pack) else ():

@@ -222,3 +222,18 @@ def test_of_commits_pushed_into_one_job_the_newest_of_the_branch_is_checked_out(
         chosen, _ = source.clone(url, "main", str(dest), allowed=ALLOWED, allow_private=True, commits=arrived)
         assert chosen == max(arrived, key=lambda c: commits.index(c) if c in commits else -1)
         assert (dest / "index.html").read_text() == f"{commits.index(chosen)}\n"
+
+
+def test_a_server_that_filters_sends_the_history_without_its_trees(tmp_path):
+    """``uploadpack.allowFilter`` (GitHub's, GitLab's): the deepening asks for commits
+    only, and checking out an older one fetches its tree then."""
+    from tests.support.git_repos import git
+
+    url, commits = _history(tmp_path, 5)
+    git(tmp_path / "history", "config", "uploadpack.allowFilter", "true")
+    ancestry = []
+    dest = tmp_path / "job" / "src"
+    chosen, _ = source.clone(url, "main", str(dest), allowed=ALLOWED, allow_private=True,
+                             commits=(commits[3], commits[1]), ancestry=ancestry)
+    assert chosen == commits[3] and (dest / "index.html").read_text() == "3\n"
+    assert ancestry == commits[2::-1]
