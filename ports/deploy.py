@@ -23,6 +23,9 @@ class Prepared:
     compose: str  # the compose text to run (images already built), kept on the service
     note: str  # for the timeline, e.g. "commit 1a2b3c4d5e6f on main"
     commit: str | None = None  # the source revision deployed
+    #: the ancestors of ``commit`` the method read (newest first, a bounded number): kept with the
+    #: release, a push of one of them is an old commit (``core.panel.pushes``)
+    ancestry: tuple = ()
     #: images an earlier deploy built that this one no longer uses: removed once it runs
     stale_images: tuple = ()
     #: the ssh host key the clone was shown and accepted (``<type> <base64>``), None when
@@ -82,7 +85,11 @@ class DeployMethod(ABC):
         A method that clones over ssh checks the server's host key against
         ``service.ssh_host_key`` when the service has pinned one (any other key fails the
         job with ``host key changed``) and answers the key it was shown as
-        :attr:`Prepared.ssh_host_key`, which the job pins (``core.panel.host_keys``)."""
+        :attr:`Prepared.ssh_host_key`, which the job pins (``core.panel.host_keys``).
+        ``commits`` (a keyword given only with several: the commits pushed into one job, in
+        the order they came): the method deploys the newest of them in the branch's
+        history (``core.panel.pushes.newest``) instead of ``commit``. A method that clones
+        answers the ancestors of what it deployed as :attr:`Prepared.ancestry`."""
         return None
 
     def built_images(self, service) -> tuple:

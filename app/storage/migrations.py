@@ -735,6 +735,23 @@ def _v30_ssh_host_keys(db):
     none until then."""
     _add_columns(db, "service", {"ssh_host_key": peewee.TextField(null=True)})
 
+_V31 = (
+    ('CREATE TABLE IF NOT EXISTS "release_ancestor" ("release_id" VARCHAR(40) NOT NULL, '
+     '"service_id" VARCHAR(40) NOT NULL, "commit" VARCHAR(64) NOT NULL, '
+     'PRIMARY KEY ("release_id", "commit"))'),
+    'CREATE INDEX IF NOT EXISTS "release_ancestor_service_id" ON "release_ancestor" ("service_id")',
+)
+
+
+def _v31_forward_pushes(db):
+    """Pushes deploy forward only (``core.panel.pushes``): the ancestors of the commit
+    each release deployed, as far as the deploy's clone read them (``release_ancestor``);
+    the commits pushed into a queued push deploy (``deploy_job.source_commits``, JSON, in
+    the order they came), of which the job deploys the newest of the branch's history."""
+    _add_columns(db, "deploy_job", {"source_commits": peewee.TextField(null=True)})
+    _run(db, _V31)
+
+
 MIGRATIONS = [
     (1, "partners, partner API tokens, contracts", _v1_identity),
     (2, "customers, contacts, notes, editions, licenses, transfers, activity ledger", _v2_licensing),
@@ -770,6 +787,8 @@ MIGRATIONS = [
          "preview_number)", _v28_previews),
     (29, "which process delivers each event subscriber's events", _v29_event_subscriber_claims),
     (30, "services: the ssh host key their clones must be shown", _v30_ssh_host_keys),
+    (31, "pushes deploy forward only: the ancestors of each release's commit, the commits pushed into a "
+         "queued push deploy", _v31_forward_pushes),
     (33, "preview jobs: what pull-request deliveries queue", _v33_preview_jobs),
 ]
 LATEST = max(version for version, _, _ in MIGRATIONS)

@@ -41,6 +41,7 @@ from core.panel.customers import DEFAULT_QUOTA, Footprint, Quota, reserve
 from core.panel.deploys import (CANCELLED, DELETED, KILLED_EXIT_CODES, ContainersGone, ContainersKilled,
                                 JobCancelled, cancel_reason, exit_report, health_of, job_suffix, resource_names)
 from core.panel.events import deploy_progress, service_status
+from core.panel.pushes import OLD_COMMIT, known_to, running_release
 from core.panel.releases import keep_images, new_release
 from core.panel.services import NOT_CHECKED, record, stop_together
 
@@ -117,6 +118,7 @@ class DeployContext:
     release: Any = None
     ended: bool = False  # a step ended the job itself (its service was deleted meanwhile)
     started: int = 0  # containers of the new set the engine has started
+    ancestry: tuple = ()  # the ancestors of the commit the source step fetched (kept with the release)
     #: the private half of the service's deploy key (``core.panel.deploy_keys.PrivateKey``,
     #: whose repr hides it), read by the source step for its ssh clone and dropped after it
     deploy_key: Any = None
@@ -176,9 +178,11 @@ def prepare_source(ctx: DeployContext) -> None:
     # only a service naming a key passes one, only a push's job a commit: methods without a
     # source take no such argument
     extra = {"deploy_key": ctx.deploy_key} if ctx.deploy_key is not None else {}
-    wanted = getattr(ctx.job, "commit", None)  # a push's commit (core.panel.pushes)
+    wanted = _pushed_commits(ctx)  # a push's commits (core.panel.pushes)
     if wanted:
-        extra["commit"] = wanted
+        extra["commit"] = wanted[-1]
+    if len(wanted) > 1:
+        extra["commits"] = wanted
     try:
         prepared = method.prepare(ctx.service, ctx.runtime, ctx.workdir,
                                   lambda message: ctx.progress("source", message, 8), cancel=ctx.cancel, **extra)
@@ -187,9 +191,32 @@ def prepare_source(ctx: DeployContext) -> None:
     ctx.check()
     if prepared is not None:
         ctx.note, ctx.stale = prepared.note, tuple(prepared.stale_images or ())
+        ctx.ancestry = tuple(getattr(prepared, "ancestry", ()) or ())
         ctx.service = replace(ctx.service, compose=prepared.compose, commit=prepared.commit or ctx.service.commit,
                               ssh_host_key=getattr(prepared, "ssh_host_key", None) or ctx.service.ssh_host_key)
         _keep_source(ctx.uow, ctx.settings, ctx.service)
+
+
+class OldCommit(Exception):
+    """A push deploy whose every commit is the release that runs or one of its ancestors."""
+
+
+def _pushed_commits(ctx: DeployContext) -> tuple:
+    """The commits a push deploy may deploy: those pushed into it (in the order they
+    came) less those the release running now knows (its own and its recorded ancestors:
+    a job queued behind another that deployed something newer). :class:`OldCommit` when
+    none is left; () for a job that is not a push's."""
+    job = ctx.job
+    pushed = tuple(getattr(job, "commits", ()) or ()) or ((job.commit,) if getattr(job, "commit", None) else ())
+    if not pushed:
+        return ()
+    with ctx.uow.reading():
+        release = running_release(ctx.uow, ctx.service)
+        left = tuple(c for c in pushed if not known_to(ctx.uow, release, c))
+    if not left:
+        raise OldCommit(f"{OLD_COMMIT}: {', '.join(c[:7] for c in pushed)}: the commit of release "
+                        f"{release.number} or its ancestors")
+    return left
 
 
 def read_plan(ctx: DeployContext) -> None:
@@ -322,6 +349,9 @@ def switch_release(ctx: DeployContext) -> None:
                 current = replace(current, compose=ctx.target.compose, variables=dict(ctx.target.variables or {}),
                                   secrets=tuple(ctx.target.secrets), commit=service.commit)
             ctx.release = release = new_release(uow, clock, current, job, ctx.images)
+            ancestry = uow.releases.ancestry(ctx.target.id) if ctx.target is not None else ctx.ancestry
+            if ancestry and release.commit:  # a rollback's release keeps its target's
+                uow.releases.add_ancestry(release.id, current.id, ancestry)
             routes.follow(uow, current, upstream, settings.base_domain, now)  # the record the reverse proxy serves
             uow.services.update(replace(current, status="running", url=url, deployed_at=now, updated_at=now,
                                         health_status=health_of(ctx.states), health_checked_at=now,
@@ -387,6 +417,9 @@ def run_job(uow, deployer: Deployer, job, *, workdir: str | None = None, cancel=
             step(ctx)
             if ctx.ended:
                 return
+    except OldCommit as exc:
+        end_old_commit(uow, ctx.clock, job, str(exc), gated=ctx.gated, progress=deployer.progress)
+        return
     except Exception as exc:  # the reason goes to the timeline, the job and the service
         if not isinstance(exc, ContainersGone) and _set_removed(ctx):
             exc = ContainersGone(str(exc))  # (the delete's grace first; the reason stays this one)
@@ -705,6 +738,28 @@ def fail_gated(uow, clock, runtime, job, exc: Exception, *, progress=_nothing, c
             record(uow, clock, job.service_id, job.kind, "failed",
                    f"{job.kind} {state}: {reason}; the previous release keeps running")
         uow.deploy_jobs.finish(job.id, state, reason if current is not None else DELETED, now)
+        uow.commit()
+    if current is None:
+        progress(job, "failed", DELETED, 100)
+
+
+def end_old_commit(uow, clock, job, reason: str, *, gated: bool, progress=_nothing) -> None:
+    """A push deploy with nothing newer than the release that runs (:class:`OldCommit`)
+    ends ``cancelled`` before it made anything: the release keeps running (the service
+    ``running`` again; ``failed`` when none of its containers ran), the timeline says
+    why."""
+    now = clock.now()
+    with uow:
+        current = uow.services.get(job.service_id, for_update=True)
+        if current is not None:
+            if current.status == "deploying":
+                current = replace(current, status="running" if gated else "failed", updated_at=now)
+                uow.services.update(current)
+            uow.emit(deploy_progress(job, "failed", reason, 100, current.customer_id))
+            uow.emit(service_status(current, current.status))
+            record(uow, clock, job.service_id, job.kind, "failed",
+                   f"{job.kind} cancelled: {reason}; the release that runs is newer")
+        uow.deploy_jobs.finish(job.id, "cancelled", reason if current is not None else DELETED, now)
         uow.commit()
     if current is None:
         progress(job, "failed", DELETED, 100)

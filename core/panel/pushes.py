@@ -10,11 +10,25 @@ git-provider plugins), decided here in one transaction.
   tracked branch is the service's ``git_branch``, or, without one, the default branch the
   provider names in the payload (a payload naming none: ignored as another branch's).
 - With ``auto_deploy`` off: 202 ``{"ignored": "auto_deploy"}``.
+- Forward only: a push whose commit is the commit of the release that runs (the
+  service's ``release``, not ``service.commit``, which a job that failed may have set) or
+  one of its ancestors is 202 ``{"ignored": "old commit"}`` and queues nothing
+  (:func:`old_commit`). The ancestors are those its deploy's clone read
+  (``git rev-list``, :data:`plugins.source_common.source.ANCESTRY` commits at most) and
+  recorded with the release (``uow.releases.add_ancestry``): git is never asked here,
+  inside the delivery's transaction. A commit older than that bound, or not known at
+  all, deploys as a new one would.
 - A push to the tracked branch queues a health-gated redeploy of the pushed commit
   (``DeployJob.commit``; ``created_by`` ``git:<provider>``), 202 ``{"deploy_job_id"}``.
-  While a push deploy of the service is still queued (not started), that job deploys
-  the new commit instead (coalesced: its id is answered); a job already running is left
-  to finish, and the queued one runs after it (one job of a service runs at a time).
+  While a push deploy of the service is still queued (not started), the new commit joins
+  it (coalesced: its id is answered; ``DeployJob.commits`` keeps every commit pushed into
+  it, in the order they came, :data:`KEEP_COMMITS` at most): which of them is newest is
+  known only once the job has cloned the branch, so the job deploys the newest of them
+  in the branch's history (:func:`newest`), not the last to arrive. A job already
+  running is left to finish, and the queued one runs after it (one job of a service runs
+  at a time); when it starts, the commits the release then running knows (its own and
+  its ancestors) are dropped, and a job left with none ends ``cancelled`` ("old commit")
+  without deploying (``core.panel.deploy_job``).
 - A pull or merge request is answered at once when it needs no work, else its preview's
   create, redeploy or delete is queued as a preview job (202 ``{"preview_job_id"}``,
   :func:`_pull_request_delivery`); every other event is 202 ``{"ignored": "event"}``.
@@ -36,6 +50,10 @@ from core.panel.services import DeployJob, new_id, record, require_preview_permi
 METHODS = ("git", "ai")
 #: how long a delivery id is remembered (providers redeliver, by hand too, for a few days)
 KEEP_DELIVERIES = timedelta(days=30)
+#: the most commits a queued push deploy keeps (the last to come): the job asks git about each
+KEEP_COMMITS = 20
+#: a push of the deployed commit or one of its ancestors
+OLD_COMMIT = "old commit"
 #: the same answer for a service that is not there, is not git or ai, or has no secret:
 #: a stranger learns nothing of which ids exist
 NO_HOOK = "no git webhook here"
@@ -84,6 +102,34 @@ def webhook_secret(uow, service_id: str) -> str | None:
 
 def tracked_branch(service, default_branch: str | None) -> str | None:
     return service.git_branch or default_branch
+
+
+def newest(commits, is_ancestor) -> str | None:
+    """Of ``commits`` (pushed into one job, in the order they came), the one to deploy:
+    the last to come of those that no other of them descends from. ``is_ancestor(a, b)``:
+    whether ``a`` is an ancestor of ``b`` (another commit); answering False for a pair
+    it cannot tell (a commit the clone does not have) leaves their order of arrival to
+    decide. None for no commits."""
+    commits = list(dict.fromkeys(c for c in commits if c))
+    heads = [c for c in commits if not any(other != c and is_ancestor(c, other) for other in commits)]
+    return (heads or commits or [None])[-1]
+
+
+def running_release(uow, service):
+    """The release that runs the service (its ``release`` number), or None."""
+    return uow.releases.numbered(service.id, service.release) if service.release else None
+
+
+def known_to(uow, release, commit: str) -> bool:
+    """Whether ``commit`` is ``release``'s own commit or a recorded ancestor of it."""
+    return release is not None and bool(commit) and (
+        release.commit == commit or uow.releases.has_ancestor(release.id, commit))
+
+
+def old_commit(uow, service, commit: str) -> bool:
+    """Whether a push of ``commit`` would move the service backwards: it is the commit of
+    the release that runs, or one of its recorded ancestors (:func:`known_to`)."""
+    return known_to(uow, running_release(uow, service), commit)
 
 
 def receive(uow, clock, service_id: str, provider: str, delivery_id: str | None, event, *,
@@ -165,6 +211,8 @@ def _decide(uow, clock, service, customer, provider, event, kind, quota, footpri
         return Outcome(202, {"ignored": "branch"})
     if not service.auto_deploy:
         return Outcome(202, {"ignored": "auto_deploy"})
+    if old_commit(uow, service, push.commit):
+        return Outcome(202, {"ignored": OLD_COMMIT})
     return Outcome(202, {"deploy_job_id": queue_push(uow, clock, service, customer, provider, push.commit,
                                                      push.branch, quota, footprint, found)})
 
@@ -194,15 +242,21 @@ def pull_request(uow, clock, service, request, on_pull_request=None) -> Outcome:
 def queue_push(uow, clock, service, customer, provider: str, commit: str, branch: str, quota: Quota = DEFAULT_QUOTA,
                footprint: Footprint | None = None, found=None) -> str:
     """In the caller's transaction (the service's row locked): the id of the push deploy
-    that will deploy ``commit``: a queued one retargeted, or a new one."""
+    that will deploy ``commit`` or a newer one: a queued one it joins (its commits, of
+    which it deploys the newest: :func:`newest`), or a new one."""
     now, by = clock.now(), f"git:{provider}"
     named = f"commit {short(commit)} ({provider}, {branch})"
     queued = uow.deploy_jobs.queued_push(service.id)
-    if queued is not None and uow.deploy_jobs.retarget(queued.id, commit, by, now):
-        record(uow, clock, service.id, "redeploy", "started",
-               f"push of {named}: queued redeploy job {queued.id} deploys it instead of commit "
-               f"{short(queued.commit)}")
-        return queued.id
+    if queued is not None:
+        had = tuple(queued.commits or (queued.commit,))
+        if commit in had:  # the same push again under another delivery id
+            return queued.id
+        commits = tuple(c for c in had if c != commit)[-(KEEP_COMMITS - 1):] + (commit,)
+        if uow.deploy_jobs.retarget(queued.id, commit, by, now, commits=commits):
+            record(uow, clock, service.id, "redeploy", "started",
+                   f"push of {named}: joins queued redeploy job {queued.id}, which deploys the newest of "
+                   f"{', '.join(short(c) for c in commits)} in the branch's history")
+            return queued.id
     if service.status != "deploying":  # a job running keeps its own count and status; this one waits for it
         if found is not None and service.compose != found.compose:  # a deploy ended meanwhile with another compose
             footprint = quota.footprint_of_compose(service.compose, service.variables)
@@ -216,7 +270,7 @@ def queue_push(uow, clock, service, customer, provider: str, commit: str, branch
         uow.services.update(service)
         uow.emit(service_status(service))
     job = DeployJob(id=new_id("job"), service_id=service.id, kind="redeploy", state="queued", created_at=now,
-                    updated_at=now, created_by=by, commit=commit)
+                    updated_at=now, created_by=by, commit=commit, commits=(commit,))
     uow.deploy_jobs.add(job)
     record(uow, clock, service.id, "redeploy", "started", f"push of {named}: redeploy job {job.id} queued")
     return job.id

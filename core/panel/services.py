@@ -113,7 +113,10 @@ class DeployJob:
     cancel_requested: bool = False  # a cancel was asked for; the worker running it stops it
     finished_at: datetime | None = None
     created_by: str = "system"  # who asked: key:<id>, user:<id>, git:<provider> (a push), or system
-    commit: str | None = None  # the commit to deploy (a push's); None: the branch's newest
+    commit: str | None = None  # the commit to deploy (a push's, the last to come); None: the branch's newest
+    #: a push deploy's: every commit pushed into it while it was queued, in the order they came; it
+    #: deploys the newest of them in the branch's history (``core.panel.pushes.newest``)
+    commits: tuple = ()
 
 
 @dataclass(frozen=True)

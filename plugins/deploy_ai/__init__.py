@@ -59,14 +59,16 @@ class AiDeploy(DeployMethod):
         return tuple(source.built_images(service.id, service.compose))
 
     def prepare(self, service, runtime, workdir: str, progress, cancel=None, deploy_key=None,
-                commit: str | None = None) -> Prepared:
+                commit: str | None = None, commits: tuple = ()) -> Prepared:
         if self.analyzer is None:
             raise RuntimeError("no analyzer configured (SLIPWAY_AI_ANALYZER)")
         tree = os.path.join(workdir, "src")
         progress(f"cloning {source.redact_url(service.ai_url)}"
                  + (f" ({service.git_branch})" if service.git_branch else ""))
+        ancestry = []
         commit, branch, host_key = clone(service.ai_url, service.git_branch, tree, self.sources, cancel=cancel,
-                                         deploy_key=deploy_key, commit=commit, host_key=service.ssh_host_key)
+                                         deploy_key=deploy_key, commit=commit, host_key=service.ssh_host_key,
+                                         commits=commits, ancestry=ancestry)
         note = f"commit {commit[:12]} on {branch}"
         progress(f"analysing {note} with the {self.analyzer.name} analyzer")
         try:
@@ -92,7 +94,8 @@ class AiDeploy(DeployMethod):
         except Cancelled as exc:
             raise Cancelled(f"{note}: {exc}") from None
         return Prepared(compose=compose, note=f"{note}; {self.analyzer.name} analyzer: {analysis.summary}",
-                        commit=commit, stale_images=stale(service, compose), ssh_host_key=host_key)
+                        commit=commit, ancestry=tuple(ancestry), stale_images=stale(service, compose),
+                        ssh_host_key=host_key)
 
 
 @hookimpl

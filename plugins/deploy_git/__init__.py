@@ -58,12 +58,14 @@ class GitDeploy(DeployMethod):
         return tuple(source.built_images(service.id, service.compose))
 
     def prepare(self, service, runtime, workdir: str, progress, cancel=None, deploy_key=None,
-                commit: str | None = None) -> Prepared:
+                commit: str | None = None, commits: tuple = ()) -> Prepared:
         tree = os.path.join(workdir, "src")
         shown = source.redact_url(service.git_url)
         progress(f"cloning {shown}" + (f" ({service.git_branch})" if service.git_branch else ""))
+        ancestry = []
         commit, branch, host_key = clone(service.git_url, service.git_branch, tree, self.sources, cancel=cancel,
-                                         deploy_key=deploy_key, commit=commit, host_key=service.ssh_host_key)
+                                         deploy_key=deploy_key, commit=commit, host_key=service.ssh_host_key,
+                                         commits=commits, ancestry=ancestry)
         note = f"commit {commit[:12]} on {branch}"
         progress(f"cloned {note}")
         try:
@@ -81,7 +83,7 @@ class GitDeploy(DeployMethod):
             raise source.SourceError(f"{note} ({what}): {exc}") from None
         except Cancelled as exc:
             raise Cancelled(f"{note} ({what}): {exc}") from None
-        return Prepared(compose=compose, note=f"{note} ({what})", commit=commit,
+        return Prepared(compose=compose, note=f"{note} ({what})", commit=commit, ancestry=tuple(ancestry),
                         stale_images=stale(service, compose), ssh_host_key=host_key)
 
 

@@ -35,16 +35,19 @@ DEPLOY_KEY_ID = {"type": ["string", "null"],
 
 
 def clone(url: str, branch, tree: str, settings: source.Settings, *, cancel=None,
-          deploy_key=None, commit: str | None = None, host_key: str | None = None) -> tuple[str, str, str | None]:
+          deploy_key=None, commit: str | None = None, host_key: str | None = None, commits: tuple = (),
+          ancestry: list | None = None) -> tuple[str, str, str | None]:
     """``source.clone`` with the methods' settings into ``tree`` (its parent: the job's
     work folder); ``deploy_key`` (a ``core.panel.deploy_keys.PrivateKey`` or None): the
-    key an ssh clone uses; ``commit``: the one to check out; ``host_key``: the service's
-    pinned ssh host key (``Service.ssh_host_key``). Answers (commit, branch, the ssh
-    host key the clone was shown, None for other schemes): the key for the service to pin."""
+    key an ssh clone uses; ``commit``: the one to check out; ``commits``: pushed into one
+    job, the newest of them is checked out; ``ancestry``: a list filled with the cloned
+    commit's ancestors; ``host_key``: the service's pinned ssh host key
+    (``Service.ssh_host_key``). Answers (commit, branch, the ssh host key the clone was
+    shown, None for other schemes): the key for the service to pin."""
     commit, branch = source.clone(url, branch, tree, allowed=settings.allowed, timeout=settings.timeout,
                                   allow_private=settings.allow_private, max_bytes=settings.max_bytes, cancel=cancel,
                                   identity=deploy_key.text if deploy_key is not None else None, commit=commit,
-                                  host_key=host_key)
+                                  host_key=host_key, commits=commits, ancestry=ancestry)
     return commit, branch, source.host_key_seen(os.path.dirname(os.path.abspath(tree)))
 
 

@@ -33,6 +33,7 @@ from urllib.parse import urlsplit, urlunsplit
 from core import waits
 from core.panel import containerfiles
 from core.panel.containers import built_image_prefix
+from core.panel.pushes import newest
 from core.errors import Invalid
 from core.redaction import redact, redact_url, url_secrets  # noqa: F401 (used here and by the methods)
 from core.panel.compose import DEFAULT_HOST_PORTS, dump_compose, interpolate, load_compose, parse_compose
@@ -54,6 +55,9 @@ TAIL_LINES = 15
 COMPOSE_FILES = ("compose.yaml", "compose.yml", "docker-compose.yaml", "docker-compose.yml")
 BUILD_FILES = ("Containerfile", "Dockerfile")
 CONTAINERFILE_MAX_BYTES = 1024 * 1024  # what the runtime sends at most (plugins.runtime_common.build)
+#: how many ancestors of the cloned commit a clone reads (``git fetch --deepen``, ``git rev-list``) and
+#: its release keeps: a push of one of them is an old commit (``core.panel.pushes``)
+ANCESTRY = 1000
 
 _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 _SCP = re.compile(r"^(?:[A-Za-z0-9._~-]+@)?[A-Za-z0-9.-]+:(?!//)")
@@ -330,7 +334,8 @@ IDENTITY_FILE = "deploy-key"  # in the job's work folder, for an ssh clone only
 def clone(url: str, branch: str | None, dest: str, *, allowed, timeout: float = DEFAULT_TIMEOUT,
           allow_private: bool = False, max_bytes: int = DEFAULT_MAX_MB * MB, cancel=None,
           workdir: str | None = None, identity: str | None = None,
-          commit: str | None = None, host_key: str | None = None) -> tuple[str, str]:
+          commit: str | None = None, host_key: str | None = None, commits: tuple = (),
+          ancestry: list | None = None) -> tuple[str, str]:
     """Shallow-clone ``url`` (``branch``, or the remote's HEAD) into ``dest``; returns
     (commit, branch name). A server without shallow support (git's dumb HTTP) gets a
     full clone. The host is checked again (and pinned) unless ``allow_private``; a clone
@@ -353,9 +358,24 @@ def clone(url: str, branch: str | None, dest: str, *, allowed, timeout: float = 
     head is another one (it moved on), the commit is fetched by its hash (``git fetch
     --depth 1 origin <commit>``; a full clone has it already), else the branch's history
     is fetched whole and the commit looked for there; a commit the server does not give
-    fails the clone naming it (never the newest head in its place)."""
-    if commit is not None and not _COMMIT.fullmatch(commit):
+    fails the clone naming it (never the newest head in its place).
+
+    With ``commits`` (several pushed into one job, in the order they came; ``commit`` is
+    then ignored), the tree is the newest of them in the branch's history
+    (:func:`core.panel.pushes.newest`, asking ``git merge-base --is-ancestor`` of the
+    clone, whose history is deepened first): a late push of an older commit never wins
+    over a newer one. Only when none of them is in the branch's history (as far as the
+    clone reads it) is one fetched by its hash, the newest of all.
+
+    ``ancestry`` (a list): filled with the ancestors of the commit the tree is, newest
+    first, :data:`ANCESTRY` at most. The shallow clone is deepened by that many commits
+    for it (best effort: a server that does not deepen, or a history past the size
+    limit, gives fewer; the clone goes on with what it has)."""
+    commits = tuple(dict.fromkeys(c for c in commits or () if c))
+    if any(not _COMMIT.fullmatch(c) for c in commits) or (commit is not None and not _COMMIT.fullmatch(commit)):
         raise SourceError("the commit to deploy is not 40 hexadecimal digits")
+    if len(commits) == 1:
+        commit, commits = commits[0], ()
     workdir = os.path.abspath(workdir or os.path.dirname(os.path.abspath(dest)))
     scheme = scheme_of(url)
     if scheme is None or scheme not in allowed:
@@ -382,7 +402,8 @@ def clone(url: str, branch: str | None, dest: str, *, allowed, timeout: float = 
             with open_private(key_file) as handle:
                 handle.write(identity if identity.endswith("\n") else identity + "\n")
         return _clone(url, branch, dest, scheme, allowed, timeout, max_bytes, cancel, target, options,
-                      _git_env(workdir, ssh_options, identity_file=key_file, strict=strict), commit)
+                      _git_env(workdir, ssh_options, identity_file=key_file, strict=strict), commit, commits,
+                      ancestry)
     except SourceError as exc:
         if strict and host_keys.refused(str(exc)):
             raise SourceError(changed(f"cloning {redact_url(url)}", expected)) from None
@@ -400,7 +421,7 @@ def host_key_seen(workdir: str) -> str | None:
 
 
 def _clone(url, branch, dest, scheme, allowed, timeout, max_bytes, cancel, target, options, env,
-           commit=None) -> tuple[str, str]:
+           commit=None, commits=(), ancestry=None) -> tuple[str, str]:
     config = ["-c", "protocol.allow=never", "-c", "credential.helper=", "-c", "core.hooksPath=/dev/null", *options]
     for allowed_scheme in allowed:
         config += ["-c", f"protocol.{allowed_scheme}.allow=always"]
@@ -423,14 +444,55 @@ def _clone(url, branch, dest, scheme, allowed, timeout, max_bytes, cancel, targe
         attempt(shallow=False)  # git's dumb HTTP transport cannot fetch shallowly
     name = _run_git(["rev-parse", "--abbrev-ref", "HEAD"], cwd=dest, timeout=30, url=url,
                     what="reading the branch", env=env).strip()
+    if ancestry is not None or commits:
+        _deepen(config, dest, env, url=url, timeout=timeout, max_bytes=max_bytes, cancel=cancel)
+    if commits:  # those in the branch's history (the clone has them) first: a rewritten branch's old ones lose
+        present = [c for c in commits if _git_ok(dest, env, url, "cat-file", "-e", f"{c}^{{commit}}")]
+        commit = newest(present or commits,
+                        lambda older, newer: _git_ok(dest, env, url, "merge-base", "--is-ancestor", older, newer))
     if commit is not None:
         _check_out(commit, config, dest, env, url=url, timeout=timeout, max_bytes=max_bytes, cancel=cancel)
     if tree_bytes(dest) > max_bytes:
         raise SourceError(too_large(what, max_bytes))
     commit = _run_git(["rev-parse", "HEAD"], cwd=dest, timeout=30, url=url, what="reading the commit",
                       env=env).strip()
+    if ancestry is not None:
+        listed = _run_git(["rev-list", f"--max-count={ANCESTRY + 1}", "HEAD"], cwd=dest, timeout=30, url=url,
+                          what="reading the history", env=env).split()
+        ancestry.extend(c for c in listed if c != commit and _COMMIT.fullmatch(c))
     shutil.rmtree(os.path.join(dest, ".git"), ignore_errors=True)
     return commit, name
+
+
+def _deepen(config: list, dest: str, env: dict, *, url: str, timeout: float, max_bytes: int, cancel=None) -> None:
+    """Deepen a shallow clone at ``dest`` by :data:`ANCESTRY` commits (a full clone has
+    its history already). Only the commits are asked for (``--filter=tree:0``: a checkout
+    of an older one fetches its tree then); a server that does not filter sends their
+    trees too. Best effort: a server that refuses, or a history past ``max_bytes``,
+    leaves the clone as it was (the fetch's unfinished pack removed)."""
+    if not os.path.exists(os.path.join(dest, ".git", "shallow")):
+        return
+    try:
+        _run_git([*config, "fetch", "--quiet", "--no-tags", "--filter=tree:0", f"--deepen={ANCESTRY}", "origin"],
+                 cwd=dest, timeout=timeout, url=url, what="reading the branch's history", env=env, cancel=cancel,
+                 watch=dest, max_bytes=max_bytes)
+    except SourceError:
+        pack = os.path.join(dest, ".git", "objects", "pack")
+        for name in os.listdir(pack) if os.path.isdir(pack) else ():
+            if name.startswith("tmp_"):
+                with contextlib.suppress(OSError):
+                    os.remove(os.path.join(pack, name))
+
+
+def _git_ok(dest: str, env: dict, url: str, *args: str) -> bool:
+    """Whether a git question about the clone at ``dest`` is answered yes (exit status 0):
+    ``cat-file -e`` (it has a commit), ``merge-base --is-ancestor`` (False too when it
+    cannot tell: a commit it does not have)."""
+    try:
+        _run_git(list(args), cwd=dest, timeout=30, url=url, what=f"git {args[0]}", env=env)
+        return True
+    except SourceError:
+        return False
 
 
 def _check_out(commit: str, config: list, dest: str, env: dict, *, url: str, timeout: float, max_bytes: int,

@@ -272,6 +272,37 @@ def test_releases_job_pages_and_cancels(uow, clock):
         assert uow.releases.for_service(s1.id) == []
 
 
+def test_release_ancestry_and_the_commits_of_a_push_deploy(uow, clock):
+    from core.panel.releases import Release
+    from core.panel.services import DeployJob
+
+    older, old, other = (f"{n:040x}" for n in (1, 2, 3))
+    with uow:
+        for n, service_id in ((1, "svc_a"), (2, "svc_b")):
+            uow.releases.add(Release(id=f"rel_{n}", service_id=service_id, number=1, deploy_job_id=f"job_{n}",
+                                     images=(), compose="c", variables={}, commit=other, created_at=clock.now()))
+        uow.releases.add_ancestry("rel_1", "svc_a", [old, older, old])
+        uow.releases.add_ancestry("rel_2", "svc_b", [older])
+        uow.deploy_jobs.add(DeployJob(id="job_p", service_id="svc_a", kind="redeploy", state="queued",
+                                      created_at=clock.now(), updated_at=clock.now(), created_by="git:github",
+                                      commit=old, commits=(old,)))
+        uow.commit()
+    with uow:
+        assert uow.releases.ancestry("rel_1") == tuple(sorted((old, older)))
+        assert uow.releases.has_ancestor("rel_1", older) and not uow.releases.has_ancestor("rel_1", other)
+        assert not uow.releases.has_ancestor("rel_nope", older)
+        assert uow.deploy_jobs.get("job_p").commits == (old,)
+        assert uow.deploy_jobs.retarget("job_p", older, "git:gitlab", clock.now(), commits=(old, older)) is True
+        uow.commit()
+    with uow:
+        job = uow.deploy_jobs.queued_push("svc_a")
+        assert (job.commit, job.commits, job.created_by) == (older, (old, older), "git:gitlab")
+        uow.releases.delete_for("svc_a")
+        uow.commit()
+    with uow:
+        assert uow.releases.ancestry("rel_1") == () and uow.releases.has_ancestor("rel_2", older)
+
+
 def test_history_prune_keeps_the_newest_and_every_unfinished_job(uow, clock):
     from core.panel import history
     from core.panel.services import DeployJob, ServiceEvent

@@ -182,3 +182,58 @@ def test_a_commit_the_repository_does_not_have_fails_naming_it(tmp_path):
     with pytest.raises(source.SourceError, match="40 hexadecimal digits"):
         source.clone(url, "main", str(tmp_path / "job2" / "src"), allowed=ALLOWED, allow_private=True,
                      commit="--upload-pack=touch /tmp/x")
+
+
+def _history(tmp_path, count=4):
+    """A repository of ``count`` commits on main: (URL, commits oldest first)."""
+    from tests.support.git_repos import commit
+
+    url, first = repository(tmp_path / "history", {"index.html": "0\n"})
+    return url, [first] + [commit(tmp_path / "history", {"index.html": f"{n}\n"}, f"commit {n}")
+                           for n in range(1, count)]
+
+
+def test_a_clone_reads_the_ancestry_of_what_it_checked_out(tmp_path):
+    url, commits = _history(tmp_path, 5)
+    ancestry = []
+    head, _ = source.clone(url, "main", str(tmp_path / "job" / "src"), allowed=ALLOWED, allow_private=True,
+                           ancestry=ancestry)
+    assert head == commits[-1] and ancestry == commits[-2::-1]  # newest first, the commit itself not among them
+    ancestry = []
+    pushed, _ = source.clone(url, "main", str(tmp_path / "job2" / "src"), allowed=ALLOWED, allow_private=True,
+                             commit=commits[2], ancestry=ancestry)
+    assert pushed == commits[2] and ancestry == [commits[1], commits[0]]
+    assert not (tmp_path / "job2" / "src" / ".git").exists()
+
+
+def test_a_clone_reads_at_most_the_bounded_ancestry(tmp_path, monkeypatch):
+    monkeypatch.setattr(source, "ANCESTRY", 2)
+    url, commits = _history(tmp_path, 5)
+    ancestry = []
+    source.clone(url, "main", str(tmp_path / "job" / "src"), allowed=ALLOWED, allow_private=True, ancestry=ancestry)
+    assert ancestry == [commits[3], commits[2]]
+
+
+def test_of_commits_pushed_into_one_job_the_newest_of_the_branch_is_checked_out(tmp_path):
+    url, commits = _history(tmp_path, 4)
+    for n, arrived in enumerate([(commits[3], commits[1]), (commits[1], commits[3], commits[2]),
+                                 (commits[2], "0123456789abcdef0123456789abcdef01234567")]):
+        dest = tmp_path / f"job{n}" / "src"
+        chosen, _ = source.clone(url, "main", str(dest), allowed=ALLOWED, allow_private=True, commits=arrived)
+        assert chosen == max(arrived, key=lambda c: commits.index(c) if c in commits else -1)
+        assert (dest / "index.html").read_text() == f"{commits.index(chosen)}\n"
+
+
+def test_a_server_that_filters_sends_the_history_without_its_trees(tmp_path):
+    """``uploadpack.allowFilter`` (GitHub's, GitLab's): the deepening asks for commits
+    only, and checking out an older one fetches its tree then."""
+    from tests.support.git_repos import git
+
+    url, commits = _history(tmp_path, 5)
+    git(tmp_path / "history", "config", "uploadpack.allowFilter", "true")
+    ancestry = []
+    dest = tmp_path / "job" / "src"
+    chosen, _ = source.clone(url, "main", str(dest), allowed=ALLOWED, allow_private=True,
+                             commits=(commits[3], commits[1]), ancestry=ancestry)
+    assert chosen == commits[3] and (dest / "index.html").read_text() == "3\n"
+    assert ancestry == commits[2::-1]

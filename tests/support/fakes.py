@@ -915,11 +915,11 @@ class InMemoryDeployJobs(_Repo):
                   and j.commit and (j.created_by or "").startswith("git:")]
         return _sorted(queued, "created_at", "id")[-1] if queued else None
 
-    def retarget(self, job_id, commit, created_by, now):
+    def retarget(self, job_id, commit, created_by, now, commits=()):
         job = self.rows.get(job_id)
         if job is None or job.state != "queued":
             return False
-        self._put(job_id, replace(job, commit=commit, created_by=created_by, updated_at=now))
+        self._put(job_id, replace(job, commit=commit, commits=tuple(commits), created_by=created_by, updated_at=now))
         return True
 
     def requeue_orphaned(self, now, live_owners):
@@ -1005,6 +1005,19 @@ class InMemoryReleases(_Repo):
     def delete_for(self, service_id):
         for key in [k for k, r in self.rows.items() if r.service_id == service_id]:
             self._delete(key)
+        ancestors = self.uow._rows("release_ancestors")  # (release id, commit) -> service id
+        for key in [k for k, owner in ancestors.items() if owner == service_id]:
+            self._delete(key, table="release_ancestors")
+
+    def add_ancestry(self, release_id, service_id, commits):
+        for commit in commits:
+            self._put((release_id, commit), service_id, table="release_ancestors")
+
+    def ancestry(self, release_id):
+        return tuple(sorted(c for (r, c) in self.uow._rows("release_ancestors") if r == release_id))
+
+    def has_ancestor(self, release_id, commit):
+        return (release_id, commit) in self.uow._rows("release_ancestors")
 
 
 class InMemoryServiceEvents(_Repo):

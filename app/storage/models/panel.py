@@ -188,6 +188,8 @@ def define(Base) -> dict:
         created_by = peewee.CharField(max_length=80, default="system", constraints=[peewee.SQL("DEFAULT 'system'")])
         # migration 27: the commit to deploy (a push's); none: the branch's newest
         commit = peewee.CharField(max_length=64, null=True, column_name="source_commit")
+        # migration 31: every commit pushed into it (JSON, in the order they came)
+        commits = peewee.TextField(null=True, column_name="source_commits")
 
         class Meta:
             table_name = "deploy_job"
@@ -211,6 +213,18 @@ def define(Base) -> dict:
         class Meta:
             table_name = "service_release"
             indexes = ((("service_id", "number"), True),)
+
+    class ReleaseAncestor(Base):
+        """An ancestor of the commit a release deployed (migration 31), as far as its
+        deploy's clone read the history: a push of it is an old commit."""
+
+        release_id = peewee.CharField(max_length=40)
+        service_id = peewee.CharField(max_length=40, index=True)
+        commit = peewee.CharField(max_length=64)
+
+        class Meta:
+            table_name = "release_ancestor"
+            primary_key = peewee.CompositeKey("release_id", "commit")
 
     class ServiceEvent(Base):
         id = peewee.BigAutoField()
@@ -328,5 +342,5 @@ def define(Base) -> dict:
     return dict(PreviewJob=PreviewJob, GitDelivery=GitDelivery, PanelCustomer=PanelCustomer, PanelApiKey=PanelApiKey, PanelUser=PanelUser,
                 PanelSession=PanelSession, PanelKeySession=PanelKeySession, PanelLogin=PanelLogin, Service=Service,
                 ServiceRoute=ServiceRoute, CustomDomain=CustomDomain, WorkerLease=WorkerLease, DeployJob=DeployJob,
-                Release=Release, ServiceEvent=ServiceEvent, Backup=Backup, BackupPolicy=BackupPolicy,
-                DeployKey=DeployKey)
+                Release=Release, ReleaseAncestor=ReleaseAncestor, ServiceEvent=ServiceEvent, Backup=Backup,
+                BackupPolicy=BackupPolicy, DeployKey=DeployKey)

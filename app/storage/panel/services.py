@@ -306,10 +306,12 @@ class PeeweeDeployJobs:
                          created_at=row.created_at, updated_at=row.updated_at, step=row.step, error=row.error,
                          attempts=row.attempts, release_id=row.release_id, target_release_id=row.target_release_id,
                          cancel_requested=bool(row.cancel_requested), finished_at=row.finished_at,
-                         created_by=row.created_by or "system", commit=row.commit)
+                         created_by=row.created_by or "system", commit=row.commit,
+                         commits=tuple(json.loads(row.commits)) if row.commits else ())
 
     def add(self, job: DeployJob) -> None:
-        self.m.DeployJob.insert(**asdict(job)).execute()
+        self.m.DeployJob.insert(**{**asdict(job), "commits": json.dumps(list(job.commits)) if job.commits
+                                   else None}).execute()
 
     def get(self, job_id: str) -> DeployJob | None:
         row = self.m.DeployJob.get_or_none(self.m.DeployJob.id == job_id)
@@ -370,10 +372,12 @@ class PeeweeDeployJobs:
                .order_by(J.created_at.desc(), J.id.desc()).first())
         return self._entity(row) if row else None
 
-    def retarget(self, job_id: str, commit: str, created_by: str, now) -> bool:
-        """A queued job deploys ``commit`` instead; False when it started meanwhile."""
+    def retarget(self, job_id: str, commit: str, created_by: str, now, commits: tuple = ()) -> bool:
+        """A queued job deploys ``commit`` instead (``commits``: every commit pushed into
+        it, in the order they came); False when it started meanwhile."""
         J = self.m.DeployJob
-        return J.update(commit=commit, created_by=created_by, updated_at=now).where(
+        return J.update(commit=commit, commits=json.dumps(list(commits)) if commits else None,
+                        created_by=created_by, updated_at=now).where(
             (J.id == job_id) & (J.state == "queued")).execute() > 0
 
     def set_step(self, job_id: str, step: str, now) -> None:
@@ -475,6 +479,22 @@ class PeeweeReleases:
 
     def delete_for(self, service_id: str) -> None:
         self.m.Release.delete().where(self.m.Release.service_id == service_id).execute()
+        self.m.ReleaseAncestor.delete().where(self.m.ReleaseAncestor.service_id == service_id).execute()
+
+    def add_ancestry(self, release_id: str, service_id: str, commits) -> None:
+        """Record ``commits`` as ancestors of the commit release ``release_id`` deployed."""
+        rows = [{"release_id": release_id, "service_id": service_id, "commit": c} for c in dict.fromkeys(commits)]
+        for start in range(0, len(rows), 200):  # within every database's limit of bound values
+            self.m.ReleaseAncestor.insert_many(rows[start:start + 200]).on_conflict_ignore().execute()
+
+    def ancestry(self, release_id: str) -> tuple:
+        A = self.m.ReleaseAncestor
+        return tuple(r[0] for r in A.select(A.commit).where(A.release_id == release_id).order_by(A.commit).tuples())
+
+    def has_ancestor(self, release_id: str, commit: str) -> bool:
+        """Whether ``commit`` was recorded as an ancestor of release ``release_id``'s commit."""
+        A = self.m.ReleaseAncestor
+        return A.select().where((A.release_id == release_id) & (A.commit == commit)).exists()
 
 
 FINISHED = ("succeeded", "failed", "cancelled")  # the states of a job that ended

@@ -158,9 +158,10 @@ class DeployJobRepository(Protocol):
         still queued, or None."""
 
     @abstractmethod
-    def retarget(self, job_id: str, commit: str, created_by: str, now) -> bool:
-        """The job, if still queued, deploys ``commit`` (asked by ``created_by``) instead;
-        whether it was still queued."""
+    def retarget(self, job_id: str, commit: str, created_by: str, now, commits: tuple = ()) -> bool:
+        """The job, if still queued, deploys ``commit`` (asked by ``created_by``) instead,
+        ``commits`` its commits (every one pushed into it, in the order they came: it
+        deploys the newest of them); whether it was still queued."""
 
     @abstractmethod
     def set_step(self, job_id: str, step: str, now) -> None:
@@ -225,7 +226,20 @@ class ReleaseRepository(Protocol):
 
     @abstractmethod
     def delete_for(self, service_id: str) -> None:
-        """Remove every release of the service."""
+        """Remove every release of the service (and their ancestries)."""
+
+    @abstractmethod
+    def add_ancestry(self, release_id: str, service_id: str, commits) -> None:
+        """Record ``commits`` as ancestors of the commit release ``release_id`` (of
+        ``service_id``) deployed; one already recorded is kept once."""
+
+    @abstractmethod
+    def ancestry(self, release_id: str) -> tuple:
+        """The recorded ancestors of release ``release_id``'s commit, sorted."""
+
+    @abstractmethod
+    def has_ancestor(self, release_id: str, commit: str) -> bool:
+        """Whether ``commit`` is a recorded ancestor of release ``release_id``'s commit."""
 
 
 class ServiceEventRepository(Protocol):

@@ -367,3 +367,29 @@ def test_the_hook_rate_setting_is_read():
     assert Config.from_env({"SLIPWAY_RATE_HOOK_RPM": "5"}).rate_hook_rpm == 5
     with pytest.raises(ConfigError, match="SLIPWAY_RATE_HOOK_RPM"):
         Config.from_env({"SLIPWAY_RATE_HOOK_RPM": "0"})
+
+
+def test_a_push_of_the_running_release_or_an_ancestor_is_ignored_old_commit(hooks, store, clock):
+    """The release that runs decides (its commit and the ancestors its clone read), not
+    the service's ``commit``, which a job that failed after its source step may have set."""
+    from dataclasses import replace
+
+    from core.panel.releases import Release
+
+    client, _, admin, git_service, secret = hooks
+    service_id = git_service()
+    _settle(store, service_id)
+    key = secret(service_id)
+    with store.uow() as uow:
+        uow.releases.add(Release(id="rel_forward", service_id=service_id, number=1, deploy_job_id="job_x", images=(),
+                                 compose=COMPOSE, variables={}, commit=SHA[2], created_at=clock.now()))
+        uow.releases.add_ancestry("rel_forward", service_id, [SHA[1], SHA[0]])
+        uow.services.update(replace(uow.services.get(service_id, for_update=True), release=1, commit=SHA[3]))
+        uow.commit()
+    for n, old in enumerate((SHA[2], SHA[1], SHA[0])):
+        headers, body = push("github", key, "main", old, delivery=f"replayed-{n}")
+        assert deliver(client, service_id, headers, body, expect=202).json == {"ignored": "old commit"}
+    assert len(jobs(client, admin, service_id)) == 1
+    assert client.get(f"/api/services/{service_id}", token=admin).json["status"] == "running"
+    headers, body = push("github", key, "main", SHA[3], delivery="failed-before")  # service.commit, no release
+    assert "deploy_job_id" in deliver(client, service_id, headers, body, expect=202).json

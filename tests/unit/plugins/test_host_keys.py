@@ -31,7 +31,8 @@ def runs(monkeypatch, tmp_path):
     ``runs.answer``: the failure git would end with (None: success)."""
     seen = []
 
-    def clone(url, branch, dest, scheme, allowed, timeout, max_bytes, cancel, target, options, env, commit=None):
+    def clone(url, branch, dest, scheme, allowed, timeout, max_bytes, cancel, target, options, env, commit=None,
+              commits=(), ancestry=None):
         known = tmp_path / "job" / host_keys.FILE
         seen.append((env["GIT_SSH_COMMAND"], known.read_text() if known.exists() else None))
         if seen.answer:
