@@ -187,7 +187,8 @@ def create_app(config: Config | None = None, *, store: Store | None = None,
         return created
 
     panel_ops.update(BackupsHandlers(store, config.clock, archives, parts.read_compose,
-                                     wake=parts.backup_worker.wake, create_service=create_service).handlers())
+                                     wake=parts.backup_worker.wake, create_service=create_service,
+                                     calls=parts.request_calls).handlers())
     panel_ops.update(BackupPoliciesHandlers(store, config.clock, parts.policy_destinations,
                                             wake=parts.backup_scheduler.wake).handlers())
     panel_ops.update(DeployKeysHandlers(store, config.clock).handlers())

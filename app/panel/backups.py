@@ -28,11 +28,23 @@ class BackupsHandlers:
     a service's volumes; ``wake()`` tells the backup worker a job is queued;
     ``create_service(uow, principal, request, also)`` creates the new service of a restore
     into one (``core.panel.services.create_service`` with its collaborators bound; None:
-    such restores are refused)."""
+    such restores are refused). ``calls``: the engine-call pool on whose customer's share
+    the work that reaches the outside runs (a destination's delete, a restore's new
+    service planned), never a database thread (``core.waits``); None: the database's."""
 
-    def __init__(self, store, clock, archives, parse, wake=lambda: None, create_service=None):
+    def __init__(self, store, clock, archives, parse, wake=lambda: None, create_service=None, calls=None):
         self.store, self.clock, self.archives, self.parse, self.wake = store, clock, archives, parse, wake
         self.create_service = create_service
+        self.calls = calls
+
+    async def _outside(self, call, fn, *args):
+        """``fn(*args)`` on the caller's share of the engine-call threads (it reaches a
+        backup destination or looks hosts up)."""
+        if self.calls is None:
+            return await self.store.run(fn, *args)
+        from app.panel.services import tenant
+
+        return await self.calls.run_for(tenant(call.caller), fn, *args)
 
     def handlers(self) -> dict:
         return {"listBackups": self.list_backups, "createBackup": self.create_backup, "getBackup": self.get_backup,
@@ -60,14 +72,13 @@ class BackupsHandlers:
         return Reply(200, backup_json(found))
 
     async def delete_backup(self, call):
-        await self.store.run(backups.delete_backup, self.store.uow(), self.archives, call.caller, call.params["id"],
-                             call.params["backup_id"])
+        await self._outside(call, backups.delete_backup, self.store.uow(), self.archives, call.caller,
+                            call.params["id"], call.params["backup_id"])
         return Reply(204)
 
     async def restore_backup(self, call):
-        backup = await self.store.run(backups.restore_backup, self.store.uow(), self.clock, call.caller,
-                                      call.params["id"], call.params["backup_id"], call.body,
-                                      self.create_service)
+        backup = await self._outside(call, backups.restore_backup, self.store.uow(), self.clock, call.caller,
+                                     call.params["id"], call.params["backup_id"], call.body, self.create_service)
         self.wake()
         return Reply(202, backup_json(backup))
 

@@ -147,7 +147,9 @@ class JobWorker(Background):
         import logging
 
         try:
-            taken = await self.store.run(self.recover)
+            # on the job threads: a recovery may reach the outside (a stopped backup's partial
+            # upload aborted at its destination), never on a database thread (core.waits)
+            taken = await (self.calls.run(self.recover) if self.calls is not None else self.store.run(self.recover))
             if taken:
                 logging.getLogger(f"slipway.{self.name}").warning(
                     "took back %d %s job(s) a stopped process left: %s", len(taken), self.name, ", ".join(taken))
