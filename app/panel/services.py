@@ -87,8 +87,10 @@ class ServicesHandlers:
     ``calls`` runs calls that reach the container engine (``app.engine_calls``, each
     tenant its share: ``tenant``); ``wake()`` tells the deploy worker a job is queued;
     ``deleting(service ids)`` runs once a delete was admitted, before it touches the
-    engine (the running deploys of those services are cancelled: they end "service
-    deleted"); ``deleted(service)`` runs after a service is deleted (its backup archives go);
+    engine (the running deploys of those services in this process are cancelled: they
+    end "service deleted"; the delete itself ends their queued jobs and waits for those
+    running in any process: ``core.panel.services.delete_service``); ``deleted(service)``
+    runs after a service is deleted (its backup archives go);
     ``quota`` holds the operator's customer limits; ``base_domain`` and ``parse`` (the
     compose parser) let start and restart write the route record again for the host
     port the engine published; ``reserved_hosts`` are refused as custom domains (the
@@ -250,7 +252,7 @@ class ServicesHandlers:
                 previews_of = [found for found in map(uow.services.get, uow.services.preview_ids(service_id))
                                if found is not None]
             self.deleting([service_id, *(preview.id for preview in previews_of)])
-            service = services.delete_service(self.store.uow(), runtime, call.caller, service_id)
+            service = services.delete_service(self.store.uow(), runtime, call.caller, service_id, clock=self.clock)
             for gone in [*previews_of, service]:
                 method = self.methods.get(gone.deploy_method)
                 for image in method.built_images(gone) if method is not None else ():  # git and ai builds

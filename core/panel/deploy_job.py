@@ -142,11 +142,19 @@ class DeployContext:
             raise JobCancelled(reason)
 
     def enter(self, step: str, message: str, percent: int) -> None:
-        """Persist the job's current step and announce it (unless cancelled)."""
+        """Persist the job's current step and announce it (unless cancelled). A service
+        deleted meanwhile (by any process: its row is gone) cancels the job here, "service
+        deleted", so each step that makes something in the engine is followed by a look at
+        the row before the next one, and the job removes what it made."""
         self.check()
         with self.uow:
-            self.uow.deploy_jobs.set_step(self.job.id, step, self.clock.now())
+            alive = self.uow.services.existing({self.job.service_id})
+            if alive:
+                self.uow.deploy_jobs.set_step(self.job.id, step, self.clock.now())
             self.uow.commit()
+        if not alive:
+            self.cancel = _cancelled_as(self.cancel, DELETED)
+            self.check()
         self.progress(step, message, percent)
 
     def progress(self, step: str, message: str, percent: int) -> None:
@@ -188,12 +196,13 @@ def prepare_source(ctx: DeployContext) -> None:
                                   lambda message: ctx.progress("source", message, 8), cancel=ctx.cancel, **extra)
     finally:
         ctx.deploy_key = None  # held no longer than the clone needs it
-    ctx.check()
-    if prepared is not None:
+    if prepared is not None:  # before the look at the cancel: a cancelled job removes what it built
         ctx.note, ctx.stale = prepared.note, tuple(prepared.stale_images or ())
         ctx.ancestry = tuple(getattr(prepared, "ancestry", ()) or ())
         ctx.service = replace(ctx.service, compose=prepared.compose, commit=prepared.commit or ctx.service.commit,
                               ssh_host_key=getattr(prepared, "ssh_host_key", None) or ctx.service.ssh_host_key)
+    ctx.check()
+    if prepared is not None:
         _keep_source(ctx.uow, ctx.settings, ctx.service)
 
 
@@ -365,6 +374,7 @@ def switch_release(ctx: DeployContext) -> None:
         uow.commit()
     if current is None:  # deleted while deploying: take away what this job made, then end it
         ctx.runtime.remove_service(service.id)  # first: a job that reads failed has left nothing behind
+        remove_builds(ctx)
         with uow:
             uow.deploy_jobs.finish(job.id, "failed", f"{DELETED} during the deploy", clock.now())
             uow.commit()
@@ -428,8 +438,32 @@ def run_job(uow, deployer: Deployer, job, *, workdir: str | None = None, cancel=
         else:
             fail_job(uow, ctx.clock, job, exc, note=ctx.note, progress=deployer.progress, runtime=ctx.runtime,
                      cancel=ctx.cancel)
+        if cancel_reason(ctx.cancel) == DELETED or _gone(uow, job.service_id):
+            remove_builds(ctx)
         return
     retire_old_release(ctx)
+
+
+def _gone(uow, service_id: str) -> bool:
+    """Whether the service's row is gone (False when the database does not answer)."""
+    try:
+        with uow.reading():
+            return not uow.services.existing({service_id})
+    except Exception:  # noqa: BLE001 (the job has ended; nothing more to learn)
+        return False
+
+
+def remove_builds(ctx: DeployContext) -> None:
+    """Remove the images the job's method built for the service (``built_images`` of the
+    compose the source step answered): a job of a deleted service leaves none behind,
+    also one built after the delete removed the service's images. Best effort."""
+    method = (ctx.deployer.methods or {}).get(ctx.service.deploy_method)
+    built = getattr(method, "built_images", None)
+    for image in built(ctx.service) if built is not None else ():
+        try:
+            ctx.runtime.remove_image(image)
+        except Exception:  # noqa: BLE001 (an image already gone, an engine that does not answer)
+            pass
 
 
 def _set_removed(ctx: DeployContext) -> bool:
@@ -520,10 +554,20 @@ def registries_refusal(plan, *, resolve=None) -> str | None:
 def _requested(cancel):
     """``cancel`` set as "cancelled" (a new event when the job ran without one, or when a
     cancel was asked for in the database that its worker has not seen yet)."""
+    return _cancelled_as(cancel, CANCELLED)
+
+
+def _cancelled_as(cancel, reason: str):
+    """``cancel`` when set already; otherwise set with ``reason`` (a new event when the
+    job ran without one: "cancelled" asked for in the database, or "service deleted" seen
+    in it, neither seen by the job's worker yet)."""
     if cancel is not None and cancel.is_set():
         return cancel
+    if hasattr(cancel, "cancel"):  # the worker's own event: the job's later looks see the reason too
+        cancel.cancel(reason)
+        return cancel
     event = threading.Event()
-    event.reason = CANCELLED
+    event.reason = reason
     event.set()
     return event
 
@@ -777,7 +821,7 @@ def fail_job(uow, clock, job, exc: Exception, *, note: str = "", progress=_nothi
         _await_delete(uow, clock, job.service_id, cancel, removed=lambda: _none_left(runtime, job))
     reason = cancel_reason(cancel) or reason
     state = "cancelled" if reason == CANCELLED else "failed"
-    if state == "cancelled" and runtime is not None:  # what it made goes
+    if reason in (CANCELLED, DELETED) and runtime is not None:  # what it made goes
         _remove_job_set(runtime, job.service_id, job)
     now = clock.now()
     with uow:

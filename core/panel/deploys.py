@@ -20,9 +20,7 @@ from dataclasses import replace
 from core.panel import leases
 from core.panel.containers import JOB_LABEL
 from core.panel.events import service_status
-from core.panel.services import NOT_CHECKED, record
-
-DELETED = "service deleted"
+from core.panel.services import DELETED, NOT_CHECKED, record  # DELETED: "service deleted"
 
 
 def resource_names(service, component: str | None = None, volume: str | None = None, job=None) -> str:

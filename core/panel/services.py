@@ -8,7 +8,7 @@ import re
 import secrets
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import NamedTuple
 
 from core.panel.access import SourcePrincipal
@@ -513,25 +513,43 @@ def _published(runtime, service: Service, parse) -> str:
         return ""
 
 
-def delete_service(uow, runtime, principal, service_id: str) -> Service:
+#: the error of a deploy job whose service was deleted (``core.panel.deploys``)
+DELETED = "service deleted"
+#: how long a delete waits for the deploy jobs of its service running then (in any
+#: process) to notice and end; past it the delete answers and a job still running removes
+#: what it made itself once it sees the service gone (``core.panel.deploy_job``)
+DELETE_JOBS_WAIT_SECONDS = 30.0
+DELETE_JOBS_POLL_SECONDS = 0.2
+
+
+def delete_service(uow, runtime, principal, service_id: str, *, clock=None) -> Service:
     """Remove containers, volumes, network and the route record; irreversible. Returns
-    the service as it was (the caller may remove the images its deploys built). A
-    service's previews (``core.panel.previews``) go with it, each as a delete of its own
+    the service as its row last was (the caller may remove the images its deploys built).
+    A service's previews (``core.panel.previews``) go with it, each as a delete of its own
     first (they are services of the same customer; a preview left behind would deploy a
     branch nobody tracks any more). ``runtime`` None: the rows go, the engine is not
-    called (a caller without one)."""
+    called (a caller without one).
+
+    Nothing of the service runs after it: its queued deploy jobs end ``failed`` "service
+    deleted" before the engine is touched (and again in the transaction that deletes the
+    rows, for one queued meanwhile), so none is claimed any more; once the rows are gone
+    the engine is swept once more (what a job made meanwhile), and with ``clock`` the
+    delete waits (``DELETE_JOBS_WAIT_SECONDS`` at most) for the jobs that were running
+    (in any process) to end: each removes what it made once it sees the row gone, so
+    nothing of theirs is left when the delete answers."""
     with uow.reading():
         service = visible(principal, uow.services.get(service_id), service_id)
         previews = uow.services.preview_ids(service.id)
     for preview_id in previews:
         try:
-            delete_service(uow, runtime, principal, preview_id)
+            delete_service(uow, runtime, principal, preview_id, clock=clock)
         except NotFound:  # deleted meanwhile (its pull request closed)
             pass
     if runtime is None:
         runtime = _NO_ENGINE
-    # also while deploying (the spec allows delete from any state): the job notices the
-    # service is gone when it ends and removes whatever it made after this
+    running = _end_queued_jobs(uow, service, clock)
+    # also while deploying (the spec allows delete from any state): a job under way stops
+    # at its next step once its cancel is set or it sees the row gone, and removes what it made
     runtime.remove_service(service.id)
     with uow.reading():
         kept = [keep_tag(r.service_id, r.number, i["component"]) for r in uow.releases.for_service(service.id)
@@ -544,18 +562,57 @@ def delete_service(uow, runtime, principal, service_id: str) -> Service:
     with uow:
         # the service's row first: a PATCH holding it (claiming a domain, writing route
         # records) finishes before its rows are deleted here, so none is left dangling
-        if uow.services.get(service.id, for_update=True) is None:
+        current = uow.services.get(service.id, for_update=True)
+        if current is None:
             raise NotFound(f"service {service_id} not found")
+        uow.deploy_jobs.fail_queued(service.id, DELETED, _now(clock, uow))  # queued since the first look
+        running = sorted({*running, *uow.deploy_jobs.running_ids(service.id)})
         uow.routes.delete_for(service.id)
         uow.custom_domains.delete_for(service.id)
         uow.releases.delete_for(service.id)
         uow.services.delete(service.id)
         uow.emit(service_status(service, "deleted"))
         uow.commit()
+    _await_jobs(uow, clock, running)
+    try:  # what a job made between the removal above and the rows going (it ends without seeing it)
+        runtime.remove_service(service.id)
+    except Exception:  # noqa: BLE001 (the rows are gone; what is left carries the label of no service)
+        pass
     # the last of the customer's services on its network takes the network along (also one
     # whose customer_network was turned off without a redeploy: its containers were on it)
     networks.drop_if_unused(uow, runtime, service.customer_id)
-    return service
+    return current
+
+
+def _now(clock, uow):
+    return clock.now() if clock is not None else datetime.now(tz=timezone.utc)
+
+
+def _end_queued_jobs(uow, service: Service, clock) -> list[str]:
+    """End the service's queued deploy jobs ``failed`` (:data:`DELETED`) under its row
+    lock; the ids of those running (in any process), which the delete waits for."""
+    with uow:
+        if uow.services.get(service.id, for_update=True) is None:
+            raise NotFound(f"service {service.id} not found")
+        uow.deploy_jobs.fail_queued(service.id, DELETED, _now(clock, uow))
+        running = uow.deploy_jobs.running_ids(service.id)
+        uow.commit()
+    return running
+
+
+def _await_jobs(uow, clock, job_ids) -> None:
+    """Poll until none of ``job_ids`` is ``running`` any more, for
+    ``DELETE_JOBS_WAIT_SECONDS`` of ``clock`` at most (no ``clock``: no wait)."""
+    if clock is None or not job_ids:
+        return
+    deadline = clock.monotonic() + DELETE_JOBS_WAIT_SECONDS
+    while True:
+        with uow.reading():
+            left = [job_id for job_id in job_ids
+                    if (job := uow.deploy_jobs.get(job_id)) is not None and job.state == "running"]
+        if not left or clock.monotonic() >= deadline:
+            return
+        clock.sleep(DELETE_JOBS_POLL_SECONDS)
 
 
 class _NoEngine:

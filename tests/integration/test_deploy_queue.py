@@ -146,7 +146,7 @@ def test_a_cancelled_job_removes_what_it_made_and_ends_service_deleted(store, cl
     cancel = threading.Event()
     engine.on_run = lambda spec: (services.delete_service(store.uow(), engine, principal, service.id), cancel.set())
     run_job(store.uow(), Deployer(clock, engine), job, cancel=cancel)
-    assert engine.containers(service.id) == [] and engine.removed_services == [service.id, service.id]
+    assert engine.containers(service.id) == [] and engine.removed_services == [service.id] * 3
     with store.uow() as uow:
         assert uow.deploy_jobs.get(job.id).error == "service deleted"
 
@@ -257,7 +257,7 @@ def test_the_worker_cancels_a_pull_whose_service_was_deleted(store, clock, tmp_p
     assert took < 10  # the decisions' bound; the watch looks every DeployWorker.CANCEL_POLL_S
     with store.uow() as uow:
         assert uow.deploy_jobs.get(job.id).error == "service deleted"
-    assert engine.removed_services == [service.id, service.id]  # the delete, then the job's clean-up
+    assert engine.removed_services == [service.id] * 3  # the delete, its sweep, then the job's clean-up
 
 
 def test_deploy_settings_are_read_and_bad_values_stop_start_up():

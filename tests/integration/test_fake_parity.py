@@ -325,6 +325,29 @@ def test_history_prune_keeps_the_newest_and_every_unfinished_job(uow, clock):
     assert history.prune(uow, events_keep=2, jobs_keep=2) == (0, 0)
 
 
+def test_a_deletes_end_of_queued_jobs_and_its_look_at_running_ones(uow, clock):
+    from core.panel.services import DeployJob
+
+    with uow:
+        for i, (service_id, state) in enumerate([("svc_a", "queued"), ("svc_a", "running"), ("svc_a", "queued"),
+                                                 ("svc_a", "succeeded"), ("svc_b", "queued"), ("svc_b", "running")]):
+            at = clock.now() + timedelta(seconds=i)
+            uow.deploy_jobs.add(DeployJob(id=f"job_{i}", service_id=service_id, kind="deploy", state=state,
+                                          created_at=at, updated_at=at))
+        uow.commit()
+    with uow:
+        assert sorted(uow.deploy_jobs.fail_queued("svc_a", "service deleted", clock.now())) == ["job_0", "job_2"]
+        assert uow.deploy_jobs.fail_queued("svc_a", "service deleted", clock.now()) == []
+        uow.commit()
+    with uow:
+        ended = [uow.deploy_jobs.get(f"job_{i}") for i in (0, 2)]
+        assert {(j.state, j.error, j.finished_at is not None) for j in ended} == {("failed", "service deleted", True)}
+        assert (uow.deploy_jobs.get("job_3").state, uow.deploy_jobs.get("job_4").state) == ("succeeded", "queued")
+        assert uow.deploy_jobs.running_ids("svc_a") == ["job_1"]
+        assert uow.deploy_jobs.running_ids("svc_c") == []
+        uow.commit()
+
+
 def test_operation_leases_are_found_by_prefix(uow, clock):
     from datetime import timedelta
 

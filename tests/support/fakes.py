@@ -963,6 +963,15 @@ class InMemoryDeployJobs(_Repo):
     def cancels_requested(self, job_ids):
         return {i for i in job_ids if i in self.rows and self.rows[i].cancel_requested}
 
+    def fail_queued(self, service_id, error, now):
+        queued = [j for j in self.rows.values() if j.service_id == service_id and j.state == "queued"]
+        for job in queued:
+            self._put(job.id, replace(job, state="failed", error=error, updated_at=now, finished_at=now))
+        return [j.id for j in queued]
+
+    def running_ids(self, service_id):
+        return sorted(j.id for j in self.rows.values() if j.service_id == service_id and j.state == "running")
+
     def crowded(self, keep):
         counts = {}
         for j in self.rows.values():

@@ -431,6 +431,20 @@ class PeeweeDeployJobs:
             return set()
         return {r[0] for r in J.select(J.id).where(J.id.in_(ids) & (J.cancel_requested == True)).tuples()}  # noqa: E712
 
+    def fail_queued(self, service_id: str, error: str, now) -> list[str]:
+        J = self.m.DeployJob
+        queued = (J.service_id == service_id) & (J.state == "queued")
+        ids = [r[0] for r in J.select(J.id).where(queued).tuples()]
+        if ids:
+            J.update(state="failed", error=error, updated_at=now, finished_at=now).where(
+                queued & J.id.in_(ids)).execute()
+        return ids
+
+    def running_ids(self, service_id: str) -> list[str]:
+        J = self.m.DeployJob
+        return [r[0] for r in J.select(J.id).where((J.service_id == service_id) & (J.state == "running"))
+                .order_by(J.id).tuples()]
+
 
 class PeeweeReleases:
     def __init__(self, m):

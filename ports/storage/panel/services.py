@@ -190,6 +190,15 @@ class DeployJobRepository(Protocol):
         """Which of ``job_ids`` have ``cancel_requested`` set."""
 
     @abstractmethod
+    def fail_queued(self, service_id: str, error: str, now) -> list[str]:
+        """End every job of the service still queued ``failed`` with ``error`` (none of
+        them will be claimed any more); their ids."""
+
+    @abstractmethod
+    def running_ids(self, service_id: str) -> list[str]:
+        """The ids of the service's jobs ``running`` now (in any process)."""
+
+    @abstractmethod
     def crowded(self, keep: int) -> list[str]:
         """The ids of services with more than ``keep`` deploy jobs."""
 

@@ -198,6 +198,7 @@ def test_a_container_killed_by_a_delete_under_way_ends_the_job_as_deleted(uow, c
     """A delete kills the containers before it removes the row: a deploy that sees its
     container killed (137) waits for the delete and names it, not the exit code."""
     service, job = _create(uow, clock, admin, customer, methods)
+    job = deploys.claim_next(uow, clock, owner="wkr_1")  # running: a delete ends queued jobs itself
     runtime.exit_on_run, runtime.exit_code = True, 137
     # the delete's own transaction lands while the job waits for it
     clock.at(0, lambda: services.delete_service(uow, runtime, admin, service.id))
