@@ -245,3 +245,53 @@ def test_deleting_a_service_ends_its_stuck_backup_at_once(serve):
     assert panel.until(other, theirs, lambda x: x["status"] in ("completed", "failed"),
                        seconds=30)["status"] == "completed"
     assert not [path for path in panel.stored() if first in path]
+
+
+def _verifier_image(engine, tmp_path, name: str) -> str:
+    """A busybox image, tagged ``localhost/slipway-verify-<name>:<pid>``, whose MariaDB
+    tools a verification finds and whose ``mariadb-install-db`` fails saying ``image <name>``."""
+    context = tmp_path / f"image-{name}"
+    context.mkdir()
+    (context / "fails").write_text(f"#!/bin/sh\necho 'this is image {name}'\nexit 1\n")
+    (context / "Dockerfile").write_text(
+        f"FROM {BUSYBOX}\nCOPY fails /bin/mariadb-install-db\n"
+        "RUN chmod 755 /bin/mariadb-install-db && echo 'mysql:x:999:999::/tmp:/bin/sh' >> /etc/passwd && "
+        "for c in mariadbd mariadb mariadb-check; do ln -s /bin/true /bin/$c; done\n")
+    tag = f"localhost/slipway-verify-{name.lower()}:{os.getpid()}"
+    engine.build_image(str(context), tag)
+    return tag
+
+
+def _verified(panel, service: str, backup_id: str) -> dict:
+    answer = panel.client.post(f"/api/services/{service}/backups/{backup_id}/verify")
+    assert answer.status_code == 202, answer.text
+    return panel.until(service, backup_id, lambda x: x["verify_status"] in ("completed", "failed"), seconds=120)
+
+
+def test_a_verification_runs_the_image_the_backed_up_release_ran(serve, tmp_path):
+    """A's release runs image A. A PATCH of the compose to image B (not deployed) before
+    the next backup, and a tag of image A pointed at image B's content, change nothing:
+    both backups' verifications run image A."""
+    panel = serve(timeout=120)
+    image_a, image_b = _verifier_image(panel.engine, tmp_path, "A"), _verifier_image(panel.engine, tmp_path, "B")
+    try:
+        ran = panel.engine.image_id(image_a)
+        service = panel.service(panel.customer("a"), _mysql_like('echo \\"-- Dump completed\\"', image=image_a))
+        first = panel.until(service, panel.backup(service), _status("completed"))
+        patched = panel.client.patch(f"/api/services/{service}",
+                                     json={"compose": _mysql_like('echo \\"-- Dump completed\\"', image=image_b)})
+        assert patched.status_code == 200, patched.text
+        second = panel.until(service, panel.backup(service), _status("completed"))
+
+        verified = _verified(panel, service, second["id"])
+        assert verified["verify_status"] == "failed" and "this is image A" in verified["verify_error"], verified
+        panel.engine.tag_image(image_b, image_a)  # image A's tag now names image B
+        assert panel.engine.image_id(image_a) != ran
+        verified = _verified(panel, service, first["id"])
+        assert verified["verify_status"] == "failed" and "this is image A" in verified["verify_error"], verified
+    finally:
+        for tag in (image_a, image_b):
+            try:
+                panel.engine.remove_image(tag)
+            except Exception:  # in use by a container the teardown removes; the tag is this test's own
+                pass
