@@ -198,6 +198,13 @@ class Composition:
         return EngineCalls(threads=self.config.deploy_concurrency, name="slipway-deploy")
 
     @cached_property
+    def backup_calls(self) -> EngineCalls:
+        """One thread per backup, restore or verification that may run at once
+        (``SLIPWAY_BACKUP_WORKERS``), so a customer's stuck dump holds up neither the
+        deploys nor the health checks and log pumps."""
+        return EngineCalls(threads=self.config.backup_workers, name="slipway-backup")
+
+    @cached_property
     def request_calls(self) -> EngineCalls:
         """Engine calls of requests; one customer's slow calls hold at most a quarter."""
         return EngineCalls(threads=self.config.engine_threads, deadline=self.config.engine_timeout,
@@ -225,8 +232,8 @@ class Composition:
 
     def thread_pools(self) -> tuple:
         """The pools built so far (closed at shutdown)."""
-        names = ("engine_calls", "request_calls", "deploy_calls", "webhook_lookups", "extension_calls",
-                 "auth_source_calls", "preview_calls")
+        names = ("engine_calls", "request_calls", "deploy_calls", "backup_calls", "webhook_lookups",
+                 "extension_calls", "auth_source_calls", "preview_calls")
         return tuple(self.__dict__[name] for name in names if name in self.__dict__)
 
     # --- the panel's rules ---------------------------------------------------------------
@@ -366,10 +373,12 @@ class Composition:
 
         from core.panel import backups
 
-        worker = BackupWorker(self.store, self.config.clock, self.runtime, self.engine_calls, self.backup_archives,
+        c = self.config
+        worker = BackupWorker(self.store, c.clock, self.runtime, self.backup_calls, self.backup_archives,
                               lease=self.lease,
-                              verify=lambda backup: backups.queue_verification_of(self.store.uow(), self.config.clock,
-                                                                                  backup.id))
+                              verify=lambda backup: backups.queue_verification_of(self.store.uow(), c.clock,
+                                                                                  backup.id),
+                              concurrency=c.backup_workers, timeout=c.backup_timeout, max_mb=c.backup_max_mb)
         worker.engine_check = backups.check_dumps(self.runtime)
         return worker
 

@@ -287,6 +287,12 @@ class Config:
     backup_destinations: dict = field(default_factory=dict, repr=False)  # holds secret keys
     #: the destination a backup goes to when its request names none (SLIPWAY_BACKUP_DEFAULT)
     backup_default: str = "local"
+    #: seconds one backup, restore or verification may take (SLIPWAY_BACKUP_TIMEOUT)
+    backup_timeout: float = 3600.0
+    #: megabytes one backup, restore or verification may read (SLIPWAY_BACKUP_MAX_MB)
+    backup_max_mb: float = 102400.0
+    #: backups, restores and verifications run at once, at most one per customer (SLIPWAY_BACKUP_WORKERS)
+    backup_workers: int = 2
     #: real-time events: "memory" (this process) or "postgres" (LISTEN/NOTIFY, PostgreSQL only)
     event_bus: str = "memory"
     #: where the rate-limit buckets live: ``memory`` (each process its own) or a URL a
@@ -412,6 +418,9 @@ class Config:
             backup_dir=env.get("SLIPWAY_BACKUP_DIR") or "./backups",
             backup_destinations=_backup_destinations(env),
             backup_default=(env.get("SLIPWAY_BACKUP_DEFAULT") or "local").strip(),
+            backup_timeout=_positive_number(env, "SLIPWAY_BACKUP_TIMEOUT", 3600.0),
+            backup_max_mb=_positive_number(env, "SLIPWAY_BACKUP_MAX_MB", 102400.0),
+            backup_workers=_positive_int(env, "SLIPWAY_BACKUP_WORKERS", 2),
             event_bus=(env.get("SLIPWAY_EVENT_BUS") or "memory").strip().lower(),
             rate_store=(env.get("SLIPWAY_RATE_STORE") or "memory").strip(),
             ws_queue=_positive_int(env, "SLIPWAY_WS_QUEUE", 1000),

@@ -212,11 +212,14 @@ class ContainerRuntime(ABC):
     def labelled(self, service_id: str) -> dict:
         """What the engine holds for a service: {"containers": [...], "volumes": [...], "networks": [...]}."""
 
-    def export_volume(self, name: str):
+    def export_volume(self, name: str, *, cancel=None):
         """The content of volume ``name`` as a tar archive, streamed: an iterator of byte
         chunks, never the whole archive in memory. Member names are relative to the
         volume's root. Nothing happens until it is iterated; an :class:`EngineError`
-        (e.g. no such volume) is raised from the iteration. Not abstract, so runtimes
+        (e.g. no such volume) is raised from the iteration. ``cancel``: a
+        ``core.panel.budgets.CancelEvent`` (or None); once it is set, the engine's stream
+        is closed and :class:`Cancelled` raised with its reason, promptly (within a
+        second or two) even while the engine sends nothing. Not abstract, so runtimes
         written before it still load; they cannot export."""
         raise EngineError(f"the {getattr(self, 'name', '?')} runtime cannot export volumes")
 
@@ -231,26 +234,28 @@ class ContainerRuntime(ABC):
     # tools run where the database runs). Not abstract, so runtimes written before them
     # still load; they cannot run commands.
 
-    def exec_output(self, container_id: str, argv, env=None, user: str | None = None):
+    def exec_output(self, container_id: str, argv, env=None, user: str | None = None, *, cancel=None):
         """Run ``argv`` in the running container (as ``user``, default the image's; with
         ``env`` added to its environment): an iterator of its standard output's byte
         chunks as they come, never the whole output in memory. Nothing runs until it is
         iterated. Once the output ends, an exit status other than 0 raises
         :class:`EngineError` naming the status and the tail of the command's standard
-        error (so does an engine failure)."""
+        error (so does an engine failure). ``cancel`` as for :meth:`export_volume` (the
+        command may go on in the container: it is the container's own)."""
         raise EngineError(f"the {getattr(self, 'name', '?')} runtime cannot run commands in containers")
 
-    def exec_run(self, container_id: str, argv, env=None, user: str | None = None) -> bytes:
+    def exec_run(self, container_id: str, argv, env=None, user: str | None = None, *, cancel=None) -> bytes:
         """Run ``argv`` as :meth:`exec_output` does; the tail (a few KiB) of its output."""
         out = b""
-        for chunk in self.exec_output(container_id, argv, env, user):
+        for chunk in self.exec_output(container_id, argv, env, user, cancel=cancel):
             out = (out + chunk)[-4096:]
         return out
 
-    def exec_input(self, container_id: str, argv, chunks, size: int, env=None, user: str | None = None) -> bytes:
+    def exec_input(self, container_id: str, argv, chunks, size: int, env=None, user: str | None = None, *,
+                   cancel=None) -> bytes:
         """Run ``argv`` in the running container with the ``size`` bytes of the iterable
         ``chunks`` as its standard input, streamed (never whole in memory); the tail of its
-        output. Failures as for :meth:`exec_output`."""
+        output. Failures and ``cancel`` as for :meth:`exec_output`."""
         raise EngineError(f"the {getattr(self, 'name', '?')} runtime cannot run commands in containers")
 
     def put_file(self, container_id: str, path: str, chunks, size: int, *, mode: int = 0o600) -> None:

@@ -36,6 +36,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from core.panel import dumps, leases
+from core.panel.budgets import DELETED, Budget, Budgeted
 from core.panel.compose.loader import load_compose
 from core.panel.containers import COMPONENT_LABEL
 from core.panel.deploys import resource_names
@@ -44,6 +45,10 @@ from core.panel.events import Event
 from core.panel.services import new_id, record, visible
 
 BUSY = ("pending", "running")
+# Every job runs within a ``core.panel.budgets.Budget`` when the worker gives one
+# (``SLIPWAY_BACKUP_TIMEOUT``, ``SLIPWAY_BACKUP_MAX_MB``): the engine's streams are
+# counted and closed through it, and a job that spends it (or whose service is deleted
+# meanwhile: ``DELETED``) ends ``failed`` with its reason.
 # Backups and restores are on the service's timeline too (event types ``backup`` and
 # ``restore``): ``started`` when asked for, then ``success`` or ``failed`` with the reason.
 INTERRUPTED = "interrupted by a restart of Slipway"
@@ -281,10 +286,11 @@ def check_dumps(runtime):
     """The verification's engine check (``run_verify``'s ``engine_check``): each dump of
     the archive restored in a scratch container and checked there
     (``core.panel.dumps.verify_parts``), its bytes read from the backup's destination."""
-    def check(service, backup: Backup, manifest: dict, archives, key: str) -> None:
+    def check(service, backup: Backup, manifest: dict, archives, key: str, budget: Budget | None = None) -> None:
         entries = {part["member"]: part for part in dumps.manifest_parts(manifest)}
-        dumps.verify_parts(runtime, manifest,
-                           lambda member: archives.part_chunks(backup.destination, key, entries[member]),
+        dumps.verify_parts(Budgeted(runtime, budget) if budget is not None else runtime, manifest,
+                           lambda member: _counted(budget, archives.part_chunks(backup.destination, key,
+                                                                                entries[member])),
                            service_id=service.id)
     return check
 
@@ -368,11 +374,12 @@ def forget_service(archives, service) -> None:
 # --- jobs (worker threads) --------------------------------------------------------------------
 
 
-def claim_next(uow, clock, owner: str | None = None):
+def claim_next(uow, clock, owner: str | None = None, per_customer: bool = False):
     """The oldest queued job as ``(kind, backup)`` with kind ``backup``, ``restore`` or ``verify``,
-    now marked running (SKIP LOCKED on PostgreSQL); None when nothing is queued."""
+    now marked running (SKIP LOCKED on PostgreSQL); None when nothing is queued. With
+    ``per_customer``, the jobs of a customer that has one running are passed over."""
     with uow:
-        claimed = uow.backups.claim_queued(clock.now(), owner)
+        claimed = uow.backups.claim_queued(clock.now(), owner, per_customer=per_customer)
         if claimed is not None:
             kind, backup = claimed
             service = uow.services.get(backup.service_id)
@@ -399,9 +406,17 @@ def recover_interrupted(uow, clock, archives) -> list[str]:
             failed.append((service, backup))
         requeued = uow.backups.orphaned(live, restore=True)
         for backup in requeued:
-            backup = replace(backup, restore_status="pending", restore_progress=0, updated_at=now)
+            service = uow.services.get(backup.service_id)
+            if backup.restore_service_id is not None and uow.services.get(backup.restore_service_id) is None:
+                # its new service was deleted: run again, it would restore into nothing
+                backup = replace(backup, restore_status="failed", restore_error=DELETED, restore_completed_at=now,
+                                 updated_at=now)
+                record(uow, clock, backup.service_id, "restore", "failed",
+                       f"restore from backup {backup.id} failed: {DELETED}")
+            else:
+                backup = replace(backup, restore_status="pending", restore_progress=0, updated_at=now)
             uow.backups.update(backup)
-            uow.emit(progress_event(uow.services.get(backup.service_id), backup, "restore"))
+            uow.emit(progress_event(service, backup, "restore"))
         reverify = uow.backups.orphaned(live, verify=True)
         for backup in reverify:
             uow.backups.update(replace(backup, verify_status="pending", updated_at=now))
@@ -415,14 +430,23 @@ def recover_interrupted(uow, clock, archives) -> list[str]:
     return [b.id for _, b in failed] + [b.id for b in requeued] + [b.id for b in reverify]
 
 
-def run(uow, clock, runtime, archives, claimed, engine_check=None) -> Backup:
-    """Run a claimed job; answers the backup as the job left it."""
+def run(uow, clock, runtime, archives, claimed, engine_check=None, budget: Budget | None = None) -> Backup:
+    """Run a claimed job, within ``budget`` when given; answers the backup as the job left it."""
     kind, backup = claimed
     if kind == "restore":
-        return run_restore(uow, clock, runtime, archives, backup)
+        return run_restore(uow, clock, runtime, archives, backup, budget)
     if kind == "verify":
-        return run_verify(uow, clock, archives, backup, engine_check)
-    return run_backup(uow, clock, runtime, archives, backup)
+        return run_verify(uow, clock, archives, backup, engine_check, budget)
+    return run_backup(uow, clock, runtime, archives, backup, budget)
+
+
+def _failure(budget: Budget | None, exc: Exception) -> str:
+    """Why a job failed: its budget's reason when it was spent or cancelled, else the error's."""
+    return (budget.failure(exc) if budget is not None else None) or _reason(exc)
+
+
+def _counted(budget: Budget | None, chunks):
+    return budget.count(chunks) if budget is not None else chunks
 
 
 def _save(uow, service, backup: Backup, operation: str, clock=None) -> bool:
@@ -443,11 +467,15 @@ def _save(uow, service, backup: Backup, operation: str, clock=None) -> bool:
     return True
 
 
-def run_backup(uow, clock, runtime, archives, backup: Backup) -> Backup:
+def run_backup(uow, clock, runtime, archives, backup: Backup, budget: Budget | None = None) -> Backup:
     """Export every volume into one archive. Never raises: a failure ends the backup
-    ``failed`` with the reason, and leaves no archive behind."""
+    ``failed`` with the reason (the budget's when it was spent), and leaves no archive
+    behind."""
+    if budget is not None:
+        runtime = Budgeted(runtime, budget)
     with uow.reading():
         service = uow.services.get(backup.service_id)
+        release = uow.releases.numbered(service.id, service.release) if service and service.release else None
     total = len(backup.volumes)
 
     def volume_done(index: int) -> None:
@@ -458,13 +486,12 @@ def run_backup(uow, clock, runtime, archives, backup: Backup) -> Backup:
     key = archive_key(service.customer_id, service.id, backup.id) if service is not None else None
     try:
         if service is None:
-            raise RuntimeError("the service was deleted")
+            raise RuntimeError(DELETED)
         parts, engines = backup_parts(runtime, service, backup)
         total = len(parts)
         manifest = {"service_id": service.id, "service_name": service.name, "customer_id": service.customer_id,
                     "backup_id": backup.id, "created_at": backup.created_at.isoformat(),
-                    "kind": dumps.backup_kind(engines),
-                    "engines": {name: {"kind": e["kind"], "image": e["image"]} for name, e in engines.items()}}
+                    "kind": dumps.backup_kind(engines), "engines": _engine_records(release, engines)}
         size, digest = archives.write(backup.destination, key, manifest, parts, volume_done)
     except Exception as exc:  # the reason goes to the backup
         if key is not None:
@@ -473,7 +500,7 @@ def run_backup(uow, clock, runtime, archives, backup: Backup) -> Backup:
             except Exception:
                 pass
         now = clock.now()
-        backup = replace(backup, status="failed", error=_reason(exc), updated_at=now)
+        backup = replace(backup, status="failed", error=_failure(budget, exc), updated_at=now)
         _save(uow, service, backup, "backup", clock)
         return backup
     now = clock.now()
@@ -484,24 +511,30 @@ def run_backup(uow, clock, runtime, archives, backup: Backup) -> Backup:
     return backup
 
 
-def run_verify(uow, clock, archives, backup: Backup, engine_check=None) -> Backup:
+def run_verify(uow, clock, archives, backup: Backup, engine_check=None, budget: Budget | None = None) -> Backup:
     """Fetch the backup's archive from its destination, compare its SHA-256 with the
     recorded one and read its structure (``archives.verify``); then, when given,
     ``engine_check(service, backup, manifest, archives, key)`` (the engine's own check of
     a database dump, which raises with the reason when it does not pass). Success sets
     ``verified_at``; failure marks the backup ``failed`` with ``verify_error`` and puts a
-    ``backup`` ``failed`` event on the timeline. Never raises."""
+    ``backup`` ``failed`` event on the timeline. Never raises. With ``budget``, the check
+    gets it too (``engine_check(..., budget=budget)``)."""
     with uow.reading():
         service = uow.services.get(backup.service_id)
     try:
         if service is None:
-            raise RuntimeError("the service was deleted")
+            raise RuntimeError(DELETED)
         key = archive_key(service.customer_id, service.id, backup.id)
         manifest = archives.verify(backup.destination, key, backup.sha256)
+        if budget is not None:
+            budget.check()
         if engine_check is not None:
-            engine_check(service, backup, manifest, archives, key)
+            if budget is not None:
+                engine_check(service, backup, manifest, archives, key, budget=budget)
+            else:
+                engine_check(service, backup, manifest, archives, key)
     except Exception as exc:
-        return fail_verification(uow, clock, service, backup, _reason(exc))
+        return fail_verification(uow, clock, service, backup, _failure(budget, exc))
     now = clock.now()
     backup = replace(backup, verify_status="completed", verified_at=now, verify_error=None, updated_at=now)
     _save(uow, service, backup, "verify")
@@ -524,20 +557,23 @@ def fail_verification(uow, clock, service, backup: Backup, reason: str) -> Backu
     return backup
 
 
-def run_restore(uow, clock, runtime, archives, backup: Backup) -> Backup:
+def run_restore(uow, clock, runtime, archives, backup: Backup, budget: Budget | None = None) -> Backup:
     """Stop the service's running containers, replace each volume's content with the
     archive's, start again the containers that were running. Never raises: a failure
     ends the restore ``failed`` (the containers that ran are started again anyway).
 
     The restore holds an operation lease on the service (``core.panel.leases``), beaten
     every ``BEAT_S`` while a volume streams in and after each volume, so the health check
-    does not take the containers it stopped for a sick service, however long it takes."""
+    does not take the containers it stopped for a sick service, however long it takes;
+    within ``budget`` when given (the reads of the archive counted)."""
+    if budget is not None:
+        runtime = Budgeted(runtime, budget)
     with uow.reading():
         service = uow.services.get(backup.service_id)
     lease = leases.operation_key(backup.restore_service_id or backup.service_id)
     _beat(uow, clock, lease)
     try:
-        return _restore(uow, clock, runtime, archives, backup, service, lease)
+        return _restore(uow, clock, runtime, archives, backup, service, lease, budget)
     finally:
         with uow:
             leases.end_operation(uow, lease)
@@ -563,16 +599,16 @@ def _beating(chunks, uow, clock, lease: str):
             last = clock.monotonic()
 
 
-def _restore(uow, clock, runtime, archives, backup: Backup, service, lease: str) -> Backup:
+def _restore(uow, clock, runtime, archives, backup: Backup, service, lease: str, budget=None) -> Backup:
     restart = backup.restore_containers
     target = service
     try:
         if service is None:
-            raise RuntimeError("the service was deleted")
+            raise RuntimeError(DELETED)
         key = archive_key(service.customer_id, service.id, backup.id)
         manifest = archives.verify(backup.destination, key, backup.sha256)  # before anything is touched
         if backup.restore_service_id is not None:
-            target = _deployed(uow, clock, backup.restore_service_id, lease)
+            target = _deployed(uow, clock, backup.restore_service_id, lease, budget)
         states = runtime.containers(target.id)
         if restart is None:  # a re-run after a restart keeps the first attempt's list
             restart = tuple(s.name for s in states if s.running)
@@ -585,7 +621,8 @@ def _restore(uow, clock, runtime, archives, backup: Backup, service, lease: str)
                 runtime.stop(state.id)
         volumes = dumps.manifest_parts(manifest)
         for index, volume in enumerate(volumes):
-            chunks = _beating(archives.part_chunks(backup.destination, key, volume), uow, clock, lease)
+            chunks = _beating(_counted(budget, archives.part_chunks(backup.destination, key, volume)), uow, clock,
+                              lease)
             if volume["kind"] == dumps.VOLUMES:
                 runtime.import_volume(resource_names(target, volume=volume["name"]), chunks)
             else:
@@ -604,8 +641,8 @@ def _restore(uow, clock, runtime, archives, backup: Backup, service, lease: str)
             except Exception:  # best effort: the reason that matters is the first one
                 pass
         now = clock.now()
-        backup = replace(backup, restore_status="failed", restore_error=_reason(exc), restore_completed_at=now,
-                         updated_at=now)
+        backup = replace(backup, restore_status="failed", restore_error=_failure(budget, exc),
+                         restore_completed_at=now, updated_at=now)
         _save(uow, service, backup, "restore", clock)
         return backup
     now = clock.now()
@@ -623,15 +660,18 @@ NEW_SERVICE_WAIT_S = 1800.0  # how long a restore into a new service waits for i
 NEW_SERVICE_POLL_S = 1.0
 
 
-def _deployed(uow, clock, service_id: str, lease: str):
+def _deployed(uow, clock, service_id: str, lease: str, budget=None):
     """The new service a restore goes into, once its first deploy has ended (its lease
-    beaten meanwhile); an error when that deploy failed or the service is gone."""
+    beaten meanwhile); an error when that deploy failed or the service is gone
+    (``service deleted``), or the budget is spent."""
     deadline = clock.monotonic() + NEW_SERVICE_WAIT_S
     while True:
+        if budget is not None:
+            budget.check()
         with uow.reading():
             target = uow.services.get(service_id)
         if target is None:
-            raise RuntimeError(f"the new service {service_id} was deleted")
+            raise RuntimeError(DELETED)
         if target.status == "failed":
             raise RuntimeError(f"the new service {service_id} failed to deploy")
         if target.status != "deploying":
@@ -664,6 +704,16 @@ def backup_parts(runtime, service, backup: Backup):
     volumes = [(name, dumps.VOLUMES, runtime.export_volume(resource_names(service, volume=name)))
                for name in backup.volumes]
     return volumes + dumps.dump_parts(runtime, service.id, engines), engines
+
+
+def _engine_records(release, engines: dict) -> dict:
+    """The manifest's ``engines``: each engine component's ``kind``, its ``image`` and the
+    ``image_id`` the service's running release ran it from (None when the release records
+    none), which its verification runs (``core.panel.dumps.verify_parts``), whatever the
+    compose names later."""
+    ran = {i.get("component"): i for i in (release.images if release is not None else ())}
+    return {name: {"kind": e["kind"], "image": (ran.get(name) or {}).get("image") or e["image"],
+                   "image_id": (ran.get(name) or {}).get("image_id")} for name, e in engines.items()}
 
 
 def _dumped(manifest: dict) -> set:

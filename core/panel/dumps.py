@@ -304,10 +304,13 @@ def verify_parts(runtime, manifest: dict, read_part, *, service_id: str = "") ->
     and run the engine's own check there; returns None when every dump passes, raises
     :class:`DumpError` with the reason otherwise. ``read_part(member)`` gives a part's
     chunks (the archive reader's). The image is the one recorded for the component in
-    ``manifest["engines"]``. Volume parts are not checked here (their archive's own
+    ``manifest["engines"]``: its ``image_id`` (what the backed-up release ran; archives
+    made before it was recorded: its ``image`` reference), the recorded reference held to
+    the image rule. Volume parts are not checked here (their archive's own
     integrity is the archive reader's business). Runs for minutes on a large dump: call it
     from a job, not a request."""
-    images = {name: e.get("image") for name, e in (manifest.get("engines") or {}).items()}
+    engines = manifest.get("engines") or {}
+    images = {name: e.get("image") for name, e in engines.items()}
     for part in manifest_parts(manifest):
         kind = part["kind"]
         if kind == VOLUMES:
@@ -320,8 +323,9 @@ def verify_parts(runtime, manifest: dict, read_part, *, service_id: str = "") ->
         refused = containerfiles.image_refusal(image, service_id)  # the image rule of every start
         if refused:
             raise DumpError(f"part {part.get('name')}: {refused}")
+        ran = str(engines[part.get("name")].get("image_id") or "") or image  # an id Slipway recorded itself
         try:
-            verify_dump(runtime, kind, image, read_part(part["member"]), int(part["size_bytes"]),
+            verify_dump(runtime, kind, ran, read_part(part["member"]), int(part["size_bytes"]),
                         of=str(manifest.get("backup_id") or ""))
         except DumpError as exc:
             raise DumpError(f"{kind} dump of {part.get('name')}: {exc}") from exc

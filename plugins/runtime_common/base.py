@@ -11,10 +11,11 @@ from collections import deque
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime, timezone
+from urllib.parse import urlencode
 
 from plugins.runtime_common import execs
 from plugins.runtime_common.build import Abandonable, BuildContextError, context_archive_bounded
-from plugins.runtime_common.bounded import bounded, close_response
+from plugins.runtime_common.bounded import bounded, close_response, closed_on_cancel
 from plugins.runtime_common.hostports import HostPorts, is_port_conflict
 from plugins.runtime_common.parsing import (
     as_utc,
@@ -40,6 +41,7 @@ from ports.runtime import (
     SERVICE_LABEL,
     ContainerRuntime,
     ContainerSpec,
+    Cancelled,
     ContainerState,
     EngineError,
     Gone,
@@ -680,17 +682,25 @@ class ClientRuntime(ContainerRuntime):
 
     # --- volume content ------------------------------------------------------------------
 
-    def export_volume(self, name: str):
+    def export_volume(self, name: str, *, cancel=None):
         """A generator of the volume's tar archive (members relative to its root), read
         from a helper container that mounts it and is never started; the helper is
-        removed when the generator ends or is closed."""
+        removed when the generator ends or is closed. Once ``cancel`` is set the engine's
+        stream is closed and :class:`Cancelled` raised with its ``reason``."""
         with self.engine(f"exporting volume {name}"):
             helper = self._volume_helper(name, ("true",))
+        held: dict = {}
         try:
-            with self.engine(f"exporting volume {name}"):
-                for chunk in self._archive_chunks(helper, HELPER_MOUNT + "/."):
-                    if chunk:
-                        yield chunk
+            with closed_on_cancel(cancel, lambda: held.get("response")):
+                try:
+                    with self.engine(f"exporting volume {name}"):
+                        for chunk in self._archive_chunks(helper, HELPER_MOUNT + "/.", held):
+                            if chunk:
+                                yield chunk
+                except Exception as exc:
+                    _raise_if_cancelled(cancel, exc)
+                    raise
+                _raise_if_cancelled(cancel)
         finally:
             self._drop_helper(helper)
 
@@ -734,6 +744,8 @@ class ClientRuntime(ContainerRuntime):
             if isinstance(state, dict) and not state.get("Running") \
                     and str(state.get("Status", "")).lower() in ("exited", "stopped", "dead"):
                 return int(state.get("ExitCode") or 0)
+            if not state:  # removed meanwhile (its volume's service was deleted): it never exits
+                raise Gone(f"helper container {container_id[:12]} is gone")
             if time.monotonic() > deadline:
                 raise EngineError(f"helper container {container_id[:12]} still running after {seconds:g} s")
             time.sleep(0.1)
@@ -744,12 +756,15 @@ class ClientRuntime(ContainerRuntime):
         """The engine container a command of ``container_id`` runs in (Swarm: its task's)."""
         return container_id
 
-    def exec_output(self, container_id: str, argv, env=None, user: str | None = None):
+    def exec_output(self, container_id: str, argv, env=None, user: str | None = None, *, cancel=None):
         """A generator of the command's standard output, streamed from the engine; its
         standard error is kept (the tail) for the error. After the stream ends the exit
-        status is read: not 0 raises :class:`EngineError` with it and the stderr tail."""
+        status is read: not 0 raises :class:`EngineError` with it and the stderr tail.
+        Once ``cancel`` is set the engine's stream is closed and :class:`Cancelled` raised
+        with its ``reason`` (the command itself may go on in the container)."""
         argv = [str(a) for a in argv]
         what = f"running {argv[0]} in {container_id}"
+        _raise_if_cancelled(cancel)
         with self.engine(what):
             target = self._exec_target(container_id)
             body = {"AttachStdin": False, "AttachStdout": True, "AttachStderr": True, "Tty": False, "Cmd": argv,
@@ -762,24 +777,31 @@ class ClientRuntime(ContainerRuntime):
                                          stream=True)
         stderr = bytearray()
         try:
-            with self.engine(what):
-                for stream, data in execs.frames(response.raw):
-                    if stream == execs.STDERR:
-                        stderr += data
-                        del stderr[:-execs.STDERR_TAIL]
-                    elif data:
-                        yield data
+            with closed_on_cancel(cancel, lambda: response):
+                try:
+                    with self.engine(what):
+                        for stream, data in execs.frames(response.raw):
+                            if stream == execs.STDERR:
+                                stderr += data
+                                del stderr[:-execs.STDERR_TAIL]
+                            elif data:
+                                yield data
+                except Exception as exc:
+                    _raise_if_cancelled(cancel, exc)
+                    raise
         finally:
             close_response(response)
+        _raise_if_cancelled(cancel)
         with self.engine(what):
-            code = self._exec_exit_code(exec_id)
+            code = self._exec_exit_code(exec_id, cancel)
         if code != 0:
             raise EngineError(f"{what}: {execs.failure(argv, code, bytes(stderr))}")
 
-    def _exec_exit_code(self, exec_id: str) -> int:
+    def _exec_exit_code(self, exec_id: str, cancel=None) -> int:
         """The exit status of a finished exec (the engine may need a moment to record it)."""
         deadline = time.monotonic() + 30
         while True:
+            _raise_if_cancelled(cancel)
             attrs = self._engine_call("get", f"/exec/{exec_id}/json").json()
             code = attrs.get("ExitCode")
             if not attrs.get("Running") and code is not None:
@@ -788,10 +810,10 @@ class ClientRuntime(ContainerRuntime):
                 raise EngineError(f"exec {exec_id[:12]} has no exit status after its output ended")
             time.sleep(0.05)
 
-    def exec_run(self, container_id: str, argv, env=None, user: str | None = None) -> bytes:
+    def exec_run(self, container_id: str, argv, env=None, user: str | None = None, *, cancel=None) -> bytes:
         """Run the command; its standard output (the last ``execs.STDERR_TAIL`` bytes)."""
         out = bytearray()
-        for chunk in self.exec_output(container_id, argv, env, user):
+        for chunk in self.exec_output(container_id, argv, env, user, cancel=cancel):
             out += chunk
             del out[:-execs.STDERR_TAIL]
         return bytes(out)
@@ -805,7 +827,8 @@ class ClientRuntime(ContainerRuntime):
             container = self._require(self._exec_target(container_id))
             self._put_archive(container, folder or "/", execs.single_file_tar(name, chunks, size, mode=mode))
 
-    def exec_input(self, container_id: str, argv, chunks, size: int, env=None, user: str | None = None) -> bytes:
+    def exec_input(self, container_id: str, argv, chunks, size: int, env=None, user: str | None = None, *,
+                   cancel=None) -> bytes:
         """Run the command with the ``size`` bytes of ``chunks`` as its standard input.
         The bytes are first copied, streamed, into a file under the container's ``/tmp``
         (the engines' archive endpoint: attaching stdin needs a hijacked connection the
@@ -816,7 +839,7 @@ class ClientRuntime(ContainerRuntime):
         self.put_file(container_id, path, chunks, size, mode=0o644)
         script = 'f=$1; shift; "$@" < "$f"; s=$?; rm -f "$f"; exit $s'
         try:
-            return self.exec_run(container_id, ["sh", "-c", script, "sh", path, *argv], env, user)
+            return self.exec_run(container_id, ["sh", "-c", script, "sh", path, *argv], env, user, cancel=cancel)
         except EngineError:
             with contextlib.suppress(EngineError):
                 self.exec_run(container_id, ["rm", "-f", path])
@@ -861,10 +884,18 @@ class ClientRuntime(ContainerRuntime):
         """Bytes (or an iterable of byte chunks) of ``<timestamp> <line>`` lines."""
         return container.logs(**kwargs)
 
-    def _archive_chunks(self, container, path: str):
-        """The tar archive of ``path`` in ``container``, as byte chunks read as they arrive."""
-        chunks, _ = container.get_archive(path, chunk_size=ARCHIVE_CHUNK)
-        return chunks
+    def _archive_chunks(self, container, path: str, held: dict | None = None):
+        """The tar archive of ``path`` in ``container``, as byte chunks read as they arrive;
+        the streamed response is put in ``held["response"]`` (to be closed from another
+        thread)."""
+        response = self._engine_call("get", f"/containers/{container.id}/archive?{urlencode({'path': path})}",
+                                     stream=True)
+        if held is not None:
+            held["response"] = response
+        try:
+            yield from response.iter_content(ARCHIVE_CHUNK)
+        finally:
+            response.close()
 
     def _put_archive(self, container, path: str, chunks) -> None:
         """Extract the tar archive streamed from ``chunks`` at ``path`` in ``container``."""
@@ -885,6 +916,13 @@ class ClientRuntime(ContainerRuntime):
     def _run_healthcheck(self, attrs: dict) -> None:
         """Run the healthcheck of the container ``attrs`` describes once, now (Podman only)."""
         raise NotImplementedError
+
+
+def _raise_if_cancelled(cancel, cause: Exception | None = None) -> None:
+    """:class:`Cancelled` with ``cancel``'s reason once it is set (``cause``: what the
+    closed stream raised meanwhile)."""
+    if cancel is not None and cancel.is_set():
+        raise Cancelled(getattr(cancel, "reason", None) or "cancelled") from cause
 
 
 def response_error(response) -> str:

@@ -5,7 +5,9 @@ them from another thread. :func:`bounded` runs such a call in a helper thread an
 for it, looking every :data:`POLL_S` seconds whether its time is up or its ``cancel``
 event is set; then it gives up on the call (``on_abandon()`` may close the call's HTTP
 response or connection so the helper thread ends soon) and raises
-:class:`ports.runtime.Cancelled`.
+:class:`ports.runtime.Cancelled`. :func:`closed_on_cancel` is the same switch for a
+stream read in the calling thread: once ``cancel`` is set, the stream's response is
+closed, which wakes the reading thread.
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import time
 
 from ports.runtime import Cancelled
 
-__all__ = ["POLL_S", "bounded", "close_response"]
+__all__ = ["POLL_S", "bounded", "close_response", "closed_on_cancel"]
 
 POLL_S = 0.5  # how often the waiting thread looks at the clock and the cancel event
 
@@ -96,3 +98,27 @@ def close_response(response) -> None:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
             return
+
+
+@contextlib.contextmanager
+def closed_on_cancel(cancel, response):
+    """While the block runs, a watcher thread looks every :data:`POLL_S` seconds whether
+    ``cancel`` (``is_set()``; None: no watcher) is set, and then ends the streamed
+    response ``response()`` gives (a callable: the response may come later; None is
+    fine) with :func:`close_response`, so a read blocked on it returns or raises."""
+    if cancel is None:
+        yield
+        return
+    done = threading.Event()
+
+    def watch():
+        while not done.wait(POLL_S):
+            if cancel.is_set():
+                close_response(response())
+                return
+
+    threading.Thread(target=watch, name="slipway-cancel-watch", daemon=True).start()
+    try:
+        yield
+    finally:
+        done.set()

@@ -100,9 +100,11 @@ class PodmanRuntime(ClientRuntime):
     def _follow_response(self, container_id: str, params: dict):
         return self.client.api.get(f"/containers/{container_id}/logs", params=params, stream=True)
 
-    def _archive_chunks(self, container, path: str):
+    def _archive_chunks(self, container, path: str, held: dict | None = None):
         # podman-py's get_archive reads the whole archive into memory first
         response = self.client.api.get(f"/containers/{container.id}/archive", params={"path": path}, stream=True)
+        if held is not None:
+            held["response"] = response
         try:
             response.raise_for_status()
             yield from response.iter_content(ARCHIVE_CHUNK)

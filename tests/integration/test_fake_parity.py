@@ -390,3 +390,38 @@ def test_deploy_keys_read_back_and_go_with_their_customer(uow, clock):
     customers.delete_customer(uow, b.id)  # its keys go with it
     with uow:
         assert uow.deploy_keys.get(second.id) is None
+
+
+def test_backup_claims_one_job_per_customer_at_a_time(uow, clock):
+    """With ``per_customer`` a customer with a backup, restore or verification running
+    gets nothing more claimed; another customer's job is claimed past it."""
+    from core.panel import backups
+
+    admin = principal_of(uow, clock)
+    a = customers.create_customer(uow, clock, name="A")
+    b = customers.create_customer(uow, clock, name="B")
+    made = {}
+    for name, owner in (("a1", a), ("a2", a), ("b1", b)):
+        service = services.create_service(uow, clock, admin, {"name": name, "deploy_method": "compose",
+                                                              "customer_id": owner.id},
+                                          {"compose": FakeMethod()}, {}, Quota(read_compose=parse))[0]
+        backup = backups.Backup(id=f"bkp_{name}", service_id=service.id, status="pending", created_at=clock.now(),
+                                updated_at=clock.now())
+        with uow:
+            uow.backups.add(backup)
+            uow.commit()
+        made[name] = backup
+        clock.advance(1)
+    claim = lambda: backups.claim_next(uow, clock, owner="w", per_customer=True)  # noqa: E731
+    assert claim()[1].id == "bkp_a1"
+    assert claim()[1].id == "bkp_b1"  # a2 waits for a1: same customer
+    assert claim() is None
+    with uow:  # a1 ends, and a restore from it runs: A still has a job running
+        uow.backups.update(replace(made["a1"], status="completed", restore_status="running"))
+        uow.commit()
+    assert claim() is None
+    with uow:
+        uow.backups.update(replace(made["a1"], status="completed", restore_status="completed"))
+        uow.commit()
+    assert claim()[1].id == "bkp_a2"
+    assert backups.claim_next(uow, clock, owner="w") is None  # nothing queued at all

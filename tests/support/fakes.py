@@ -1099,9 +1099,15 @@ class InMemoryBackups(_Repo):
                 and (owners.get(b.id) is None or owners.get(b.id) not in live_owners)]
         return _sorted(rows, "created_at", "id")
 
-    def claim_queued(self, now, owner=None):
+    def claim_queued(self, now, owner=None, per_customer=False):
+        services = self.uow._rows("services")
+        busy = set()
+        if per_customer:
+            busy = {services[b.service_id].customer_id for b in self.rows.values() if b.service_id in services
+                    and "running" in (b.status, b.restore_status, b.verify_status)}
         queued = [b for b in self.rows.values()
-                  if b.status == "pending" or b.restore_status == "pending" or b.verify_status == "pending"]
+                  if (b.status == "pending" or b.restore_status == "pending" or b.verify_status == "pending")
+                  and not (b.service_id in services and services[b.service_id].customer_id in busy)]
         if not queued:
             return None
         backup = _sorted(queued, "updated_at", "id")[0]
@@ -1584,7 +1590,7 @@ class FakeRuntime:
     def logs(self, cid, tail=100, since=None):
         return []
 
-    def export_volume(self, name):
+    def export_volume(self, name, cancel=None):
         self._call("export_volume", name)
         return iter([name.encode()])
 

@@ -11,6 +11,8 @@ import peewee
 from core.panel.backup_policies import BackupPolicy
 from core.panel.backups import BUSY, Backup
 
+_CLAIM_LOCK = 0x736C7731  # pg_advisory_xact_lock key of backup-job claims ("slw1")
+
 
 class PeeweeBackups:
     def __init__(self, m):
@@ -87,16 +89,28 @@ class PeeweeBackups:
         query = B.select().where((state == "running") & (B.owner.is_null() | B.owner.not_in(live_owners)))
         return [self._entity(r) for r in query.order_by(B.created_at, B.id)]
 
-    def claim_queued(self, now, owner: str | None = None):
+    def claim_queued(self, now, owner: str | None = None, per_customer: bool = False):
         """The oldest queued backup, restore or verification, marked running: ``(kind,
-        backup)`` or None. On PostgreSQL the row is locked SKIP LOCKED, so several processes
-        share the queue."""
-        B = self.m.Backup
+        backup)`` or None. With ``per_customer``, the jobs of a customer that has one
+        running already (any of the three, in any process) are passed over; claims are then
+        serialized (a transaction-scoped advisory lock on PostgreSQL, the write lock on
+        SQLite), so that count is exact. On PostgreSQL the row is locked SKIP LOCKED, so
+        several processes share the queue."""
+        B, S = self.m.Backup, self.m.Service
         db = B._meta.database
-        query = (B.select().where((B.status == "pending") | (B.restore_status == "pending")
-                                  | (B.verify_status == "pending"))
-                 .order_by(B.updated_at, B.id).limit(1))
-        if isinstance(db, peewee.PostgresqlDatabase):
+        postgres = isinstance(db, peewee.PostgresqlDatabase)
+        if postgres and per_customer:
+            db.execute_sql("SELECT pg_advisory_xact_lock(%s)", (_CLAIM_LOCK,))
+        query = B.select().where((B.status == "pending") | (B.restore_status == "pending")
+                                 | (B.verify_status == "pending"))
+        if per_customer:
+            R, RS = B.alias(), S.alias()
+            busy = (RS.select(RS.customer).join(R, on=(R.service == RS.id))
+                    .where((R.status == "running") | (R.restore_status == "running")
+                           | (R.verify_status == "running")))
+            query = query.where(B.service.not_in(S.select(S.id).where(S.customer.in_(busy))))
+        query = query.order_by(B.updated_at, B.id).limit(1)
+        if postgres:
             query = query.for_update("FOR UPDATE SKIP LOCKED")
         row = query.first()
         if row is None:

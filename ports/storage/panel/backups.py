@@ -48,9 +48,11 @@ class BackupRepository(Protocol):
         for a worker not among ``live_owners``, oldest first."""
 
     @abstractmethod
-    def claim_queued(self, now, owner: str | None = None):
+    def claim_queued(self, now, owner: str | None = None, per_customer: bool = False):
         """The oldest queued backup, restore or verification (``updated_at``, then id), marked running
-        for ``owner``: ``(kind, backup)`` with kind ``backup``, ``restore`` or ``verify``, or None."""
+        for ``owner``: ``(kind, backup)`` with kind ``backup``, ``restore`` or ``verify``, or None.
+        With ``per_customer``, the jobs of a customer with one of the three running (in any
+        process) are passed over."""
 
     @abstractmethod
     def completed_scheduled(self, service_id: str) -> list[Backup]:

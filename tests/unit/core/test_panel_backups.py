@@ -214,3 +214,29 @@ def test_verification_sets_verified_at_or_fails_the_backup(uow, clock, admin, ru
     assert failed.verify_error == "no rows" and "verification failed: no rows" in failed.error
     with pytest.raises(Conflict, match="only a completed backup"):
         backups.verify_backup(uow, clock, admin, running.id, done.id)
+
+
+def test_a_restore_into_a_deleted_service_is_not_queued_again_nor_run(uow, clock, admin, running, runtime, archives):
+    """Left running by a stopped process, a restore whose new service was deleted meanwhile
+    ends ``failed`` (``service deleted``) at start-up instead of running again; claimed
+    anyway (queued before the delete), it ends so too and touches nothing."""
+    _backup(uow, clock, admin, running)
+    done = backups.run_backup(uow, clock, runtime, archives, backups.claim_next(uow, clock, owner="wkr_x")[1])
+    backups.restore_backup(uow, clock, admin, running.id, done.id)
+    _, claimed = backups.claim_next(uow, clock, owner="wkr_gone")
+    with uow:
+        uow.backups.update(replace(claimed, restore_service_id="svc_deleted"))
+        uow.commit()
+    assert backups.recover_interrupted(uow, clock, archives) == [done.id]
+    ended = backups.get_backup(uow, admin, running.id, done.id)
+    assert (ended.restore_status, ended.restore_error) == ("failed", "service deleted")
+    assert backups.claim_next(uow, clock) is None
+
+    queued = replace(ended, restore_status="pending", restore_error=None)
+    with uow:
+        uow.backups.update(queued)
+        uow.commit()
+    calls = len(runtime.calls)
+    ran = backups.run_restore(uow, clock, runtime, archives, backups.claim_next(uow, clock)[1])
+    assert (ran.restore_status, ran.restore_error) == ("failed", "service deleted")
+    assert [c[0] for c in runtime.calls[calls:]] == []  # nothing stopped nor imported

@@ -94,3 +94,45 @@ def test_a_verification_refuses_an_image_the_image_rule_refuses_before_any_engin
     with pytest.raises(dumps.DumpError, match="reads as an image id|was built for another service"):
         dumps.verify_parts(None, {"parts": [part], "engines": {"db": {"image": image}}}, lambda member: iter([b"x"]),
                            service_id="svc_mine")
+
+
+class _Scratch:
+    """Records the image of each scratch container a verification starts; its check passes."""
+
+    def __init__(self):
+        self.images = []
+
+    def create_network(self, name, labels):
+        pass
+
+    def run(self, spec):
+        self.images.append(spec.image)
+        return "scratch"
+
+    def put_file(self, container, path, chunks, size, mode=0o600):
+        b"".join(chunks)
+
+    def exec_run(self, container, argv, env=None, user=None):
+        return b""
+
+    def remove_container(self, container):
+        pass
+
+    def remove_network(self, name):
+        pass
+
+
+def test_a_verification_runs_the_recorded_image_id_and_holds_the_reference_to_the_image_rule():
+    part = {"name": "db", "kind": "postgres", "member": "m", "size_bytes": 1}
+    runtime = _Scratch()
+    ran = "sha256:" + "ab" * 32
+    manifest = {"parts": [part], "engines": {"db": {"kind": "postgres", "image": "postgres:16", "image_id": ran}}}
+    dumps.verify_parts(runtime, manifest, lambda member: iter([b"x"]), service_id="svc_1")
+    assert runtime.images == [ran]
+    old = {"parts": [part], "engines": {"db": {"kind": "postgres", "image": "postgres:16"}}}  # made before ids
+    dumps.verify_parts(runtime, old, lambda member: iter([b"x"]), service_id="svc_1")
+    assert runtime.images == [ran, "postgres:16"]
+    theirs = {"parts": [part], "engines": {"db": {"kind": "postgres", "image": "slw-svc_2-web:1", "image_id": ran}}}
+    with pytest.raises(dumps.DumpError, match="built for another service"):
+        dumps.verify_parts(runtime, theirs, lambda member: iter([b"x"]), service_id="svc_1")
+    assert len(runtime.images) == 2
