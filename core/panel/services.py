@@ -639,6 +639,17 @@ PATCHABLE = ("variables", "custom_domains", "compose", "git_branch", "customer_n
 PUSH_METHODS = ("git", "ai")
 
 
+def _from_fork(uow, preview) -> bool:
+    """Whether ``preview`` (a service with ``preview_of``) deploys another repository than
+    its parent's: a fork's pull request (``core.panel.previews``)."""
+    with uow.reading():
+        parent = uow.services.get(preview.preview_of)
+    if parent is None:
+        return True
+    field = "ai_url" if preview.deploy_method == "ai" else "git_url"
+    return getattr(preview, field) != getattr(parent, field)
+
+
 def patch_service(uow, clock, principal, service_id: str, body: dict, methods: dict, catalog: dict, *,
                   base_domain: str | None = None, quota: Quota = DEFAULT_QUOTA, reserved_hosts=()) -> Service:
     """Change a service's settings in one transaction. ``variables`` (the whole map),
@@ -670,6 +681,9 @@ def patch_service(uow, clock, principal, service_id: str, body: dict, methods: d
                                                            host_keys.FIELD) + PREVIEW_SWITCHES and name not in allowed})
     if "customer_network" in body and not isinstance(body["customer_network"], bool):
         problems["customer_network"] = "must be true or false"
+    elif body.get("customer_network") is True and found.preview_of is not None and _from_fork(uow, found):
+        problems["customer_network"] = ("a preview of a pull request from a fork runs a stranger's code: "
+                                        "it never joins the customer network")
     if body.get("deploy_key_id") is not None and not isinstance(body["deploy_key_id"], str):
         problems["deploy_key_id"] = "a deploy key's id (dk_...) or null"
     if "auto_deploy" in body:

@@ -444,6 +444,21 @@ def test_a_forks_preview_gets_no_secrets_and_no_customer_network(panel, store, c
     assert client.get(f"/api/services/{same_id}/secrets", token=admin).json == \
         {"secrets": {"STRIPE_KEY": "sk_live_parent", "DB_PASSWORD": "pw-1"}}
 
+    # nor by hand: the fork's preview refuses customer_network true (nothing changes); the
+    # same-repository one may leave and join it
+    _settled(store, fork_id)
+    _settled(store, same_id)
+    refused = client.patch(f"/api/services/{fork_id}", token=admin, json_body={"customer_network": True},
+                           expect=422).json
+    assert "fork" in refused["error"]["fields"]["customer_network"]
+    assert client.get(f"/api/services/{fork_id}", token=admin).json["customer_network"] is False
+    assert client.patch(f"/api/services/{fork_id}", token=admin, json_body={"customer_network": False},
+                        expect=200).json["customer_network"] is False
+    assert client.patch(f"/api/services/{same_id}", token=admin, json_body={"customer_network": False},
+                        expect=200).json["customer_network"] is False
+    assert client.patch(f"/api/services/{same_id}", token=admin, json_body={"customer_network": True},
+                        expect=200).json["customer_network"] is True
+
 
 PINNED = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
 
