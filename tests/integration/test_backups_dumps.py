@@ -205,8 +205,8 @@ def test_postgres_backup_change_restore_and_verify(panel, postgres_image):
     backup = panel.backup(service_id)
     assert backup["volumes"] == []  # the database's volume is dumped, not archived
     manifest = panel.manifest(service_id, backup)
-    assert manifest["kind"] == "postgres" and manifest["engines"] == {"db": {"kind": "postgres",
-                                                                             "image": postgres_image}}
+    assert manifest["kind"] == "postgres" and manifest["engines"] == {  # the image id its release ran
+        "db": {"kind": "postgres", "image": postgres_image, "image_id": panel.engine.image_id(postgres_image)}}
     [part] = dumps.manifest_parts(manifest)
     assert (part["name"], part["kind"]) == ("db", "postgres") and part["size_bytes"] > 0
 
