@@ -225,3 +225,53 @@ def test_a_service_deleted_while_deploying_leaves_nothing_behind(panel):
     while engine.labelled(created["id"]) != {"containers": [], "volumes": [], "networks": []}:
         assert time.monotonic() < deadline, engine.labelled(created["id"])
         time.sleep(0.3)
+
+
+NOTHING = {"containers": [], "volumes": [], "networks": []}
+
+
+def test_a_delete_at_any_moment_of_its_deploy_leaves_nothing_in_the_engine_after_the_204(panel):
+    """Issue 35: a deploy queued for a service started its container about 0.5 s after the
+    service's DELETE answered 204. Deleted at each moment of its deploy (queued, just
+    claimed, starting its containers), a service has no container, volume or network in
+    the engine once the 204 is answered: the delete ends its queued job first and waits
+    for a running one to end, and a job that finds its service gone removes what it made.
+    Each service is looked at again once every other was deleted, later."""
+    client, customer, engine, made = panel
+    compose = ("services:\n  app:\n    image: localhost/busybox:latest\n"
+               "    command: [sh, -c, 'exec httpd -f -p 8080']\n    ports: ['8080']\n"
+               "    volumes: [data:/data]\nvolumes:\n  data: {}\n")
+
+    def create(tag):
+        created = client.post("/api/services", json={
+            "name": f"race-{tag}-{os.getpid()}-{time.monotonic_ns() % 100000}", "customer_id": customer["id"],
+            "deploy_method": "compose", "compose": compose})
+        assert created.status_code == 201, created.text
+        made.append(created.json()["id"])
+        return created.json()
+
+    def job_state(created):
+        answer = client.get(f"/api/services/{created['id']}/deploys/{created['deploy_job_id']}")
+        return answer.json()["status"] if answer.status_code == 200 else None
+
+    def until(what, check, seconds=120):
+        deadline = time.monotonic() + seconds
+        while not check():
+            assert time.monotonic() < deadline, f"still waiting for {what}"
+            time.sleep(0.05)
+
+    deleted = []
+    moments = {
+        "queued": lambda created: None,  # at once: the job queued, or just claimed
+        "claimed": lambda created: until("the job running", lambda: job_state(created) != "queued"),
+        "starting": lambda created: until("its first container", lambda: engine.labelled(created["id"])["containers"]),
+    }
+    for tag, moment in moments.items():
+        created = create(tag)
+        moment(created)
+        assert client.delete(f"/api/services/{created['id']}").status_code == 204
+        assert engine.labelled(created["id"]) == NOTHING, (tag, engine.labelled(created["id"]))
+        assert client.get(f"/api/services/{created['id']}").status_code == 404
+        deleted.append((tag, created["id"]))
+    for tag, service_id in deleted:  # later: no job of theirs made anything since
+        assert engine.labelled(service_id) == NOTHING, (tag, engine.labelled(service_id))
