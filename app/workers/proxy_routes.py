@@ -42,7 +42,9 @@ class ProxyRouteSync(Background):
     async def _run(self) -> None:
         while True:
             try:
-                if await self.store.run(self.sync):
+                # a thread of its own, not a database thread: the push reaches the proxy's
+                # admin API, which may hang (core.waits)
+                if await asyncio.to_thread(self.sync):
                     log.info("%s brought up to date with the route records", self.provider)
             except asyncio.CancelledError:
                 raise
