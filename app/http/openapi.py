@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import re
 from dataclasses import dataclass, field
 from importlib import resources
 
@@ -89,6 +90,12 @@ class ApiContract:
             methods = deploy_methods if isinstance(deploy_methods, dict) else {}
             if "ServiceCreate" in schemas and methods:
                 # each plugin's required fields, keyed on deploy_method
+                # a deploy method's own fields are known fields of the create (which refuses
+                # the others: additionalProperties false)
+                known = schemas["ServiceCreate"].setdefault("properties", {})
+                for name, method in sorted(methods.items()):
+                    for field, schema in ((method.request_schema or {}).get("properties") or {}).items():
+                        known.setdefault(field, copy.deepcopy(schema))
                 schemas["ServiceCreate"]["allOf"] = [
                     {"if": {"properties": {"deploy_method": {"const": name}}, "required": ["deploy_method"]},
                      "then": copy.deepcopy(method.request_schema)}
@@ -118,8 +125,16 @@ class ApiContract:
     def _messages(self, schema: dict):
         validator = self.validator(schema)
 
+        per_field = self.api == "panel"  # the partner API keeps its documented message
+
         def validate(instance):
-            return [(_where(e), _explain(e)) for e in validator.iter_errors(instance)]
+            found = []
+            for error in validator.iter_errors(instance):
+                if per_field and error.validator == "additionalProperties" and error.validator_value is False:
+                    found.extend(_unknown_fields(error))
+                else:
+                    found.append((_where(error), _explain(error)))
+            return found
 
         return validate
 
@@ -284,6 +299,17 @@ def _where(error) -> str:
         prefix = ".".join(str(p) for p in error.absolute_path)
         return ".".join(filter(None, [prefix, missing[0] if missing else ""]))
     return ".".join(str(p) for p in error.absolute_path)
+
+
+def _unknown_fields(error) -> list:
+    """A panel body's fields its schema does not know, each as its own ``(path, message)``
+    (``"is not a known field"``) rather than jsonschema's one sentence for them all."""
+    known = set((error.schema or {}).get("properties", {}))
+    patterns = [re.compile(p) for p in (error.schema or {}).get("patternProperties", {})]
+    prefix = ".".join(str(p) for p in error.absolute_path)
+    return [(".".join(filter(None, [prefix, str(name)])), "is not a known field")
+            for name in (error.instance or {})
+            if name not in known and not any(p.search(str(name)) for p in patterns)]
 
 
 def _explain(error) -> str:
