@@ -15,6 +15,7 @@ from app.storage.store import Store
 from app.http.timefmt import rfc3339
 from core.partner import contracts, editions, licenses, partners, statements, tokens
 from core.partner.billing import Period
+from core.partner.scope import Page
 from core.errors import Invalid
 from core.redaction import redact_url
 
@@ -83,11 +84,21 @@ def contract_create(config, args) -> dict:
         contract = contracts.create_contract(store.uow(), config.clock, partner_id=args.partner, model=args.model,
                                              currency=args.currency, unit_price_cents=args.unit_price_cents,
                                              known_models=known)
-        return {"id": contract.id, "partnerId": contract.partner_id, "model": contract.model,
-                "currency": contract.currency, "unitPriceCents": contract.unit_price_cents,
-                "createdAt": rfc3339(contract.created_at)}
+        from app.partner.billing import contract_json
+
+        return contract_json(contract)
     finally:
         store.close()
+
+
+def contract_list(config, args) -> list:
+    """A partner's own contracts, newest first: the ``contractId`` a license needs."""
+    from app.partner.billing import contract_json
+
+    with _opened(config) as store:
+        partners.get_partner(store.uow(write=False), args.partner)
+        with store.uow(write=False) as uow:
+            return [contract_json(c) for c in uow.contracts.page(args.partner, Page(limit=1_000_000))]
 
 
 def token_create(config, args) -> dict:

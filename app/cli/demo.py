@@ -1,6 +1,7 @@
 """``python -m app.cli.demo``: get a database ready for ``make run`` and print how to use it.
 
-Makes sure a demo partner and a demo panel customer exist, mints a fresh partner write
+Makes sure a demo partner (with a billing contract, whose id a license needs) and a demo
+panel customer exist, mints a fresh partner write
 token and a fresh admin API key (secrets are shown only once, so each run makes new ones
 and revokes the previous run's demo key and demo token), says which container engine
 deploys run on (or that there is none and how to start one) and whether a template is
@@ -19,12 +20,13 @@ from pathlib import Path
 from app.cli.commands import engine_of
 from app.cli.main import require_database
 from app.config import Config, ConfigError
+from app.partner.billing import contract_json
 from app.partner.identity import token_json
 from app.composition import Composition
 from app.storage.store import Store
 from core.errors import NotFound
 from core.panel import access, customers
-from core.partner import partners, tokens
+from core.partner import contracts, partners, tokens
 
 STATE = Path(".slipway-demo.json")
 DEMO_TEMPLATE = "static-site"
@@ -45,6 +47,22 @@ def engine_line(engine: dict) -> str:
     if engine["url"] is None:
         return f"none ({engine['source']})"
     return f"{engine['runtime']} at {engine['url']} (from {engine['source']})"
+
+
+def _demo_contract(store, config, partner, remembered: str | None):
+    """The demo partner's billing contract (the ``contractId`` a license needs): the one
+    the last run made, else a new one on the first loaded billing model, in EUR."""
+    with store.uow(write=False) as uow:
+        mine = uow.contracts.for_partner(partner.id)
+    for contract in mine:
+        if contract.id == remembered:
+            return contract
+    if mine:
+        return mine[0]
+    models = set(Composition(config).billing_models)
+    model = "metered" if "metered" in models else min(models, default="metered")
+    return contracts.create_contract(store.uow(), config.clock, partner_id=partner.id, model=model, currency="EUR",
+                                     unit_price_cents=100, known_models=models)
 
 
 def _remembered(config) -> dict:
@@ -73,6 +91,7 @@ def main() -> int:
             partner = None
         if partner is None:
             partner = partners.create_partner(store.uow(), config.clock, name="Demo partner")
+        contract = _demo_contract(store, config, partner, state.get("contractId"))
         if state.get("tokenId"):  # the previous run's token: its secret was shown once, and is gone
             try:
                 tokens.revoke_any_token(store.uow(), config.clock, state["tokenId"])
@@ -94,7 +113,8 @@ def main() -> int:
         key, full_key = access.create_api_key(store.uow(), config.clock, name="make run (demo admin)",
                                               role="admin", rate_limit_rpm=1000)
         STATE.write_text(json.dumps({"database": config.database_url, "partnerId": partner.id,
-                                     "customerId": customer.id, "keyId": key.id, "tokenId": token.id}))
+                                     "customerId": customer.id, "keyId": key.id, "tokenId": token.id,
+                                     "contractId": contract.id}))
     finally:
         store.close()
     catalog = Composition(config).templates
@@ -108,6 +128,7 @@ def main() -> int:
         "customer": {"id": customer.id, "name": customer.name},
         "template": None if template is None else {"id": template["id"], "name": template.get("name")},
         "partner": {"id": partner.id, "name": partner.name},
+        "contract": contract_json(contract),
         "token": token_json(token, secret),
     }, indent=2))
     if engine["url"] is None:
@@ -121,7 +142,9 @@ def main() -> int:
           f"Container engine: {engine_line(engine)}\n"
           f"{deploys}\n"
           f"Panel API: curl -H 'Authorization: Bearer {full_key}' {url}api/services\n"
-          f"Partner API: curl -H 'Authorization: Bearer {secret}' {url}v1/me\n", file=sys.stderr)
+          f"Partner API: curl -H 'Authorization: Bearer {secret}' {url}v1/me\n"
+          f"Partner contract (the contractId of POST /v1/licenses): {contract.id} "
+          f"({contract.model}, {contract.currency}; GET /v1/contracts lists it)\n", file=sys.stderr)
     return 0
 
 

@@ -107,6 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--model", required=True, help="a billing model (billingModels of `slipway plugins`)")
     c.add_argument("--currency", required=True, help="ISO 4217 code, e.g. EUR")
     c.add_argument("--unit-price-cents", required=True, type=int, help="price of one unit in cents")
+    c = _command(contract, "list", "list a partner's own contracts, newest first (the contractId of POST /v1/licenses)",
+                 "a JSON array of {id, partnerId, model, currency, unitPriceCents, createdAt}")
+    c.add_argument("--partner", required=True, help="the partner's id (see `slipway partner list`)")
 
     token = _group(commands, "token", "partner API tokens: create, list and revoke them")
     t = _command(token, "create", "mint a partner API token (the secret is printed once)",

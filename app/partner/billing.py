@@ -7,11 +7,20 @@ import json
 
 from app.http.pipeline import Reply
 from app.http.timefmt import rfc3339
-from core.partner import statements
+from core.partner import contracts, statements
+from core.partner.scope import Page
 from core.partner.billing import quantity
 
 CSV_COLUMNS = ["contractId", "model", "currency", "licenseId", "keyMasked", "days", "quantity", "unitPriceCents",
                "amountCents"]
+
+
+def contract_json(contract) -> dict:
+    """A billing contract: its ids, currency and model with the model's settings (the
+    metered model's ``unitPriceCents``)."""
+    return {"id": contract.id, "partnerId": contract.partner_id, "model": contract.model,
+            "currency": contract.currency, "unitPriceCents": contract.unit_price_cents,
+            "createdAt": rfc3339(contract.created_at)}
 
 
 def totals_json(totals) -> list:
@@ -59,8 +68,13 @@ class BillingHandlers:
         self.store, self.clock = store, clock
 
     def handlers(self) -> dict:
-        return {"getUsage": self.get_usage, "listStatements": self.list_statements, "getStatement": self.get_statement,
+        return {"listContracts": self.list_contracts, "getUsage": self.get_usage, "listStatements": self.list_statements, "getStatement": self.get_statement,
                 "exportStatement": self.export_statement}
+
+    async def list_contracts(self, call):
+        page = Page(limit=call.params.get("limit", 50), offset=call.params.get("offset", 0))
+        found = await self.store.read_page(contracts.list_contracts, call.caller, page)
+        return Reply(200, {"data": [contract_json(c) for c in found], "limit": page.limit, "offset": page.offset})
 
     async def get_usage(self, call):
         period, draft = await self.store.run(statements.current_usage, self.store.uow(write=False), self.clock,

@@ -22,6 +22,13 @@ class Contract:
     created_at: datetime
 
 
+def list_contracts(uow, caller, page) -> list[Contract]:
+    """A page of the caller's own partner's contracts, newest first (a parent's contracts
+    are not its sub-resellers', and theirs are not shown to it: each partner's own)."""
+    with uow:
+        return uow.contracts.page(caller.partner.id, page)
+
+
 def create_contract(uow, clock, *, partner_id: str, model: str, currency: str, unit_price_cents: int,
                     known_models: set[str]) -> Contract:
     """Create a contract; its model must be provided by a loaded billing plugin."""

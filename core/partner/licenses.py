@@ -67,7 +67,10 @@ def service_metadata(lic: License) -> dict:
 def _policy(uow, edition: str) -> str:
     policy = uow.editions.policy_for(edition)
     if policy is None:
-        raise Invalid("unknown edition", fields={"edition": f"{edition!r} is not a known edition"})
+        known = sorted(uow.editions.all())
+        listed = ", ".join(known) if known else "none: the operator maps them with `slipway edition set`"
+        raise Invalid(f"unknown edition {edition!r} (known editions: {listed})",
+                      fields={"edition": f"{edition!r} is not a known edition; known editions: {listed}"})
     return policy
 
 

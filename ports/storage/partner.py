@@ -74,6 +74,11 @@ class ContractRepository(Protocol):
     def for_partner(self, partner_id: str) -> list[Contract]:
         """The partner's contracts, by id."""
 
+    @abstractmethod
+    def page(self, partner_id: str, page) -> list[Contract]:
+        """A page (``core.partner.scope.Page``) of the partner's own contracts, newest first
+        (ties by id)."""
+
 
 class HumanIdRepository(Protocol):
     @abstractmethod

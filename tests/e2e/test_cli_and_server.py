@@ -37,6 +37,10 @@ def test_operator_commands_print_json(database_url):
     _, contract = slipway(url, "contract", "create", "--partner", child["id"], "--model", "per_instance_metered",
                           "--currency", "EUR", "--unit-price-cents", "990", process=True)
     assert contract["partnerId"] == child["id"] and contract["unitPriceCents"] == 990
+    _, listed = slipway(url, "contract", "list", "--partner", child["id"], process=True)
+    assert listed == [contract]
+    _, none = slipway(url, "contract", "list", "--partner", root["id"], process=True)
+    assert none == []  # a parent's list holds its own contracts only
     _, plugins = slipway(url, "plugins", process=True)
     assert "per_instance_metered" in plugins["billingModels"]
 
@@ -55,6 +59,8 @@ def test_operator_commands_print_json(database_url):
       "--currency", "EUR", "--unit-price-cents", "1"], 1, "unprocessable-entity"),
     (["contract", "create", "--partner", "7d1f0c2a-0000-4000-8000-000000000000", "--model",
       "per_instance_metered", "--currency", "EUR", "--unit-price-cents", "ten"], 2, "usage"),
+    (["contract", "list", "--partner", "7d1f0c2a-0000-4000-8000-000000000000"], 1, "not-found"),
+    (["contract", "list"], 2, "usage"),
     (["frobnicate"], 2, "usage"),
     ([], 2, "usage"),
 ])

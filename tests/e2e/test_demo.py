@@ -56,3 +56,32 @@ def test_frontend_url():
     assert frontend_url("::", "8080") == "http://127.0.0.1:8080/"
     assert frontend_url("::1", "8080") == "http://[::1]:8080/"
     assert frontend_url("panel.local", "80") == "http://panel.local:80/"
+
+
+def test_after_the_demo_a_license_is_made_with_the_api_alone(tmp_path):
+    """The demo makes the partner's contract and prints its id; `GET /v1/contracts` and
+    `slipway contract list` show it, and a partner customer and a license are then made
+    with the printed token alone."""
+    url = f"sqlite:///{tmp_path}/demo.db"
+    slipway(url, "init")
+    demo, said = _demo(tmp_path, url)
+    contract = demo["contract"]
+    assert contract["partnerId"] == demo["partner"]["id"] and contract["id"] in said
+    again, _ = _demo(tmp_path, url)
+    assert again["contract"] == contract  # a second run keeps it
+    _, listed = slipway(url, "contract", "list", "--partner", demo["partner"]["id"])
+    assert listed == [contract]
+    with Server(url) as server:
+        with httpx.Client(base_url=server.base, timeout=20,
+                          headers={"Authorization": f"Bearer {again['token']['token']}"}) as partner:
+            page = partner.get("/v1/contracts").json()
+            assert page == {"data": [contract], "limit": 50, "offset": 0}
+            customer = partner.post("/v1/customers", json={"name": "Globex"})
+            assert customer.status_code == 201, customer.text
+            wrong = partner.post("/v1/licenses", json={"customerId": customer.json()["id"],
+                                                       "contractId": contract["id"], "edition": "gold"})
+            assert wrong.status_code == 422 and "web-host" in wrong.text  # the known editions are named
+            made = partner.post("/v1/licenses", json={"customerId": customer.json()["id"],
+                                                      "contractId": contract["id"], "edition": "web-host"})
+            assert made.status_code == 201, made.text
+            assert made.json()["license"]["contractId"] == contract["id"] and made.json()["key"]

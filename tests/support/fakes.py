@@ -235,6 +235,11 @@ class InMemoryContracts(_Repo):
     def for_partner(self, partner_id):
         return _sorted([c for c in self.rows.values() if c.partner_id == partner_id], "id")
 
+    def page(self, partner_id, page):
+        mine = sorted(sorted(self.for_partner(partner_id), key=lambda c: c.id), key=lambda c: c.created_at,
+                      reverse=True)
+        return mine[page.offset:page.offset + page.limit]
+
 
 class InMemoryHumanIds(_Repo):
     table = "human_ids"

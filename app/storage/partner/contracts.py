@@ -23,6 +23,12 @@ class PeeweeContracts(ContractRepository):
         row = self.m.Contract.get_or_none(self.m.Contract.id == contract_id)
         return self._entity(row) if row else None
 
+    def page(self, partner_id: str, page) -> list[Contract]:
+        C = self.m.Contract
+        rows = (C.select().where(C.partner == partner_id).order_by(C.created_at.desc(), C.id)
+                .limit(page.limit).offset(page.offset))
+        return [self._entity(r) for r in rows]
+
     def for_partner(self, partner_id: str) -> list[Contract]:
         C = self.m.Contract
         return [self._entity(r) for r in C.select().where(C.partner == partner_id).order_by(C.id)]
