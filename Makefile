@@ -8,8 +8,9 @@ STAMP  := $(VENV)/.installed-$(SUM)
 TEST_STAMP := $(VENV)/.installed-test-$(SUM)
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
-# `make run`'s data directory: its SQLite database (slipway.db) is kept here, in the checkout
-SLIPWAY_DATA_DIR ?= $(CURDIR)
+# `make run` keeps its SQLite database where every `slipway` command looks without a
+# setting: slipway.db in SLIPWAY_DATA_DIR, by default $XDG_DATA_HOME/slipway
+# (~/.local/share/slipway); so `.venv/bin/slipway ...` from this checkout (or anywhere) finds it
 # test processes (pytest-xdist); most tests wait on containers, servers and timers, so
 # more processes than cores pays. Six were faster still (555 s against 727 s on 2 cores)
 # but loaded the engine so that races between deploys and deletes showed in CI (see
@@ -38,9 +39,9 @@ install-test: $(TEST_STAMP)
 ## set up, create the schema, print the web frontend's URL, a demo admin API key and a partner token, serve on $(HOST):$(PORT)
 ## (the container engine: SLIPWAY_RUNTIME_URL, else the Podman or Docker socket found; see docs/configuration.md)
 run: $(STAMP)
-	SLIPWAY_DATA_DIR='$(SLIPWAY_DATA_DIR)' $(VENV)/bin/slipway init
-	SLIPWAY_DATA_DIR='$(SLIPWAY_DATA_DIR)' HOST=$(HOST) PORT=$(PORT) $(PY) -m app.cli.demo
-	SLIPWAY_DATA_DIR='$(SLIPWAY_DATA_DIR)' $(VENV)/bin/slipway serve --host $(HOST) --port $(PORT)
+	$(VENV)/bin/slipway init
+	HOST=$(HOST) PORT=$(PORT) $(PY) -m app.cli.demo
+	$(VENV)/bin/slipway serve --host $(HOST) --port $(PORT)
 
 ## run every test; fails when any test fails or when none ran (pytest exit status 5)
 test: $(TEST_STAMP)

@@ -266,6 +266,11 @@ def answer(argv, environ=None) -> tuple[int, dict | None]:
     except DomainError as exc:
         code = next(PARTNER_CODES[s] for cls, s in DOMAIN_STATUS.items() if isinstance(exc, cls))
         status, document = 1, {"error": {"code": code, "message": exc.message}}
+        if exc.fields:  # what the API answers in error.fields: the field and what is wrong with it
+            named = "; ".join(f"{name}: {problem}" for name, problem in exc.fields.items())
+            if named not in exc.message:
+                document["error"]["message"] = f"{exc.message} ({named})"
+            document["error"]["fields"] = dict(exc.fields)
     except Exception as exc:  # the operator still gets JSON, never a bare traceback
         status, document = 1, {"error": {"code": "internal-error", "message": f"{type(exc).__name__}: {exc}"}}
     return status, document

@@ -70,6 +70,17 @@ def test_bad_operator_input_is_a_json_error(initialised, args, status, code):
     assert document["error"]["code"] == code and document["error"]["message"]
 
 
+def test_a_refusal_naming_a_field_carries_it_as_the_api_does(initialised):
+    returncode, document = slipway(initialised, "apikey", "create", "--name", "x", "--role", "customer",
+                                   check=False, process=True)
+    assert returncode == 1
+    assert document["error"] == {"code": "unprocessable-entity",
+                                 "message": "invalid API key (customerId: is required for role customer)",
+                                 "fields": {"customerId": "is required for role customer"}}
+    _, keys = slipway(initialised, "apikey", "list")
+    assert keys == {"apiKeys": []}  # nothing made
+
+
 def test_commands_refuse_an_uninitialised_database(database_url):
     returncode, document = slipway(database_url, "partner", "create", "--name", "x", check=False)
     assert returncode == 1 and "slipway init" in document["error"]["message"]
