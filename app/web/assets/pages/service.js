@@ -201,7 +201,9 @@ export function ServicePage({ id, session }) {
     ${deleted ? html`<p class="notice" role="status">This service has been deleted. <a href="/services">Back to the services</a>.</p>` : null}
     ${s.status === "failed" ? html`<div class="notice bad failure" role="alert" data-testid="failure-reason">
       <strong>This service failed.</strong> ${reason || "Reading why…"}
-      ${can(session, "services:deploy") ? html`<span class="muted"> Fix its settings and redeploy, or roll back to an earlier release.</span>` : null}
+      ${can(session, "services:deploy") ? html`<span class="muted" data-testid="failure-advice">${s.release
+        ? " Fix its settings and redeploy, or roll back to an earlier release (Releases)."
+        : " Fix its settings and redeploy: it has no release yet, so there is nothing to roll back to."}</span>` : null}
     </div>` : null}
     ${s.url ? html`<p class="service-url" data-testid="service-url">${url && s.status === "running"
       ? html`<a href=${url} target="_blank" rel="noopener noreferrer">${s.url}</a>`
