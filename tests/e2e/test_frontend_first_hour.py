@@ -28,6 +28,7 @@ from tests.e2e.test_frontend import (  # noqa: F401 (fixtures)
     TICKER, browser, choose, engine_site, open_page, screenshots, shot, sign_in, site)
 from tests.e2e.test_frontend_backups import _next_to
 from tests.e2e.test_frontend_git import _git_service
+from tests.support.engine import wait_for
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -106,6 +107,49 @@ def test_a_taken_name_is_said_next_to_the_name_field(engine_site, open_page, scr
     # Chromium writes each error answer to the console too: those of the allowed answer only
     assert all(re.search(r"status of 409", line) for line in problems.pop("console errors", [])), problems
     assert problems == {}, problems
+
+
+@pytest.mark.runtime
+def test_a_create_whose_deploy_fails_says_why_once_at_the_top(engine_site, open_page, screenshots):
+    """The deploy fails (an image the engine does not have): the page that the form opened
+    says why once, at the top (the failure's reason), not again as a "Deploy failed" notice
+    under the actions; the events timeline keeps its history."""
+    from playwright.sync_api import expect
+
+    site = engine_site
+    acme = site.customer("Acme")
+    watched = open_page(site)
+    page = watched.page
+    sign_in(watched, site.admin)
+    page.get_by_test_id("nav-create").click()
+    page.get_by_test_id("method-compose").click()
+    page.get_by_test_id("field-name").fill("missing-image")
+    choose(page.get_by_test_id("field-customer_id"), acme["id"], acme["name"])
+    page.get_by_test_id("field-compose").fill("services:\n  app:\n    image: localhost/slipway-not-here:latest\n")
+    page.get_by_test_id("create-service").click()
+    page.wait_for_url(re.compile(r"/services/svc_[^/?#]+$"))
+    service_id = urlsplit(page.url).path.rsplit("/", 1)[1]
+    site.made.append(service_id)
+    expect(page.get_by_test_id("service-status")).to_have_text(re.compile(r"^\s*failed\s*$"), timeout=120_000)
+    for attempt in range(2):  # the create's deploy, then a redeploy the page follows live
+        if attempt:
+            page.get_by_test_id("action-redeploy").click()
+            wait_for(lambda: len([e for e in site.http.get(f"/api/services/{service_id}/events").json()["data"]
+                                  if e["status"] == "failed"]) == 2, "the redeploy to fail", timeout=120)
+            expect(page.get_by_test_id("service-status")).to_have_text(re.compile(r"^\s*failed\s*$"))
+        events = site.http.get(f"/api/services/{service_id}/events").json()["data"]
+        reason = next(e["message"] for e in events if e["status"] == "failed")
+        expect(page.get_by_test_id("failure-reason")).to_contain_text(reason)
+        expect(page.get_by_test_id("deploy-failed")).to_have_count(0)
+        expect(page.get_by_test_id("error-message")).to_have_count(0)
+        outside_timeline = page.evaluate("""() => {
+            const copy = document.querySelector("main").cloneNode(true);
+            copy.querySelectorAll('[data-testid="events"]').forEach((e) => e.remove());
+            return copy.innerText;
+        }""")
+        assert outside_timeline.count(reason) == 1, outside_timeline
+    shot(page, screenshots, "create-deploy-failed-once")
+    assert watched.problems() == {}, watched.problems()
 
 
 def test_the_create_form_opens_on_the_template_method_and_the_demos_template(site, open_page, screenshots):

@@ -232,7 +232,9 @@ export function ServicePage({ id, session }) {
     ${deploying ? html`<div class="card deploy-progress" aria-live="polite">
       <h2>Deploying</h2>
       <${Progress} value=${progress ? progress.progress : 0} label=${progress && progress.step !== "queued" ? `${progress.progress} % · ${progress.message || progress.step}` : "Waiting for the deploy to start…"} />
-    </div>` : progress && progress.step === "failed" ? html`<p class=${"notice" + (progress.message === "cancelled" ? "" : " bad")} role="status" data-testid="deploy-failed">
+    </div>` : progress && progress.step === "failed" && (progress.message === "cancelled" || s.status !== "failed")
+      // a failed service's reason is said once, at the top (failure-reason): not again here
+      ? html`<p class=${"notice" + (progress.message === "cancelled" ? "" : " bad")} role="status" data-testid="deploy-failed">
       ${progress.message === "cancelled" ? "Deploy cancelled: what it started was removed." : `Deploy failed: ${progress.message}`}</p>` : null}
 
     <nav class="tabs" aria-label="Sections of the service">
