@@ -134,8 +134,8 @@ def main() -> int:
     if engine["url"] is None:
         deploys = f"Deploys will fail: {engine['hint']}"
     elif template:
-        deploys = (f"Ready to deploy: template {template['id']} for customer {customer.name} (Create in the "
-                   f"frontend, or POST /api/services)")
+        deploys = (f"Ready to deploy: template {template['id']} for customer {customer.name} (New service in the "
+                   f"frontend opens on it: {url}create?template={template['id']}; or POST /api/services)")
     else:
         deploys = "No template is loaded"
     print(f"\nWeb frontend: open {url} and sign in with the API key {full_key}\n"

@@ -34,6 +34,24 @@ PANEL_CODES = {
 DOMAIN_STATUS = {NotFound: 404, Conflict: 409, Invalid: 422, Forbidden: 403, Unauthorized: 401}
 RATE_LIMIT_MESSAGE = "rate limit exceeded"
 
+# a refused credential of the other API: its 401 says so (the code stays `unauthorized`)
+PANEL_KEY_ON_PARTNER_API = ("this is a panel API key (slw_...), the credential of the panel API (/api): "
+                            "the partner API (/v1) takes a partner token, Authorization: Bearer pcp_...")
+PARTNER_TOKEN_ON_PANEL_API = ("this is a partner token (pcp_...), the credential of the partner API (/v1): "
+                              "the panel API (/api) takes an API key, Authorization: Bearer slw_<key_id>_<secret>")
+
+
+def unauthorized_message(api: str, message: str, credential: str | None) -> str:
+    """The 401's ``message`` for ``credential`` refused by ``api`` ("partner" or "panel"),
+    with what it is when it is the other API's (a panel key's ``slw_`` prefix, a partner
+    token's ``pcp_``)."""
+    credential = (credential or "").strip()
+    if api == "partner" and credential.startswith("slw_"):
+        return f"{message}: {PANEL_KEY_ON_PARTNER_API}"
+    if api == "panel" and credential.startswith("pcp_"):
+        return f"{message}: {PARTNER_TOKEN_ON_PANEL_API}"
+    return message
+
 
 class ApiError(Exception):
     """An HTTP error with the parts both formats need."""

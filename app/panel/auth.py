@@ -19,12 +19,12 @@ import math
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
-from app.http.errors import ApiError
+from app.http.errors import ApiError, unauthorized_message
 from app.http.pipeline import Reply
 from app.panel.gate import SESSION_COOKIE, secure_url, session_cookie_name
 from app.http.timefmt import rfc3339
 from core.panel import sessions as panel_sessions
-from core.errors import Invalid
+from core.errors import Invalid, Unauthorized
 
 if TYPE_CHECKING:
     from app.panel.oidc import OidcClient
@@ -145,8 +145,11 @@ class AuthHandlers:
     async def key_login(self, call):
         self.gate.same_site(call.req)  # no login CSRF: a cross-site page cannot sign a browser in
         old = self.gate.session_cookie(call.req)  # two session cookies: 401
-        session, _, secret = await self.store.run(panel_sessions.open_key_session, self.store.uow(), self.clock,
-                                                  raw_key=call.body["key"], ttl_seconds=self.config.session_ttl)
+        try:
+            session, _, secret = await self.store.run(panel_sessions.open_key_session, self.store.uow(), self.clock,
+                                                      raw_key=call.body["key"], ttl_seconds=self.config.session_ttl)
+        except Unauthorized as exc:  # a partner token given for a key: the 401 says so
+            raise ApiError(401, unauthorized_message("panel", exc.message, call.body["key"])) from exc
         if old:  # the browser's previous session, if any, ends: one browser, one session
             await self.store.run(panel_sessions.revoke_session, self.store.uow(), self.clock, old)
         max_age = max(1, math.ceil((session.expires_at - self.clock.now()).total_seconds()))

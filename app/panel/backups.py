@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from app.http.pipeline import Reply
 from app.http.timefmt import rfc3339
-from core.panel import backups
+from app.panel.backup_policies import policy_json
+from core.panel import backup_policies, backups
 
 
 def backup_json(b) -> dict:
@@ -55,8 +56,11 @@ class BackupsHandlers:
         p = call.params
         found, total = await self.store.run(backups.list_backups, self.store.uow(write=False), call.caller, p["id"],
                                             page=p["page"], per_page=p["per_page"], status=p.get("status"))
+        # the service's policy beside its backups (null: none), so a client learns there is
+        # none without asking GET .../backup-policy for a 404
+        policy = await self.store.run(backup_policies.find_policy, self.store.uow(write=False), call.caller, p["id"])
         return Reply(200, {"data": [backup_json(b) for b in found], "total": total, "page": p["page"],
-                           "per_page": p["per_page"]})
+                           "per_page": p["per_page"], "policy": None if policy is None else policy_json(policy)})
 
     async def create_backup(self, call):
         body = call.body if isinstance(call.body, dict) else {}

@@ -55,7 +55,7 @@ from urllib.parse import quote, urlsplit
 import falcon
 
 from app.http.clientaddr import address_bucket, client_address
-from app.http.errors import RATE_LIMIT_MESSAGE, ApiError
+from app.http.errors import RATE_LIMIT_MESSAGE, ApiError, unauthorized_message
 from app.partner.gate import bearer
 from core.panel import access, sessions
 from core.errors import Forbidden, Unauthorized
@@ -178,14 +178,14 @@ class PanelGate:
             return principal
         except Unauthorized as exc:
             if not self.sources:
-                raise ApiError(401, exc.message) from exc
+                raise ApiError(401, unauthorized_message("panel", exc.message, key)) from exc
             refused = exc
         try:  # after keys and sessions: the plugins' auth sources (one that raises refuses)
             principal = await self.sources.authenticate(req, self._source(req))
         except Unauthorized as exc:
             raise ApiError(401, exc.message) from exc
         if principal is None:
-            raise ApiError(401, refused.message) from refused
+            raise ApiError(401, unauthorized_message("panel", refused.message, key)) from refused
         return principal
 
     async def session_of(self, req):

@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 
 from app.http.clientaddr import address_bucket, client_address
-from app.http.errors import RATE_LIMIT_MESSAGE, ApiError
+from app.http.errors import RATE_LIMIT_MESSAGE, ApiError, unauthorized_message
 from core.partner import tokens
 from core.errors import Forbidden, Unauthorized
 from ports.ratestore import RateStore
@@ -40,7 +40,7 @@ class PartnerGate:
             decision = await self.brake.take(address_bucket(source), self.clock.monotonic())
             if not decision.allowed:
                 raise ApiError(429, RATE_LIMIT_MESSAGE, headers={"Retry-After": str(decision.retry_after)}) from exc
-            raise ApiError(401, exc.message) from exc
+            raise ApiError(401, unauthorized_message("partner", exc.message, secret)) from exc
         if caller.token.needs_last_used_refresh(self.clock.now()):  # at most once a minute: a write
             caller = await self.store.run(tokens.refresh_last_used, self.store.uow(transaction=False), self.clock,
                                           caller)

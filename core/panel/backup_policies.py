@@ -129,11 +129,16 @@ def put_policy(uow, clock, principal, service_id: str, body: dict, destinations:
     return policy
 
 
-def get_policy(uow, principal, service_id: str) -> BackupPolicy:
+def find_policy(uow, principal, service_id: str) -> BackupPolicy | None:
+    """The service's policy, or None when it has none (the service itself must be visible)."""
     principal.require("backups:read")
     with uow:
         service = visible(principal, uow.services.get(service_id), service_id)
-        policy = uow.backup_policies.get(service.id)
+        return uow.backup_policies.get(service.id)
+
+
+def get_policy(uow, principal, service_id: str) -> BackupPolicy:
+    policy = find_policy(uow, principal, service_id)
     if policy is None:
         raise NotFound(f"service {service_id} has no backup policy")
     return policy

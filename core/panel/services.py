@@ -296,7 +296,8 @@ def create_service(uow, clock, principal, request: dict, methods: dict, catalog:
             raise Invalid("invalid service", fields={"customer_id": "no such customer"})
         deploy_keys.check_for_service(uow, deploy_key_id, service.customer_id)  # a key of its customer, locked
         if uow.services.by_name(name) is not None:
-            raise Conflict(f"a service named {name!r} already exists")
+            taken = f"a service named {name!r} already exists"
+            raise Conflict(taken, fields={"name": taken})  # the field, so a form can say it next to it
         reserve(uow, quota, customer, footprint, new_service=True)
         uow.services.add(service)
         job = _queue(uow, clock, service, "deploy", principal, note=note)

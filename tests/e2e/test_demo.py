@@ -29,6 +29,8 @@ def test_the_demo_prints_a_url_and_a_key_and_can_run_twice(tmp_path):
     first, hint = _demo(tmp_path, url, HOST="0.0.0.0", PORT="8123")
     assert first["frontend"] == "http://127.0.0.1:8123/"
     assert "http://127.0.0.1:8123/" in hint and first["apiKey"]["key"] in hint
+    # the template it says is ready, with the address of the create form opened on it
+    assert "template static-site" in hint and "http://127.0.0.1:8123/create?template=static-site" in hint
     second, _ = _demo(tmp_path, url, HOST="127.0.0.1", PORT="9000")
     assert second["frontend"] == "http://127.0.0.1:9000/"
     assert second["customer"] == first["customer"] and second["partner"] == first["partner"]

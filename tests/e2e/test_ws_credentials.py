@@ -2,7 +2,8 @@
 WebSocket client (docs/decisions.md "Tenant safety"): a revoked or expired key's sockets, and
 an ended session's, are closed with 1008 within 10 s (also when the revoke happened in
 another process sharing the database), a key session's when its key is revoked or it logs
-out; a key or session holds at most SLIPWAY_WS_PER_KEY sockets (429 beyond); subscribes beyond 5 per second are refused."""
+out; a key or session holds at most SLIPWAY_WS_PER_KEY sockets (429 beyond); subscribes beyond 5 per second are refused;
+a partner token given as the key is 401 saying it is the partner API's credential."""
 from __future__ import annotations
 
 import json
@@ -104,6 +105,17 @@ def test_a_key_that_expires_has_its_sockets_closed(db):
             code, reason, _ = _closed(ws, 10 + CLOSE_WITHIN_S + 5)
             assert (code, reason) == (1008, "the API key expired")
             assert datetime.now(timezone.utc) <= ends + timedelta(seconds=CLOSE_WITHIN_S)
+
+
+def test_a_partner_token_as_the_upgrades_key_is_401_saying_it_is_the_partner_apis(db):
+    from app.http.errors import PARTNER_TOKEN_ON_PANEL_API
+
+    _, partner = slipway(db, "partner", "create", "--name", "Reseller")
+    _, token = slipway(db, "token", "create", "--partner", partner["id"], "--label", "ws", "--scope", "read")
+    with Server(db) as server:
+        status, body = _refusal(server, "/api/ws", token["token"])
+        assert status == 401 and body["error"]["code"] == "unauthorized"
+        assert body["error"]["message"].endswith(PARTNER_TOKEN_ON_PANEL_API)
 
 
 def test_a_key_holds_at_most_20_sockets_per_process(db):

@@ -68,6 +68,19 @@ def test_put_get_replace_delete(setup):
     s.client.delete(path, token=s.admin, expect=404)
 
 
+def test_the_backups_list_says_whether_there_is_a_policy(setup):
+    """The list carries the policy (null: none), so a client learns there is none without a
+    404 (the web page's Backups tab asks nothing else)."""
+    s = setup
+    service_id = s.service("site")
+    backups = f"/api/services/{service_id}/backups"
+    assert s.client.get(backups, token=s.admin, expect=200).json["policy"] is None
+    stored = s.put(service_id, POLICY).json
+    assert s.client.get(backups, token=s.admin, expect=200).json["policy"] == stored
+    s.client.delete(f"/api/services/{service_id}/backup-policy", token=s.admin, expect=204)
+    assert s.client.get(backups, token=s.admin, params={"status": "completed"}, expect=200).json["policy"] is None
+
+
 @pytest.mark.parametrize("change, field", [
     ({"schedule": "61 * * * *"}, "schedule"),
     ({"schedule": "* * * *"}, "schedule"),

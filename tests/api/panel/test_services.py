@@ -74,8 +74,12 @@ def test_names_are_unique_and_deploying_services_refuse_operations(setup):
     client, acme, _, admin, _ = setup
     created = _create(client, admin, name="dup", customer_id=acme.id, deploy_method="compose",
                       compose="services:\n  a: {image: x}\n").json
-    assert _create(client, admin, name="dup", customer_id=acme.id, deploy_method="compose",
-                   compose="services:\n  a: {image: x}\n").status_code == 409
+    taken = _create(client, admin, name="dup", customer_id=acme.id, deploy_method="compose",
+                    compose="services:\n  a: {image: x}\n")
+    assert taken.status_code == 409
+    # the field is named, so a form can say it next to the name
+    assert taken.json["error"]["code"] == "conflict"
+    assert taken.json["error"]["fields"] == {"name": "a service named 'dup' already exists"}
     for op in ("start", "stop", "restart", "redeploy"):
         result = client.post(f"/api/services/{created['id']}/{op}", token=admin, expect=409)
         assert result.json["error"]["code"] == "conflict"

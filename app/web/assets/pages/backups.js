@@ -25,6 +25,9 @@ export function Backups({ id, session, status, volumes = [] }) {
   const [newName, setNewName] = useState("");
   const [destination, setDestination] = useState("");
   const [errors, setErrors] = useState({});
+  // the policy as the list answered it first (null: none): the list says whether there is
+  // one, so no GET .../backup-policy is asked for a 404; later loads leave the form alone
+  const [policy, setPolicy] = useState(undefined);
   const listRef = useRef(null);
   listRef.current = backups;
   const base = `/api/services/${encodeURIComponent(id)}/backups`;
@@ -34,9 +37,11 @@ export function Backups({ id, session, status, volumes = [] }) {
     try {
       const r = await api(base, { query: { per_page: 20 } });
       setBackups(r.data);
+      setPolicy((known) => (known === undefined ? r.policy || null : known));
     } catch (e) {
       showError(e);
       setBackups([]);
+      setPolicy((known) => (known === undefined ? null : known));
     }
   }
 
@@ -49,6 +54,7 @@ export function Backups({ id, session, status, volumes = [] }) {
 
   useEffect(() => {
     setBackups(null);
+    setPolicy(undefined);
     load();
     return on("backup.progress", (d) => {
       if (d.service_id !== id) return;
@@ -164,28 +170,25 @@ export function Backups({ id, session, status, volumes = [] }) {
         </li>`)}
       </ul>`}
   </section>
-  <${Policy} id=${id} write=${write} known=${known} />`;
+  ${policy === undefined ? html`<section class="card"><${Loading} /></section>`
+    : html`<${Policy} key=${id} id=${id} write=${write} known=${known} initial=${policy} />`}`;
 }
 
-/** The service's backup policy: GET (404: none yet), PUT to save, DELETE to remove. */
-function Policy({ id, write, known }) {
+const NEW_POLICY = { schedule: "0 3 * * *", destination: "", keep_last: 7, verify: true };
+
+function policyForm(p) {
+  return p ? { schedule: p.schedule, destination: p.destination || "", keep_last: p.keep_last, verify: !!p.verify } : NEW_POLICY;
+}
+
+/** The service's backup policy (``initial``: the backups list's `policy`, null for none):
+ * PUT to save, DELETE to remove. */
+function Policy({ id, write, known, initial }) {
   const url = `/api/services/${encodeURIComponent(id)}/backup-policy`;
-  const [policy, setPolicy] = useState(undefined); // undefined: loading; null: none
-  const [form, setForm] = useState({ schedule: "0 3 * * *", destination: "", keep_last: 7, verify: true });
+  const [policy, setPolicy] = useState(initial); // null: none
+  const [form, setForm] = useState(policyForm(initial));
   const [errors, setErrors] = useState({});
   const [saving, setSaving] = useState(false);
   const [saved, setSaved] = useState(false);
-
-  useEffect(() => {
-    setPolicy(undefined);
-    api(url, { quiet401: false }).then((p) => {
-      setPolicy(p);
-      setForm({ schedule: p.schedule, destination: p.destination || "", keep_last: p.keep_last, verify: !!p.verify });
-    }).catch((e) => {
-      if (e.status !== 404) showError(e);
-      setPolicy(null);
-    });
-  }, [id]);
 
   const set = (name) => (e) => setForm({ ...form, [name]: e.target.type === "checkbox" ? e.target.checked : e.target.value });
 
@@ -199,7 +202,7 @@ function Policy({ id, write, known }) {
     try {
       const p = await api(url, { method: "PUT", body });
       setPolicy(p);
-      setForm({ schedule: p.schedule, destination: p.destination || "", keep_last: p.keep_last, verify: !!p.verify });
+      setForm(policyForm(p));
       setSaved(true);
       clearError();
     } catch (err) {
@@ -224,7 +227,6 @@ function Policy({ id, write, known }) {
     }
   }
 
-  if (policy === undefined) return html`<section class="card"><${Loading} /></section>`;
   return html`<section class="card" aria-labelledby="policy-title" data-testid="backup-policy">
     <div class="card-head"><h2 id="policy-title">Backup policy</h2></div>
     <p class="muted small" data-testid="policy-summary">${policy

@@ -7,7 +7,7 @@ import { navigate } from "../router.js";
 import { Field, Loading, can, clearError, html, showError } from "../ui.js";
 import { SchemaField, bodyValue, deployMethods, emptyValue, labelFor } from "../schemaform.js";
 import { useCustomers } from "./services.js";
-import { TemplateCard, groupByCategory } from "./templates.js";
+import { TemplateCard, categoryLabel, groupByCategory } from "./templates.js";
 import { useDeployKeys } from "./deploykeys.js";
 import { DeployKeySelect } from "./git.js";
 
@@ -17,6 +17,13 @@ const METHOD_TEXT = {
   git: "Build a Git repository",
   ai: "Let the analyzer write the build",
 };
+
+/** The method the form opens with: the template catalog when it is loaded and the key
+ * may read it (where a first service usually comes from), else compose, else the first. */
+function defaultMethod(names, session) {
+  if (names.includes("template") && can(session, "templates:read")) return "template";
+  return names.includes("compose") ? "compose" : names[0] || null;
+}
 
 export function CreatePage({ session, query }) {
   const [methods, setMethods] = useState(null);
@@ -34,7 +41,7 @@ export function CreatePage({ session, query }) {
       const names = Object.keys(found);
       setMethods(found);
       const wanted = query.get("method") || (query.get("template") ? "template" : null);
-      setMethod(names.includes(wanted) ? wanted : names.includes("compose") ? "compose" : names[0] || null);
+      setMethod(names.includes(wanted) ? wanted : defaultMethod(names, session));
       if (query.get("template")) setValues((v) => ({ ...v, template_id: query.get("template") }));
     }).catch((e) => { showError(e); setMethods({}); });
   }, []);
@@ -77,8 +84,11 @@ export function CreatePage({ session, query }) {
       clearError();
       navigate(`/services/${encodeURIComponent(created.id)}`);
     } catch (err) {
-      setErrors(err.fields || {});
-      showError(err);
+      // a refused field (422) or a taken name (409, error.fields.name) is said next to its
+      // field, and only there; anything else (no field to point at) in the toast
+      const fields = err.fields && Object.keys(err.fields).length ? err.fields : null;
+      setErrors(fields || {});
+      if (fields) clearError(); else showError(err);
       setBusy(false);
     }
   }
@@ -164,7 +174,7 @@ function TemplatePicker({ templates, value, onChange, error }) {
       <legend>Template<span class="req" aria-hidden="true"> *</span></legend>
       ${templates.length === 0 ? html`<p class="muted">The catalog is empty.</p>` : null}
       ${groups.map(([category, list]) => html`<div class="category">
-        <h3>${category}</h3>
+        <h3 data-testid="template-category">${categoryLabel(category)}</h3>
         <div class="cards">
           ${list.map((t) => html`<${TemplateCard} key=${t.id} template=${t} selected=${t.id === value}
               action=${html`<button type="button" class=${t.id === value ? "primary small" : "small"} aria-pressed=${t.id === value}

@@ -138,7 +138,7 @@ function Switch({ service, name, label, hint, testid, onSaved }) {
   return html`<div class=${"field switch" + (errors[name] ? " invalid" : "")}>
     <label class="check"><input type="checkbox" id=${"f-" + name} data-testid=${testid} checked=${value}
       disabled=${busy} aria-invalid=${errors[name] ? "true" : undefined} onChange=${flip} /> ${label}</label>
-    ${hint ? html`<small class="hint">${hint}</small>` : null}
+    ${hint ? html`<small class="hint" data-testid=${testid + "-hint"}>${typeof hint === "function" ? hint(value) : hint}</small>` : null}
     ${errors[name] ? html`<small class="field-error" id=${"e-" + name} data-testid=${"field-error-" + name}>${errors[name]}</small>` : null}
     ${saved !== null ? html`<small role="status" data-testid=${testid + "-saved"}>Saved: ${saved ? "on" : "off"}.</small>` : null}
   </div>`;
@@ -184,7 +184,8 @@ function Push({ service, onSaved }) {
       <div class="actions"><button type="button" class="small ghost" onClick=${() => setSecret(null)}>Done</button></div>
     </div>` : null}
     <${Switch} service=${s} name="auto_deploy" label="Redeploy on each push to the tracked branch" testid="git-auto-deploy"
-      hint="Off: pushes are received and ignored." onSaved=${onSaved} />
+      hint=${(on) => (on ? "On: each push to the tracked branch redeploys the service."
+        : "Off: pushes are received and ignored.")} onSaved=${onSaved} />
   </section>`;
 }
 
@@ -209,7 +210,8 @@ function Previews({ service, deploy, version, onSaved }) {
     ${deploy ? html`<div class="checks-col">
       <${Switch} service=${s} name="previews" label="Deploy a preview of each pull request" testid="git-previews-switch" onSaved=${onSaved} />
       <${Switch} service=${s} name="previews_from_forks" label="Also of pull requests from forks" testid="git-previews-forks"
-        hint="Off: requests from forks (anyone's code) are not deployed." onSaved=${onSaved} />
+        hint=${(on) => (on ? "On: requests from forks (anyone's code) are deployed too."
+          : "Off: requests from forks (anyone's code) are not deployed.")} onSaved=${onSaved} />
     </div>` : html`<p class="small" data-testid="git-previews-state">Previews are ${s.previews ? "on" : "off"}${s.previews && s.previews_from_forks ? ", forks included" : ""}.</p>`}
     <h3>Previews</h3>
     ${list === null ? html`<${Loading} />` : list.data.length === 0 ? html`<${Empty}>No previews: no pull request is open with previews on.</${Empty}>` : html`

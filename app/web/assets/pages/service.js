@@ -201,7 +201,9 @@ export function ServicePage({ id, session }) {
     ${deleted ? html`<p class="notice" role="status">This service has been deleted. <a href="/services">Back to the services</a>.</p>` : null}
     ${s.status === "failed" ? html`<div class="notice bad failure" role="alert" data-testid="failure-reason">
       <strong>This service failed.</strong> ${reason || "Reading why…"}
-      ${can(session, "services:deploy") ? html`<span class="muted"> Fix its settings and redeploy, or roll back to an earlier release.</span>` : null}
+      ${can(session, "services:deploy") ? html`<span class="muted" data-testid="failure-advice">${s.release
+        ? " Fix its settings and redeploy, or roll back to an earlier release (Releases)."
+        : " Fix its settings and redeploy: it has no release yet, so there is nothing to roll back to."}</span>` : null}
     </div>` : null}
     ${s.url ? html`<p class="service-url" data-testid="service-url">${url && s.status === "running"
       ? html`<a href=${url} target="_blank" rel="noopener noreferrer">${s.url}</a>`
@@ -230,7 +232,9 @@ export function ServicePage({ id, session }) {
     ${deploying ? html`<div class="card deploy-progress" aria-live="polite">
       <h2>Deploying</h2>
       <${Progress} value=${progress ? progress.progress : 0} label=${progress && progress.step !== "queued" ? `${progress.progress} % · ${progress.message || progress.step}` : "Waiting for the deploy to start…"} />
-    </div>` : progress && progress.step === "failed" ? html`<p class=${"notice" + (progress.message === "cancelled" ? "" : " bad")} role="status" data-testid="deploy-failed">
+    </div>` : progress && progress.step === "failed" && (progress.message === "cancelled" || s.status !== "failed")
+      // a failed service's reason is said once, at the top (failure-reason): not again here
+      ? html`<p class=${"notice" + (progress.message === "cancelled" ? "" : " bad")} role="status" data-testid="deploy-failed">
       ${progress.message === "cancelled" ? "Deploy cancelled: what it started was removed." : `Deploy failed: ${progress.message}`}</p>` : null}
 
     <nav class="tabs" aria-label="Sections of the service">

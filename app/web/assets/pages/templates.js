@@ -3,6 +3,21 @@ import { useEffect, useState } from "../vendor/hooks.mjs";
 import { api } from "../api.js";
 import { Empty, Loading, can, html, showError } from "../ui.js";
 
+// the catalog's categories are ids (`cms`, `database`): shown as words, acronyms in capitals
+const CATEGORY_WORDS = { cms: "CMS", crm: "CRM", ci: "CI", ai: "AI", api: "API", db: "DB", vpn: "VPN", dns: "DNS", sql: "SQL" };
+
+/** A category's label: "cms" → "CMS", "database" → "Database", "dev-tools" → "Dev tools". */
+export function categoryLabel(category) {
+  const words = String(category || "").trim().split(/[\s_-]+/).filter(Boolean);
+  if (!words.length) return "Other";
+  return words.map((w, i) => {
+    const known = CATEGORY_WORDS[w.toLowerCase()];
+    if (known) return known;
+    if (w !== w.toLowerCase()) return w; // already written with capitals ("MySQL")
+    return i === 0 ? w.charAt(0).toUpperCase() + w.slice(1) : w;
+  }).join(" ");
+}
+
 export function groupByCategory(templates) {
   const groups = new Map();
   for (const t of templates) {
@@ -10,7 +25,7 @@ export function groupByCategory(templates) {
     if (!groups.has(c)) groups.set(c, []);
     groups.get(c).push(t);
   }
-  return [...groups.entries()].sort((a, b) => a[0].localeCompare(b[0]));
+  return [...groups.entries()].sort((a, b) => categoryLabel(a[0]).localeCompare(categoryLabel(b[0])));
 }
 
 export function TemplateCard({ template: t, selected, action }) {
@@ -46,12 +61,12 @@ export function TemplatesPage({ session }) {
         <label for="f-category">Category</label>
         <select id="f-category" value=${category} onChange=${(e) => setCategory(e.currentTarget.value)}>
           <option value="">All</option>
-          ${groups.map(([c]) => html`<option value=${c}>${c}</option>`)}
+          ${groups.map(([c]) => html`<option value=${c}>${categoryLabel(c)}</option>`)}
         </select>
       </div>` : null}
     </div>
     ${templates.length === 0 ? html`<${Empty}>The catalog is empty.</${Empty}>` : shown.map(([c, list]) => html`<section class="category">
-      <h2>${c}</h2>
+      <h2 data-testid="template-category">${categoryLabel(c)}</h2>
       <div class="cards">
         ${list.map((t) => html`<${TemplateCard} key=${t.id} template=${t}
           action=${deploy ? html`<a class="button small" href=${"/create?template=" + encodeURIComponent(t.id)}>Deploy ${t.name}</a>` : null} />`)}
