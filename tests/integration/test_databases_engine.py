@@ -102,8 +102,12 @@ def _verdicts(client, service_id: str, expected: dict) -> dict:
 
 
 def _until_it_answers(script: str) -> str:
-    """``script`` tried for up to 30 s (a name may take a moment to be served on the network)."""
-    return f"for i in $(seq 1 60); do {script} && exit 0; sleep 0.5; done; exit 1"
+    """``script`` tried for up to 30 s (a name may take a moment to be served on the network).
+    Only the last try's output is the container's: a failed try's error written beside the
+    answer of the next one could be read back after it (the engine's log orders stdout and
+    stderr lines by their time stamps), and the answer would not be the last line."""
+    return (f"for i in $(seq 1 60); do out=$( ( {script} ) 2>&1) && {{ echo \"$out\"; exit 0; }}; sleep 0.5; done; "
+            f"echo \"$out\"; exit 1")
 
 
 def _until_it_refuses(script: str, refusal: str) -> str:
