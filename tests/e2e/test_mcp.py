@@ -27,8 +27,8 @@ _post = functools.partial(httpx.post, timeout=30)
 _get = functools.partial(httpx.get, timeout=30)
 _request = functools.partial(httpx.request, timeout=30)
 
-ALL_TOOLS = {"list_services", "get_service", "create_service", "start_service", "stop_service", "restart_service",
-             "redeploy_service", "delete_service", "get_logs", "get_events", "list_templates", "list_customers"}
+ALL_TOOLS = {"list_services", "get_service", "create_service", "update_service", "start_service", "stop_service",
+             "restart_service", "redeploy_service", "delete_service", "get_logs", "get_events", "list_templates", "list_customers"}
 READ_TOOLS = {"list_services", "get_service", "get_logs", "get_events", "list_templates", "list_customers"}
 IMAGE = "localhost/busybox:latest"
 # a line in the log at start, then a port that answers
@@ -124,7 +124,7 @@ def test_the_http_request_needs_a_bearer_key(panel):
     admitted = _post(url, json=TOOLS_LIST, headers={**JSON_RPC, "Authorization": f"Bearer {panel.admin}"})
     assert admitted.status_code == 200, admitted.text
     assert admitted.headers["x-ratelimit-limit"] == "10000"  # the key's own bucket
-    assert len(admitted.json()["result"]["tools"]) == 12
+    assert len(admitted.json()["result"]["tools"]) == 13
     # stateless: no stream to GET, no session to DELETE (the transport allows 405)
     for method in ("GET", "DELETE", "PUT"):
         other = _request(method, url, headers={"Authorization": f"Bearer {panel.admin}",
