@@ -24,15 +24,19 @@ def masked(variables: dict | None, secrets) -> dict:
     return {name: MASK if name in names else value for name, value in (variables or {}).items()}
 
 
-def kept(given, stored: dict | None, secrets) -> dict:
+def kept(given, stored: dict | None, secrets, missing_kept=None) -> dict:
     """The variables a PATCH asks for (``given``, the whole map), with each secret
-    variable it sends back as :data:`MASK` or leaves out keeping its ``stored`` value."""
+    variable it sends back as :data:`MASK` keeping its ``stored`` value, and so each one
+    it leaves out among ``missing_kept`` (default: every one of ``secrets``)."""
     if not isinstance(given, dict):
         raise Invalid("invalid change", fields={"variables": "must be an object of strings"})
     stored = stored or {}
     out = dict(given)
     for name in secrets or ():
-        if name in stored and out.get(name, MASK) == MASK:
+        if name in stored and out.get(name) == MASK:
+            out[name] = stored[name]
+    for name in secrets if missing_kept is None else missing_kept:
+        if name in stored and name not in out:
             out[name] = stored[name]
     return out
 

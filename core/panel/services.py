@@ -710,7 +710,7 @@ def patch_service(uow, clock, principal, service_id: str, body: dict, methods: d
     settings = {name: body[name] for name in ("variables", "compose", "git_branch") if name in body}
     if "variables" in settings:  # a secret variable sent back as *** (or left out) keeps its value
         settings["variables"] = secret_variables.kept(
-            settings["variables"], found.variables,
+            settings["variables"], found.variables, found.secrets,
             secret_variables.still_secret(found.secrets, body.get(secret_variables.FIELD),
                                           secret_variables.template_secrets(catalog, found.template_id)))
     elif secret_variables.FIELD in body:  # which are secret changes: the variables as they are, planned again

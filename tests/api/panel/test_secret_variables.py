@@ -106,8 +106,13 @@ def test_a_patch_changes_a_git_services_variables_and_which_are_secret(panel, st
     refused = client.patch(path, token=denied, expect=403, json_body={"secret_variables": []}).json
     assert refused["error"]["code"] == "forbidden" and KEY not in json.dumps(refused)
     assert client.get(path, token=admin).json["secret_variables"] == ["API_KEY"]
-    plain = client.patch(path, token=admin, expect=200, json_body={"secret_variables": []}).json
-    assert plain["variables"]["API_KEY"] == KEY and plain["secret_variables"] == []
+    plain = client.patch(path, token=admin, expect=200, json_body={  # sent back masked: its value, now plain
+        "variables": {"API_KEY": "***", "MODE": "production"}, "secret_variables": []}).json
+    assert plain["variables"] == {"API_KEY": KEY, "MODE": "production"} and plain["secret_variables"] == []
+    again = client.patch(path, token=admin, expect=200, json_body={"secret_variables": ["API_KEY"]}).json
+    assert again["variables"]["API_KEY"] == "***"
+    assert client.patch(path, token=admin, expect=200, json_body={"secret_variables": []}).json["variables"][
+        "API_KEY"] == KEY
 
 
 @pytest.mark.parametrize("body, field", [
