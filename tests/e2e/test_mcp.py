@@ -28,7 +28,8 @@ _get = functools.partial(httpx.get, timeout=30)
 _request = functools.partial(httpx.request, timeout=30)
 
 ALL_TOOLS = {"list_services", "get_service", "create_service", "update_service", "start_service", "stop_service",
-             "restart_service", "redeploy_service", "delete_service", "get_logs", "get_events", "list_templates", "list_customers"}
+             "restart_service", "redeploy_service", "delete_service", "get_logs", "get_events", "list_templates",
+             "list_customers"}
 READ_TOOLS = {"list_services", "get_service", "get_logs", "get_events", "list_templates", "list_customers"}
 IMAGE = "localhost/busybox:latest"
 # a line in the log at start, then a port that answers

@@ -29,7 +29,8 @@ def push_payload(provider: str, branch: str, commit: str, *, before: str = ZERO,
     ref = f"refs/heads/{branch}"
     after = ZERO if deleted else commit
     if provider in ("github", "gitea"):
-        body = {"ref": ref, "before": before, "after": after, "compare_url": "", "repository": _repository(default_branch=default_branch),
+        body = {"ref": ref, "before": before, "after": after, "compare_url": "",
+                "repository": _repository(default_branch=default_branch),
                 "pusher": {"name": "dev", "email": "dev@example.com"}, "sender": {"login": "dev", "id": 7},
                 "commits": [] if deleted else [{"id": commit, "message": "change", "url": ""}],
                 "head_commit": None if deleted else {"id": commit, "message": "change"}}

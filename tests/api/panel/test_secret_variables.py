@@ -145,7 +145,8 @@ def test_secret_variables_of_compose_and_template_services(panel, store, clock):
     db = client.post("/api/services", token=admin, expect=201, json_body={
         "name": "db", "customer_id": acme.id, "deploy_method": "template", "template_id": "postgres",
         "variables": {"POSTGRES_DB": "shop"}, "secret_variables": ["POSTGRES_DB"]}).json
-    assert client.get(f"/api/services/{db['id']}", token=admin).json["secret_variables"] == ["POSTGRES_DB", "POSTGRES_PASSWORD"]
+    assert client.get(f"/api/services/{db['id']}", token=admin).json["secret_variables"] == [
+        "POSTGRES_DB", "POSTGRES_PASSWORD"]
     # the template's own secret stays secret whatever secret_variables says
     path = f"/api/services/{_settled(store, clock, db)}"
     password = client.get(f"{path}/secrets", token=admin).json["secrets"]["POSTGRES_PASSWORD"]

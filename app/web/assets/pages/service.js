@@ -587,7 +587,8 @@ export function Settings({ service, onSaved, onRedeploy }) {
             onClick=${() => setVars((rows) => rows.filter((x) => x.id !== r.id))}>✕</button>
         </div>`)}
         <button type="button" class="small" data-testid="add-variable"
-          onClick=${() => setVars((rows) => [...rows, { id: nextRow++, key: "", value: "", secret: false, stored: false }])}>Add a variable</button>
+          onClick=${() => setVars((rows) => [...rows, { id: nextRow++, key: "", value: "", secret: false, stored: false }])}
+          >Add a variable</button>
       </div>
       ${errors.variables ? html`<small class="field-error" data-testid="field-error-variables">${errors.variables}</small>` : null}
     </fieldset>` : null}
