@@ -31,12 +31,20 @@ class Prepared:
     #: the ssh host key the clone was shown and accepted (``<type> <base64>``), None when
     #: it cloned over another scheme: the service pins it (``core.panel.host_keys``)
     ssh_host_key: str | None = None
+    #: the branch the clone checked out (the service's ``git_branch``, else the remote's
+    #: default branch): kept with the release, a service without ``git_branch`` tracks it
+    #: (``core.panel.pushes``)
+    branch: str | None = None
 
 
 class DeployMethod(ABC):
     #: the host ports a compose definition may name (``SLIPWAY_HOST_PORTS``): one setting
     #: of the app for every method, set on each method before :meth:`configure`
     host_ports: tuple = DEFAULT_HOST_PORTS
+    #: whether the service's ``variables`` are also the environment of every container the
+    #: deploy runs (the git and ai methods: a repository's app reads ``DATABASE_URL`` from
+    #: it), over what the compose sets; False: they only fill the compose's ``${...}``
+    variables_as_environment: bool = False
 
     @property
     @abstractmethod

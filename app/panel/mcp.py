@@ -1,4 +1,4 @@
-"""The MCP server at ``/api/mcp``: twelve tools over the panel API, for AI agents.
+"""The MCP server at ``/api/mcp``: thirteen tools over the panel API, for AI agents.
 
 The protocol is the official MCP SDK's (``mcp``): its low-level ``Server`` with a
 ``StreamableHTTPSessionManager`` in stateless JSON mode, handed the raw ASGI request by
@@ -41,6 +41,7 @@ PATH = "/api/mcp"
 #: tool name -> the panel operation it runs
 TOOLS = {
     "list_services": "listServices", "get_service": "getService", "create_service": "createService",
+    "update_service": "updateService",
     "start_service": "startService", "stop_service": "stopService", "restart_service": "restartService",
     "redeploy_service": "redeployService", "delete_service": "deleteService", "get_logs": "getServiceLogs",
     "get_events": "listServiceEvents", "list_templates": "listTemplates", "list_customers": "listPanelCustomers",

@@ -24,6 +24,7 @@ def service_detail(s, resources: dict, customer_name: str, volumes=(), connectio
     out = service_item(s, resources)
     out.update({"customer_name": customer_name, "compose": s.compose,
                 "variables": secrets.masked(s.variables, s.secrets),
+                "secret_variables": sorted(s.secrets or ()),
                 "customer_network": bool(s.customer_network), "connections": list(connections),
                 "custom_domains": list(s.custom_domains), "deployed_at": rfc3339(s.deployed_at),
                 "health": {"status": s.health_status, "last_check": rfc3339(s.health_checked_at),
@@ -61,7 +62,7 @@ def release_json(r) -> dict:
             "images": [{"component": i["component"], "image": i["image"], "image_id": i.get("image_id")}
                        for i in r.images],
             "compose": r.compose, "variables": secrets.masked(r.variables, r.secrets), "commit": r.commit,
-            "created_at": rfc3339(r.created_at), "created_by": r.created_by}
+            "branch": r.branch, "created_at": rfc3339(r.created_at), "created_by": r.created_by}
 
 
 def job_json(j) -> dict:

@@ -752,6 +752,13 @@ def _v31_forward_pushes(db):
     _run(db, _V31)
 
 
+def _v35_release_branches(db):
+    """The branch each release's clone checked out (``service_release.source_branch``;
+    null for releases of methods that clone nothing and for those made before): a git or
+    ai service without ``git_branch`` tracks it for pushes (``core.panel.pushes``)."""
+    _add_columns(db, "service_release", {"source_branch": peewee.TextField(null=True)})
+
+
 MIGRATIONS = [
     (1, "partners, partner API tokens, contracts", _v1_identity),
     (2, "customers, contacts, notes, editions, licenses, transfers, activity ledger", _v2_licensing),
@@ -790,6 +797,7 @@ MIGRATIONS = [
     (31, "pushes deploy forward only: the ancestors of each release's commit, the commits pushed into a "
          "queued push deploy", _v31_forward_pushes),
     (33, "preview jobs: what pull-request deliveries queue", _v33_preview_jobs),
+    (35, "releases: the branch their deploy's clone checked out", _v35_release_branches),
 ]
 LATEST = max(version for version, _, _ in MIGRATIONS)
 

@@ -119,6 +119,7 @@ class DeployContext:
     ended: bool = False  # a step ended the job itself (its service was deleted meanwhile)
     started: int = 0  # containers of the new set the engine has started
     ancestry: tuple = ()  # the ancestors of the commit the source step fetched (kept with the release)
+    branch: str | None = None  # the branch the source step cloned (kept with the release)
     #: the private half of the service's deploy key (``core.panel.deploy_keys.PrivateKey``,
     #: whose repr hides it), read by the source step for its ssh clone and dropped after it
     deploy_key: Any = None
@@ -199,6 +200,7 @@ def prepare_source(ctx: DeployContext) -> None:
     if prepared is not None:  # before the look at the cancel: a cancelled job removes what it built
         ctx.note, ctx.stale = prepared.note, tuple(prepared.stale_images or ())
         ctx.ancestry = tuple(getattr(prepared, "ancestry", ()) or ())
+        ctx.branch = getattr(prepared, "branch", None)
         ctx.service = replace(ctx.service, compose=prepared.compose, commit=prepared.commit or ctx.service.commit,
                               ssh_host_key=getattr(prepared, "ssh_host_key", None) or ctx.service.ssh_host_key)
     ctx.check()
@@ -230,7 +232,8 @@ def _pushed_commits(ctx: DeployContext) -> tuple:
 
 def read_plan(ctx: DeployContext) -> None:
     """Step ``plan``: the compose (a rollback's release's, with its variables) read by
-    core's parser; only images the service may use."""
+    core's parser; only images the service may use. A method whose variables are the
+    containers' environment (git, ai) has them put in every component's."""
     ctx.enter("plan", "reading the compose definition", 5)
     target, service = ctx.target, ctx.service
     if target is not None:
@@ -238,7 +241,19 @@ def read_plan(ctx: DeployContext) -> None:
                                         secrets=tuple(target.secrets),
                                         commit=target.commit if target.commit is not None else service.commit)
     ctx.plan = ctx.settings.parse(service.compose, service.variables or {})
+    method = (ctx.deployer.methods or {}).get(service.deploy_method)
+    if getattr(method, "variables_as_environment", False):
+        ctx.plan = with_environment(ctx.plan, service.variables)
     _own_builds_only(ctx.plan, service.id)
+
+
+def with_environment(plan, variables: dict | None):
+    """``plan`` with ``variables`` in every component's environment, over what its compose
+    sets (the git and ai methods: ``DeployMethod.variables_as_environment``)."""
+    if not variables:
+        return plan
+    return replace(plan, components=tuple(replace(c, environment={**(c.environment or {}), **variables})
+                                          for c in plan.components))
 
 
 def check_images(ctx: DeployContext) -> None:
@@ -357,7 +372,8 @@ def switch_release(ctx: DeployContext) -> None:
             if ctx.target is not None:  # the rollback's compose and variables are the service's again
                 current = replace(current, compose=ctx.target.compose, variables=dict(ctx.target.variables or {}),
                                   secrets=tuple(ctx.target.secrets), commit=service.commit)
-            ctx.release = release = new_release(uow, clock, current, job, ctx.images)
+            branch = ctx.target.branch if ctx.target is not None else ctx.branch  # a rollback's: its target's
+            ctx.release = release = new_release(uow, clock, current, job, ctx.images, branch)
             ancestry = uow.releases.ancestry(ctx.target.id) if ctx.target is not None else ctx.ancestry
             if ancestry and release.commit:  # a rollback's release keeps its target's
                 uow.releases.add_ancestry(release.id, current.id, ancestry)

@@ -7,8 +7,11 @@ git-provider plugins), decided here in one transaction.
   same transaction as what it queues, so a delivery sent twice at once runs once; ids
   are remembered :data:`KEEP_DELIVERIES` (30 days).
 - A push to another branch than the tracked one is 202 ``{"ignored": "branch"}``; the
-  tracked branch is the service's ``git_branch``, or, without one, the default branch the
-  provider names in the payload (a payload naming none: ignored as another branch's).
+  tracked branch is the service's ``git_branch``, or, without one, the branch its last
+  deploy cloned (the remote's default branch then: ``Release.branch`` of the release
+  that runs), whether or not the payload names a default branch (Bitbucket's never do);
+  a service with neither (no release with a recorded branch yet) tracks the default
+  branch the payload names (a payload naming none: ignored as another branch's).
 - With ``auto_deploy`` off: 202 ``{"ignored": "auto_deploy"}``.
 - Forward only: a push whose commit is the commit of the release that runs (the
   service's ``release``, not ``service.commit``, which a job that failed may have set) or
@@ -100,8 +103,18 @@ def webhook_secret(uow, service_id: str) -> str | None:
         return uow.services.webhook_secret(service_id)
 
 
-def tracked_branch(service, default_branch: str | None) -> str | None:
-    return service.git_branch or default_branch
+def tracked_branch(service, default_branch: str | None, cloned: str | None = None) -> str | None:
+    """The branch a push must name to deploy ``service``: its ``git_branch``, else the
+    branch its last deploy cloned (``cloned``), else the payload's ``default_branch``."""
+    return service.git_branch or cloned or default_branch
+
+
+def cloned_branch(uow, service) -> str | None:
+    """The branch the deploy of the release that runs ``service`` cloned, or None."""
+    if service.git_branch:
+        return None
+    release = running_release(uow, service)
+    return getattr(release, "branch", None) if release is not None else None
 
 
 def newest(commits, is_ancestor) -> str | None:
@@ -207,7 +220,7 @@ def _decide(uow, clock, service, customer, provider, event, kind, quota, footpri
     push = getattr(event, "push", None)
     if kind != "push" or push is None or push.deleted:
         return Outcome(202, {"ignored": "event"})
-    if push.branch != tracked_branch(service, getattr(push, "default_branch", None)):
+    if push.branch != tracked_branch(service, getattr(push, "default_branch", None), cloned_branch(uow, service)):
         return Outcome(202, {"ignored": "branch"})
     if not service.auto_deploy:
         return Outcome(202, {"ignored": "auto_deploy"})

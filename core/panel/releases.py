@@ -36,15 +36,19 @@ class Release:
     created_by: str = "system"
     #: the names of its secret variables (``core.panel.secrets``): stored encrypted, shown masked
     secrets: tuple = ()
+    #: the branch its deploy's clone checked out (git and ai; a rollback: its target's);
+    #: a service without ``git_branch`` tracks it for pushes (``core.panel.pushes``)
+    branch: str | None = None
 
 
-def new_release(uow, clock, service, job, images) -> Release:
+def new_release(uow, clock, service, job, images, branch: str | None = None) -> Release:
     """In the caller's (success) transaction: the service's next release."""
     number = uow.releases.last_number(service.id) + 1
     release = Release(id=new_id("rel"), service_id=service.id, number=number, deploy_job_id=job.id,
                       images=tuple(images), compose=service.compose, variables=dict(service.variables or {}),
                       commit=service.commit if service.git_url or service.ai_url else None,
-                      created_at=clock.now(), created_by=job.created_by, secrets=tuple(service.secrets))
+                      created_at=clock.now(), created_by=job.created_by, secrets=tuple(service.secrets),
+                      branch=branch if service.git_url or service.ai_url else None)
     uow.releases.add(release)
     return release
 

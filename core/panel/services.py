@@ -273,6 +273,7 @@ def create_service(uow, clock, principal, request: dict, methods: dict, catalog:
     if turns_previews_on(request):
         require_preview_permissions(principal, "a service with previews")
     plan = method.plan(request, catalog)
+    hidden = secret_variables.marked(plan.secrets, request.get(secret_variables.FIELD), plan.variables)
     service_id = new_id("svc")
     _images_allowed(plan, service_id, method)
     # git and ai plans know no components before the build: one default component
@@ -284,7 +285,7 @@ def create_service(uow, clock, principal, request: dict, methods: dict, catalog:
                       git_url=plan.source.get("git_url"), git_branch=plan.source.get("git_branch"),
                       ai_url=plan.source.get("ai_url"), memory_mb=footprint.memory_mb,
                       millicpus=footprint.millicpus, containers=footprint.containers,
-                      secrets=tuple(plan.secrets), customer_network=customer_network,
+                      secrets=hidden, customer_network=customer_network,
                       deploy_key_id=deploy_key_id, auto_deploy=auto_deploy,
                       previews=request.get("previews", False),
                       previews_from_forks=request.get("previews_from_forks", False))
@@ -634,8 +635,8 @@ _NO_ENGINE = _NoEngine()
 
 #: what PATCH /api/services/{id} changes; the other three belong to the deploy methods whose
 #: create request has them (``DeployMethod.request_schema``)
-PATCHABLE = ("variables", "custom_domains", "compose", "git_branch", "customer_network", "deploy_key_id",
-             "auto_deploy", host_keys.FIELD) + PREVIEW_SWITCHES
+PATCHABLE = ("variables", secret_variables.FIELD, "custom_domains", "compose", "git_branch", "customer_network",
+             "deploy_key_id", "auto_deploy", host_keys.FIELD) + PREVIEW_SWITCHES
 #: the deploy methods whose services take ``auto_deploy`` (deploy on push: ``core.panel.pushes``)
 PUSH_METHODS = ("git", "ai")
 
@@ -679,7 +680,10 @@ def patch_service(uow, clock, principal, service_id: str, body: dict, methods: d
     allowed = set((getattr(method, "request_schema", None) or {}).get("properties", {}))
     problems.update({name: f"{found.deploy_method} services have no {name}" for name in body
                      if name in PATCHABLE and name not in ("custom_domains", "customer_network", "auto_deploy",
-                                                           host_keys.FIELD) + PREVIEW_SWITCHES and name not in allowed})
+                                                           host_keys.FIELD, secret_variables.FIELD)
+                     + PREVIEW_SWITCHES and name not in allowed})
+    if secret_variables.FIELD in body and "variables" not in allowed:
+        problems[secret_variables.FIELD] = f"{found.deploy_method} services have no variables"
     if "customer_network" in body and not isinstance(body["customer_network"], bool):
         problems["customer_network"] = "must be true or false"
     elif body.get("customer_network") is True and found.preview_of is not None and _from_fork(uow, found):
@@ -706,7 +710,12 @@ def patch_service(uow, clock, principal, service_id: str, body: dict, methods: d
     changes, footprint = {}, None
     settings = {name: body[name] for name in ("variables", "compose", "git_branch") if name in body}
     if "variables" in settings:  # a secret variable sent back as *** (or left out) keeps its value
-        settings["variables"] = secret_variables.kept(settings["variables"], found.variables, found.secrets)
+        settings["variables"] = secret_variables.kept(
+            settings["variables"], found.variables, found.secrets,
+            secret_variables.still_secret(found.secrets, body.get(secret_variables.FIELD),
+                                          secret_variables.template_secrets(catalog, found.template_id)))
+    elif secret_variables.FIELD in body:  # which are secret changes: the variables as they are, planned again
+        settings["variables"] = dict(found.variables or {})
     if "customer_network" in body:
         changes["customer_network"] = body["customer_network"]
     changes.update({name: body[name] for name in PREVIEW_SWITCHES if name in body})
@@ -725,7 +734,14 @@ def patch_service(uow, clock, principal, service_id: str, body: dict, methods: d
         if "git_branch" in settings:
             changes["git_branch"] = plan.source.get("git_branch", settings["git_branch"])
         if "compose" in settings or "variables" in settings:
-            changes.update(compose=plan.compose, variables=dict(plan.variables or {}), secrets=tuple(plan.secrets))
+            hidden = secret_variables.marked(plan.secrets, body.get(secret_variables.FIELD), plan.variables,
+                                             had=found.secrets)
+            if set(found.secrets) - set(hidden) & set(plan.variables or {}):
+                # a secret made plain shows its value in every answer: only to whoever may read it
+                principal.require("services:secrets")
+            changes.update(variables=dict(plan.variables or {}), secrets=hidden)
+            if plan.compose or "compose" in settings:  # a git or ai service keeps the compose its source gave
+                changes["compose"] = plan.compose
             footprint = quota.footprint(plan.components) if plan.components else None
     with uow:
         # the customer's row first, then the service's: the order create and redeploy take

@@ -13,7 +13,8 @@ from __future__ import annotations
 import os
 
 from core.errors import Invalid
-from plugins.source_common import DEPLOY_KEY_ID, clone, invalid_reason, run_source, source, stale
+from plugins.source_common import (DEPLOY_KEY_ID, VARIABLES, check_variables, clone,
+                                   invalid_reason, run_source, source, stale)
 from ports import hookimpl
 from ports.analyzer import AnalysisError
 from ports.deploy import DeployMethod, DeployPlan, Prepared
@@ -30,8 +31,11 @@ class AiDeploy(DeployMethod):
                        "git_branch": {"type": "string", "minLength": 1,
                                       "description": "the branch of ai_url analysed and deployed (default: the "
                                                      "remote's default branch); a preview's head branch"},
-                       "deploy_key_id": DEPLOY_KEY_ID},
+                       "deploy_key_id": DEPLOY_KEY_ID, "variables": VARIABLES},
     }
+
+    #: ``variables`` are the environment of every container it runs
+    variables_as_environment = True
 
     def __init__(self):
         self.settings = {}
@@ -52,8 +56,9 @@ class AiDeploy(DeployMethod):
     def plan(self, request: dict, catalog: dict) -> DeployPlan:
         source.check_source(request["ai_url"], "ai_url", self.sources)
         source.check_branch(request.get("git_branch"))
-        return DeployPlan(compose="", components=(), source={"ai_url": request["ai_url"],
-                                                              "git_branch": request.get("git_branch")})
+        variables = check_variables(request.get("variables"))
+        return DeployPlan(compose="", components=(), variables=variables,
+                          source={"ai_url": request["ai_url"], "git_branch": request.get("git_branch")})
 
     def built_images(self, service) -> tuple:
         return tuple(source.built_images(service.id, service.compose))
@@ -95,7 +100,7 @@ class AiDeploy(DeployMethod):
             raise Cancelled(f"{note}: {exc}") from None
         return Prepared(compose=compose, note=f"{note}; {self.analyzer.name} analyzer: {analysis.summary}",
                         commit=commit, ancestry=tuple(ancestry), stale_images=stale(service, compose),
-                        ssh_host_key=host_key)
+                        ssh_host_key=host_key, branch=branch)
 
 
 @hookimpl

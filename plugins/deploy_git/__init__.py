@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import os
 
-from plugins.source_common import DEPLOY_KEY_ID, clone, repository_compose, run_source, source, stale
+from plugins.source_common import (DEPLOY_KEY_ID, VARIABLES, check_variables, clone,
+                                   repository_compose, run_source, source, stale)
 from ports import hookimpl
 from ports.deploy import DeployMethod, DeployPlan, Prepared
 from ports.runtime import Cancelled
@@ -36,9 +37,12 @@ class GitDeploy(DeployMethod):
         "properties": {
             "git_url": {"type": "string", "minLength": 1},
             "git_branch": {"type": "string", "minLength": 1},
-            "deploy_key_id": DEPLOY_KEY_ID,
+            "deploy_key_id": DEPLOY_KEY_ID, "variables": VARIABLES,
         },
     }
+
+    #: ``variables`` are the environment of every container it runs
+    variables_as_environment = True
 
     def __init__(self):
         self.settings = {}
@@ -51,8 +55,9 @@ class GitDeploy(DeployMethod):
     def plan(self, request: dict, catalog: dict) -> DeployPlan:
         source.check_source(request["git_url"], "git_url", self.sources)
         source.check_branch(request.get("git_branch"))
-        return DeployPlan(compose="", components=(), source={"git_url": request["git_url"],
-                                                              "git_branch": request.get("git_branch")})
+        variables = check_variables(request.get("variables"))
+        return DeployPlan(compose="", components=(), variables=variables,
+                          source={"git_url": request["git_url"], "git_branch": request.get("git_branch")})
 
     def built_images(self, service) -> tuple:
         return tuple(source.built_images(service.id, service.compose))
@@ -84,7 +89,7 @@ class GitDeploy(DeployMethod):
         except Cancelled as exc:
             raise Cancelled(f"{note} ({what}): {exc}") from None
         return Prepared(compose=compose, note=f"{note} ({what})", commit=commit, ancestry=tuple(ancestry),
-                        stale_images=stale(service, compose), ssh_host_key=host_key)
+                        stale_images=stale(service, compose), ssh_host_key=host_key, branch=branch)
 
 
 @hookimpl

@@ -9,8 +9,8 @@ Slipway does not act on); the delivery's id ``X-Request-UUID``.
 
 A push is ``push.changes[]``: the first change of a branch is read, ``new.name`` at
 ``new.target.hash`` (``new`` null: the branch was deleted). Bitbucket's payloads do not
-name the repository's main branch: a service deployed on push from Bitbucket names its
-``git_branch``. A pull request is ``pullrequest``: ``id``, ``source`` and ``destination``
+name the repository's main branch: a service without ``git_branch`` tracks the branch its
+last deploy cloned (``core.panel.pushes``). A pull request is ``pullrequest``: ``id``, ``source`` and ``destination``
 (``branch.name``, ``commit.hash``, ``repository``); it is a fork's when the two
 repositories differ (``uuid``, else ``full_name``).
 """

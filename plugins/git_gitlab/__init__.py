@@ -9,7 +9,8 @@ delivery's id ``X-Gitlab-Event-UUID`` (the same when GitLab sends it again; with
 
 A push is ``ref`` (``refs/heads/<branch>``) at ``checkout_sha`` (else ``after``); a
 deleted branch has ``after`` all zeros and no ``checkout_sha``; the project's
-``default_branch`` is what a service without ``git_branch`` tracks. A merge request is
+``default_branch`` is what a service without ``git_branch`` tracks before a release
+recorded the branch its clone checked out (``core.panel.pushes``). A merge request is
 ``object_attributes``: ``iid``, ``action`` (``open``, ``reopen``, ``update`` with
 ``oldrev``, i.e. new commits; ``close``, ``merge``), ``source_branch``,
 ``target_branch``, ``last_commit.id``; it is a fork's when ``source_project_id`` is not

@@ -5,6 +5,7 @@ rules, clones and builds (:mod:`plugins.source_common.source`), the host checks
 from __future__ import annotations
 
 import os
+import re
 
 from core.errors import Invalid
 from plugins.source_common import source
@@ -26,6 +27,35 @@ def run_source(text: str, root: str, runtime, *, service, revision: str, progres
                                     registry_allow_private=settings.registry_allow_private)
     except Invalid as exc:
         raise source.SourceError(f"invalid compose definition: {invalid_reason(exc)}") from None
+
+
+#: the ``variables`` field of the git and ai methods' create requests (and PATCH): the
+#: containers' environment (``DeployMethod.variables_as_environment``)
+VARIABLES = {"type": "object", "additionalProperties": {"type": "string"},
+             "description": "environment variables of every container the repository runs (names: letters, "
+                            "digits and _, not starting with a digit); secret ones are named in secret_variables"}
+#: an environment variable's name, as a shell and every container engine take it
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}")
+
+
+def check_variables(variables) -> dict:
+    """The ``variables`` of a git or ai request, as the containers' environment takes
+    them: a map of names (:data:`_ENV_NAME`) to strings without a NUL; else 422 on
+    ``variables`` (``variables.<name>`` for a value)."""
+    if variables is None:
+        return {}
+    if not isinstance(variables, dict):
+        raise Invalid("invalid variables", fields={"variables": "must be an object of strings"})
+    problems = {}
+    for name, value in variables.items():
+        if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
+            problems["variables"] = (f"{str(name)[:80]!r} is not an environment variable name (letters, digits "
+                                     "and _, not starting with a digit)")
+        elif not isinstance(value, str) or "\0" in value:
+            problems[f"variables.{name}"] = "must be a string without NUL characters"
+    if problems:
+        raise Invalid("invalid variables", fields=problems)
+    return dict(variables)
 
 
 #: the ``deploy_key_id`` field of the git and ai methods' create requests (and PATCH)

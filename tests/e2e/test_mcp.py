@@ -27,8 +27,9 @@ _post = functools.partial(httpx.post, timeout=30)
 _get = functools.partial(httpx.get, timeout=30)
 _request = functools.partial(httpx.request, timeout=30)
 
-ALL_TOOLS = {"list_services", "get_service", "create_service", "start_service", "stop_service", "restart_service",
-             "redeploy_service", "delete_service", "get_logs", "get_events", "list_templates", "list_customers"}
+ALL_TOOLS = {"list_services", "get_service", "create_service", "update_service", "start_service", "stop_service",
+             "restart_service", "redeploy_service", "delete_service", "get_logs", "get_events", "list_templates",
+             "list_customers"}
 READ_TOOLS = {"list_services", "get_service", "get_logs", "get_events", "list_templates", "list_customers"}
 IMAGE = "localhost/busybox:latest"
 # a line in the log at start, then a port that answers
@@ -124,7 +125,7 @@ def test_the_http_request_needs_a_bearer_key(panel):
     admitted = _post(url, json=TOOLS_LIST, headers={**JSON_RPC, "Authorization": f"Bearer {panel.admin}"})
     assert admitted.status_code == 200, admitted.text
     assert admitted.headers["x-ratelimit-limit"] == "10000"  # the key's own bucket
-    assert len(admitted.json()["result"]["tools"]) == 12
+    assert len(admitted.json()["result"]["tools"]) == 13
     # stateless: no stream to GET, no session to DELETE (the transport allows 405)
     for method in ("GET", "DELETE", "PUT"):
         other = _request(method, url, headers={"Authorization": f"Bearer {panel.admin}",
@@ -379,6 +380,71 @@ def test_a_compose_service_lives_and_dies_through_tools(migrated_database_url, r
             detail = asyncio.run(run())
             assert detail["url"].startswith("http://127.0.0.1:")
             assert runtime.containers(made[0]) == []
+        finally:
+            panel.http.close()
+            for service_id in made:
+                runtime.remove_service(service_id)
+
+
+@pytest.mark.runtime
+def test_create_and_update_service_take_secret_variables_and_no_tool_shows_them(migrated_database_url, runtime_url,
+                                                                                engine_ulimits):
+    """``create_service`` and ``update_service`` take ``variables`` and
+    ``secret_variables``; a secret's value is ``***`` in what every tool answers and is
+    read only over REST, ``GET /api/services/{id}/secrets``; a name not among the
+    variables is a tool error on ``secret_variables``."""
+    from tests.support.engine import _factories, engine_settings
+
+    env = {"SLIPWAY_RUNTIME_URL": runtime_url, "SLIPWAY_RUNTIME_ULIMITS": engine_ulimits,
+           "SLIPWAY_DEPLOY_WORKER": "1", "SLIPWAY_HEALTH_INTERVAL": "1"}
+    runtime = _factories()["podman"].create(engine_settings(runtime_url, engine_ulimits))
+    made, token, rotated = [], "tok_3e9f1c2b8a7d6e5f", "tok_rotated_0a1b2c3d"
+    with Server(migrated_database_url, **env) as server:
+        panel = Panel(server, migrated_database_url)
+        customer = panel.customer("Acme")
+        name = f"mcp-vars-{os.getpid()}-{time.monotonic_ns() % 1000000}"
+
+        async def run():
+            answers = []
+            async with panel.session(panel.admin, "auto") as mcp:
+                refused = await mcp.call("create_service", {
+                    "name": name, "customer_id": customer, "deploy_method": "compose", "compose": COMPOSE,
+                    "variables": {"MODE": "x"}, "secret_variables": ["TOKEN"]})
+                created = await mcp.call("create_service", {
+                    "name": name, "customer_id": customer, "deploy_method": "compose", "compose": COMPOSE,
+                    "variables": {"TOKEN": token, "MODE": "live"}, "secret_variables": ["TOKEN"]})
+                assert not created[0], created
+                made.append(created[1]["id"])
+                answers.append(created)
+                deadline = time.monotonic() + 120
+                while True:
+                    detail = await mcp.call("get_service", {"id": made[0]})
+                    assert not detail[0], detail
+                    if detail[1]["status"] == "running":
+                        break
+                    assert detail[1]["status"] != "failed" and time.monotonic() < deadline, detail
+                    await asyncio.sleep(0.5)
+                answers.append(detail)
+                updated = await mcp.call("update_service", {
+                    "id": made[0], "variables": {"TOKEN": rotated, "MODE": "live", "OTHER": "plain"},
+                    "secret_variables": ["TOKEN"]})
+                unknown = await mcp.call("update_service", {"id": made[0], "secret_variables": ["NOPE"]})
+                answers += [updated, await mcp.call("get_service", {"id": made[0]}),
+                            await mcp.call("get_events", {"id": made[0]}), await mcp.call("list_services")]
+                return refused, unknown, answers
+
+        try:
+            refused, unknown, answers = asyncio.run(run())
+            assert refused[0] and "secret_variables" in refused[1]["error"]["fields"], refused
+            assert unknown[0] and "secret_variables" in unknown[1]["error"]["fields"], unknown
+            assert all(not is_error for is_error, _ in answers), answers
+            assert answers[1][1]["variables"] == {"TOKEN": "***", "MODE": "live"}
+            assert answers[2][1]["variables"] == {"TOKEN": "***", "MODE": "live", "OTHER": "plain"}
+            assert answers[2][1]["secret_variables"] == ["TOKEN"]
+            shown = json.dumps(answers)
+            assert token not in shown and rotated not in shown
+            secrets = panel.http.get(f"/api/services/{made[0]}/secrets").json()["secrets"]
+            assert secrets == {"TOKEN": rotated}
         finally:
             panel.http.close()
             for service_id in made:

@@ -15,7 +15,7 @@ import pytest
 
 from app.storage.database import open_database
 from tests.support.engine import wait_for
-from tests.support.git_repos import CONTAINERFILE, _create, commit, repository
+from tests.support.git_repos import CONTAINERFILE, _create, commit, git, repository
 from tests.support.git_webhooks import PROVIDERS, ping, push
 from tests.support.panel_server import _get, _until
 
@@ -134,4 +134,41 @@ def test_ten_pushes_in_two_seconds_end_in_one_deploy_of_the_last(start_panel, tm
     assert len(set(answers)) == len(jobs)
     if len(jobs) == 2:
         assert jobs[0][0] in commits[:-1]
+    settled(tmp_path)
+
+
+@pytest.mark.parametrize("start_panel", ["podman"], indirect=True)
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_push_to_the_cloned_default_branch_deploys_without_the_payload_naming_it(start_panel, tmp_path, provider):
+    """A service without ``git_branch`` tracks the branch its last deploy cloned (the
+    remote's default branch, here ``trunk``, recorded with the release): a push to it
+    whose payload names no default branch (Bitbucket's never do) is queued and runs; a
+    push to another branch queues nothing."""
+    client, customer, made = start_panel(**FAST)
+    repo = tmp_path / f"repo-{provider}"
+    url, first = repository(repo, {"Containerfile": CONTAINERFILE, "index.html": "version one\n"})
+    git(repo, "branch", "-m", "main", "trunk")  # the remote's default branch is not main
+    service_id = _create(client, customer, made, f"cloned-{provider}", deploy_method="git", git_url=url)
+    detail = _until(client, service_id, "running", seconds=180)
+    assert detail["git_branch"] is None and detail["commit"] == first
+    release = client.get(f"/api/services/{service_id}/releases").json()["data"][0]
+    assert release["branch"] == "trunk"
+    secret = client.post(f"/api/services/{service_id}/webhook-secret").json()["secret"]
+    pushed = commit(repo, {"index.html": f"pushed to trunk through {provider}\n"}, "the pushed one")
+    before = job_count(client, service_id)
+
+    elsewhere_headers, elsewhere_body = push(provider, secret, "main", pushed, default_branch=None)
+    elsewhere = deliver(client, service_id, elsewhere_headers, elsewhere_body)
+    assert (elsewhere.status_code, elsewhere.json()) == (202, {"ignored": "branch"})
+    assert job_count(client, service_id) == before
+
+    headers, body = push(provider, secret, "trunk", pushed, default_branch=None)
+    answer = deliver(client, service_id, headers, body)
+    assert answer.status_code == 202, answer.text
+    job_id = answer.json()["deploy_job_id"]
+    assert finished(client, service_id, job_id) == "succeeded", client.get(
+        f"/api/services/{service_id}/events").json()
+    detail = client.get(f"/api/services/{service_id}").json()
+    assert detail["commit"] == pushed and f"pushed to trunk through {provider}" in _get(detail["url"])
+    assert job_count(client, service_id) == before + 1
     settled(tmp_path)

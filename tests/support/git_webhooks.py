@@ -16,17 +16,21 @@ def sign(secret: str, body: bytes) -> str:
     return hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
 
-def _repository(name: str = "acme/app", rid: int = 1) -> dict:
-    return {"id": rid, "name": name.split("/")[-1], "full_name": name, "default_branch": "main",
-            "clone_url": f"https://git.example/{name}.git", "html_url": f"https://git.example/{name}"}
+def _repository(name: str = "acme/app", rid: int = 1, default_branch: str | None = "main") -> dict:
+    out = {"id": rid, "name": name.split("/")[-1], "full_name": name, "default_branch": default_branch,
+           "clone_url": f"https://git.example/{name}.git", "html_url": f"https://git.example/{name}"}
+    return out if default_branch is not None else {k: v for k, v in out.items() if k != "default_branch"}
 
 
-def push_payload(provider: str, branch: str, commit: str, *, before: str = ZERO, deleted: bool = False) -> dict:
-    """A push payload of ``provider`` (the fields its documentation shows)."""
+def push_payload(provider: str, branch: str, commit: str, *, before: str = ZERO, deleted: bool = False,
+                 default_branch: str | None = "main") -> dict:
+    """A push payload of ``provider`` (the fields its documentation shows); ``default_branch``
+    None leaves the repository's default branch out (Bitbucket's never name it)."""
     ref = f"refs/heads/{branch}"
     after = ZERO if deleted else commit
     if provider in ("github", "gitea"):
-        body = {"ref": ref, "before": before, "after": after, "compare_url": "", "repository": _repository(),
+        body = {"ref": ref, "before": before, "after": after, "compare_url": "",
+                "repository": _repository(default_branch=default_branch),
                 "pusher": {"name": "dev", "email": "dev@example.com"}, "sender": {"login": "dev", "id": 7},
                 "commits": [] if deleted else [{"id": commit, "message": "change", "url": ""}],
                 "head_commit": None if deleted else {"id": commit, "message": "change"}}
@@ -34,11 +38,13 @@ def push_payload(provider: str, branch: str, commit: str, *, before: str = ZERO,
             body.update(created=before == ZERO, deleted=deleted, forced=False, base_ref=None)
         return body
     if provider == "gitlab":
+        project = {"id": 15, "name": "app", "path_with_namespace": "acme/app", "default_branch": default_branch,
+                   "git_http_url": "https://gitlab.example/acme/app.git"}
+        if default_branch is None:
+            del project["default_branch"]
         return {"object_kind": "push", "event_name": "push", "before": before, "after": after, "ref": ref,
                 "ref_protected": True, "checkout_sha": None if deleted else commit, "user_id": 4,
-                "user_name": "dev", "project_id": 15,
-                "project": {"id": 15, "name": "app", "path_with_namespace": "acme/app", "default_branch": "main",
-                            "git_http_url": "https://gitlab.example/acme/app.git"},
+                "user_name": "dev", "project_id": 15, "project": project,
                 "commits": [] if deleted else [{"id": commit, "message": "change"}],
                 "total_commits_count": 0 if deleted else 1,
                 "repository": {"name": "app", "homepage": "https://gitlab.example/acme/app"}}
@@ -92,8 +98,8 @@ def headers_for(provider: str, secret: str | None, body: bytes, event: str | Non
 
 
 def push(provider: str, secret: str | None, branch: str, commit: str, *, delivery: str | None = None,
-         deleted: bool = False) -> tuple[dict, bytes]:
-    body = json.dumps(push_payload(provider, branch, commit, deleted=deleted)).encode()
+         deleted: bool = False, default_branch: str | None = "main") -> tuple[dict, bytes]:
+    body = json.dumps(push_payload(provider, branch, commit, deleted=deleted, default_branch=default_branch)).encode()
     return headers_for(provider, secret, body, delivery=delivery), body
 
 

@@ -209,6 +209,7 @@ def define(Base) -> dict:
         created_at = UtcDateTimeField()
         created_by = peewee.CharField(max_length=80, default="system")
         secret_values = peewee.TextField(null=True)  # migration 23, as on the service
+        branch = peewee.TextField(null=True, column_name="source_branch")  # migration 35: the branch cloned
 
         class Meta:
             table_name = "service_release"

@@ -455,7 +455,8 @@ class PeeweeReleases:
         return Release(id=row.id, service_id=row.service_id, number=row.number, deploy_job_id=row.deploy_job_id,
                        images=tuple(json.loads(row.images or "[]")), compose=row.compose,
                        variables={**json.loads(row.variables or "{}"), **hidden}, commit=row.commit,
-                       created_at=row.created_at, created_by=row.created_by, secrets=tuple(sorted(hidden)))
+                       created_at=row.created_at, created_by=row.created_by, secrets=tuple(sorted(hidden)),
+                       branch=row.branch)
 
     def add(self, release: Release) -> None:
         r = release
@@ -464,7 +465,7 @@ class PeeweeReleases:
                               images=json.dumps(list(r.images)), compose=r.compose,
                               variables=json.dumps(shown, sort_keys=True), commit=r.commit,
                               created_at=r.created_at, created_by=r.created_by,
-                              secret_values=self.m.secret_box.seal(hidden, r.id)).execute()
+                              secret_values=self.m.secret_box.seal(hidden, r.id), branch=r.branch).execute()
 
     def get(self, release_id: str) -> Release | None:
         row = self.m.Release.get_or_none(self.m.Release.id == release_id)

@@ -393,3 +393,39 @@ def test_a_push_of_the_running_release_or_an_ancestor_is_ignored_old_commit(hook
     assert client.get(f"/api/services/{service_id}", token=admin).json["status"] == "running"
     headers, body = push("github", key, "main", SHA[3], delivery="failed-before")  # service.commit, no release
     assert "deploy_job_id" in deliver(client, service_id, headers, body, expect=202).json
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_service_without_git_branch_tracks_the_branch_its_release_cloned(hooks, store, clock, provider):
+    """Without ``git_branch``, the tracked branch is the one the running release's clone
+    checked out (``trunk`` here), whatever default branch the payload names or does not
+    name (Bitbucket's never do); before any release recorded one, the payload's."""
+    from dataclasses import replace
+
+    from core.panel.releases import Release
+
+    client, acme, admin, _, secret = hooks
+    created = create_service(client, admin, acme, name="follows", deploy_method="git",
+                             git_url="file:///srv/repo.git")
+    assert created.status_code == 201, created.text
+    service_id = created.json["id"]
+    _settle(store, service_id)
+    key = secret(service_id)
+    headers, body = push(provider, key, "trunk", SHA[4], default_branch=None, delivery="before-release")
+    assert deliver(client, service_id, headers, body, expect=202).json == {"ignored": "branch"}
+    with store.uow() as uow:
+        uow.releases.add(Release(id="rel_cloned", service_id=service_id, number=1, deploy_job_id="job_x", images=(),
+                                 compose=COMPOSE, variables={}, commit=SHA[0], created_at=clock.now(),
+                                 branch="trunk"))
+        uow.services.update(replace(uow.services.get(service_id, for_update=True), release=1, commit=SHA[0]))
+        uow.commit()
+    release = client.get(f"/api/services/{service_id}/releases", token=admin, expect=200).json["data"][0]
+    assert release["branch"] == "trunk"
+    for n, (branch, default) in enumerate((("main", None), ("main", "main"), ("feature", None))):
+        headers, body = push(provider, key, branch, SHA[5], default_branch=default, delivery=f"other-{n}")
+        assert deliver(client, service_id, headers, body, expect=202).json == {"ignored": "branch"}
+    assert len(jobs(client, admin, service_id)) == 1
+    headers, body = push(provider, key, "trunk", SHA[6], default_branch=None, delivery="tracked")
+    job_id = deliver(client, service_id, headers, body, expect=202).json["deploy_job_id"]
+    assert [j["id"] for j in jobs(client, admin, service_id)].count(job_id) == 1
+    assert len(jobs(client, admin, service_id)) == 2

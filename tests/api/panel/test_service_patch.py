@@ -167,11 +167,13 @@ def test_fields_of_another_method_are_422_naming_the_field(setup, store, clock):
     git = _service(client, store, clock, admin, acme, "gitsvc", deploy_method="git",
                    git_url="https://example.com/acme/site.git")
     for sid, field, value in [(compose, "git_branch", "main"), (template, "compose", COMPOSE),
-                              (template, "git_branch", "main"), (git, "compose", COMPOSE), (git, "variables", {})]:
+                              (template, "git_branch", "main"), (git, "compose", COMPOSE)]:
         before = client.get(f"/api/services/{sid}", token=admin).json
         refused = _patch(client, admin, sid, {field: value, "custom_domains": ["x.test"]}, expect=422).json
         assert field in refused["error"]["fields"], refused
         assert client.get(f"/api/services/{sid}", token=admin).json == before
+    # every method takes variables (a git service's: its containers' environment)
+    assert _patch(client, admin, git, {"variables": {"MODE": "x"}}, expect=200).json["variables"] == {"MODE": "x"}
 
 
 def test_variables_compose_and_branch_are_stored_for_the_next_redeploy(setup, store, clock):

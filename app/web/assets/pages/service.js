@@ -474,20 +474,29 @@ export function Deploys({ service, session, version, onChange }) {
 // --- settings ------------------------------------------------------------------------------
 
 // A service's settings, saved with one PATCH /api/services/{id} carrying only what changed:
-// variables (key and value rows; the whole map), compose (compose services), branch (git
-// services) and custom domains (one per line). Domains apply at once; variables, compose
-// and branch at the next redeploy, which the page then offers.
+// variables (key and value rows; the whole map, every deploy method: a git or ai service's
+// are its containers' environment) with which are secret (secret_variables, sent with
+// them), compose (compose services), branch (git services) and custom domains (one per
+// line). Domains apply at once; variables, compose and branch at the next redeploy, which
+// the page then offers. A stored secret's value is never in the page: its row's value box
+// is a password box left empty ("unchanged"), sent back as *** (the server keeps the value)
+// unless something is typed in it.
 
 let nextRow = 1;
-const rowsOf = (vars) => Object.entries(vars || {}).map(([k, v]) => ({ id: nextRow++, key: k, value: v }));
+const MASK = "***";
+const rowsOf = (vars, secret) => Object.entries(vars || {}).map(([k, v]) => {
+  const hidden = (secret || []).includes(k);
+  return { id: nextRow++, key: k, value: hidden ? "" : v, secret: hidden, stored: hidden };
+});
 const domainsOf = (text) => text.split("\n").map((d) => d.trim()).filter(Boolean);
 const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
 
 function mapOf(rows) {
   const out = {};
-  for (const r of rows) if (r.key.trim()) out[r.key.trim()] = r.value;
+  for (const r of rows) if (r.key.trim()) out[r.key.trim()] = r.stored && r.value === "" ? MASK : r.value;
   return out;
 }
+const secretsOf = (rows) => [...new Set(rows.filter((r) => r.secret && r.key.trim()).map((r) => r.key.trim()))].sort();
 
 /** A 422's field errors, keyed by the form's fields (`custom_domains[1]` goes to custom_domains). */
 function fieldErrors(fields) {
@@ -501,7 +510,7 @@ function fieldErrors(fields) {
 
 export function Settings({ service, onSaved, onRedeploy }) {
   const s = service;
-  const [vars, setVars] = useState(() => rowsOf(s.variables));
+  const [vars, setVars] = useState(() => rowsOf(s.variables, s.secret_variables));
   const [compose, setCompose] = useState(s.compose || "");
   const [branch, setBranch] = useState(s.git_branch || "");
   const [domains, setDomains] = useState((s.custom_domains || []).join("\n"));
@@ -509,19 +518,23 @@ export function Settings({ service, onSaved, onRedeploy }) {
   const [saving, setSaving] = useState(false);
   const [pending, setPending] = useState(null); // what waits for a redeploy, after a save
   const [saved, setSaved] = useState("");
-  const hasVariables = s.deploy_method === "template" || s.deploy_method === "compose";
+  const hasVariables = true; // every deploy method takes variables
   const hasCompose = s.deploy_method === "compose";
   const hasBranch = s.deploy_method === "git" || s.deploy_method === "ai"; // ai: the branch of ai_url analysed
 
   // another save or a rollback changed the service: start again from what it has
   useEffect(() => {
-    setVars(rowsOf(s.variables)); setCompose(s.compose || ""); setBranch(s.git_branch || "");
+    setVars(rowsOf(s.variables, s.secret_variables)); setCompose(s.compose || ""); setBranch(s.git_branch || "");
     setDomains((s.custom_domains || []).join("\n"));
-  }, [s.id, JSON.stringify(s.variables), s.compose, s.git_branch, JSON.stringify(s.custom_domains)]);
+  }, [s.id, JSON.stringify(s.variables), JSON.stringify(s.secret_variables), s.compose, s.git_branch,
+    JSON.stringify(s.custom_domains)]);
 
   function changes() {
     const body = {};
-    if (hasVariables && !same(mapOf(vars), s.variables || {})) body.variables = mapOf(vars);
+    if (hasVariables && (!same(mapOf(vars), s.variables || {}) || !same(secretsOf(vars), s.secret_variables || []))) {
+      body.variables = mapOf(vars); // with which are secret: a secret row removed goes
+      body.secret_variables = secretsOf(vars);
+    }
     if (hasCompose && compose !== (s.compose || "")) body.compose = compose;
     if (hasBranch && branch.trim() && branch.trim() !== (s.git_branch || "")) body.git_branch = branch.trim();
     if (!same(domainsOf(domains), s.custom_domains || [])) body.custom_domains = domainsOf(domains);
@@ -539,9 +552,15 @@ export function Settings({ service, onSaved, onRedeploy }) {
       const later = ["variables", "compose", "git_branch"].filter((k) => k in body);
       setPending(later.length ? later : pending);
       setSaved(body.custom_domains ? "Saved. Custom domains are routed now." : "Saved.");
+      // a secret's new value leaves the page (its detail, ***, may look as before the save)
+      if (body.variables) setVars(rowsOf(next.variables, next.secret_variables));
       onSaved(next);
     } catch (err) {
-      if (err.status === 422) setErrors(fieldErrors(err.fields));
+      if (err.status === 422) {
+        const found = fieldErrors(err.fields);
+        if (found.secret_variables) found.variables = [found.variables, found.secret_variables].filter(Boolean).join(" ");
+        setErrors(found);
+      }
       showError(err);
     } finally {
       setSaving(false);
@@ -559,13 +578,21 @@ export function Settings({ service, onSaved, onRedeploy }) {
         ${vars.map((r) => html`<div class="kv-row" key=${r.id} data-testid="variable-row">
           <input aria-label="Name" placeholder="NAME" value=${r.key} data-testid="variable-key"
             onInput=${(e) => setVar(r.id, { key: e.currentTarget.value })} />
-          <input aria-label=${"Value of " + (r.key || "the variable")} placeholder="value" value=${r.value} data-testid="variable-value"
+          <input aria-label=${"Value of " + (r.key || "the variable")} value=${r.value} data-testid="variable-value"
+            type=${r.secret ? "password" : "text"} autocomplete=${r.secret ? "new-password" : "off"}
+            placeholder=${r.stored ? "secret: unchanged (type to replace)" : "value"}
             onInput=${(e) => setVar(r.id, { value: e.currentTarget.value })} />
+          <label class="kv-secret" title="Stored encrypted and shown as *** everywhere; read with GET /api/services/{id}/secrets">
+            <input type="checkbox" checked=${r.secret} data-testid="variable-secret"
+              aria-label=${"Secret " + (r.key || "variable")}
+              onChange=${(e) => setVar(r.id, { secret: e.currentTarget.checked })} /> Secret
+          </label>
           <button type="button" class="small ghost" aria-label=${"Remove " + (r.key || "this variable")}
             onClick=${() => setVars((rows) => rows.filter((x) => x.id !== r.id))}>✕</button>
         </div>`)}
         <button type="button" class="small" data-testid="add-variable"
-          onClick=${() => setVars((rows) => [...rows, { id: nextRow++, key: "", value: "" }])}>Add a variable</button>
+          onClick=${() => setVars((rows) => [...rows, { id: nextRow++, key: "", value: "", secret: false, stored: false }])}
+          >Add a variable</button>
       </div>
       ${errors.variables ? html`<small class="field-error" data-testid="field-error-variables">${errors.variables}</small>` : null}
     </fieldset>` : null}
