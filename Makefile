@@ -37,10 +37,12 @@ install-test: $(TEST_STAMP)
 
 ## set up, create the schema, print the web frontend's URL, a demo admin API key and a partner token, serve on $(HOST):$(PORT)
 ## (the container engine: SLIPWAY_RUNTIME_URL, else the Podman or Docker socket found; see docs/configuration.md)
+## (images the engine cannot pull: the demo step picks ones it has and writes them to $(SLIPWAY_DATA_DIR)/engine-images.env, which serve reads)
 run: $(STAMP)
 	SLIPWAY_DATA_DIR='$(SLIPWAY_DATA_DIR)' $(VENV)/bin/slipway init
 	SLIPWAY_DATA_DIR='$(SLIPWAY_DATA_DIR)' HOST=$(HOST) PORT=$(PORT) $(PY) -m app.cli.demo
-	SLIPWAY_DATA_DIR='$(SLIPWAY_DATA_DIR)' $(VENV)/bin/slipway serve --host $(HOST) --port $(PORT)
+	set -a; if [ -f '$(SLIPWAY_DATA_DIR)/engine-images.env' ]; then . '$(SLIPWAY_DATA_DIR)/engine-images.env'; fi; set +a; \
+	SLIPWAY_DATA_DIR='$(SLIPWAY_DATA_DIR)' exec $(VENV)/bin/slipway serve --host $(HOST) --port $(PORT)
 
 ## run every test; fails when any test fails or when none ran (pytest exit status 5)
 test: $(TEST_STAMP)

@@ -28,6 +28,79 @@ from core.partner import partners, tokens
 
 STATE = Path(".slipway-demo.json")
 DEMO_TEMPLATE = "static-site"
+#: in the data directory: the image settings the demo chose, read by `make run`'s serve step
+IMAGES_FILE = "engine-images.env"
+#: (setting, what it chooses, its default) of the images the demo deploys and backs up with
+DEMO_IMAGES = (
+    ("SLIPWAY_IMAGE_STATIC", "the static-site template's IMAGE", "docker.io/library/busybox:stable"),
+    ("SLIPWAY_RUNTIME_HELPER_IMAGE", "the backups' volume helper image", "docker.io/library/busybox:stable"),
+)
+#: images the engine may have instead (both need busybox's sh, httpd, wget and rm)
+PREFERRED_LOCAL = ("localhost/busybox:latest", "localhost/busybox:stable", "docker.io/library/busybox:latest")
+PULL_TIMEOUT = 120.0
+
+
+def _local_busybox(names) -> str | None:
+    """A busybox image among the engine's ``names``: a known one first, else any image
+    whose repository is named busybox."""
+    for name in PREFERRED_LOCAL:
+        if name in names:
+            return name
+    return next((n for n in names if n.rpartition(":")[0].rsplit("/", 1)[-1] == "busybox"), None)
+
+
+def choose_images(runtime, environ) -> tuple[dict, list[str]]:
+    """For each of ``DEMO_IMAGES`` the operator has not set: keep the default when the
+    engine has it or can pull it, else take a busybox image the engine has. Returns
+    (settings chosen, lines saying what was found); a setting the operator set is left
+    alone (and said when the engine lacks its image)."""
+    chosen, said = {}, []
+    try:
+        names = runtime.image_names()
+    except Exception:  # noqa: BLE001 (an engine that cannot list its images: nothing to choose from)
+        names = []
+    pulled: dict = {}
+    for setting, what, default in DEMO_IMAGES:
+        given = (environ.get(setting) or "").strip()
+        image = given or default
+        if image in names or pulled.get(image) is True:
+            continue
+        if image not in pulled:
+            try:
+                runtime.pull_image(image, timeout=PULL_TIMEOUT)
+                pulled[image] = True
+                continue
+            except Exception as exc:  # noqa: BLE001 (said below, with the setting to change)
+                text = " ".join(str(exc).split()).removeprefix(f"pulling {image} failed: ")
+                pulled[image] = text if len(text) <= 240 else "..." + text[-237:]
+        why = pulled[image]
+        local = None if given else _local_busybox(names)
+        if local:
+            chosen[setting] = local
+            said.append(f"{what}: {image} cannot be pulled ({why}); using {local}, which the engine has "
+                        f"({setting}={local})")
+        else:
+            said.append(f"{what}: {image} cannot be pulled ({why}); set {setting} to an image the engine has")
+    return chosen, said
+
+
+def write_images(chosen: dict, environ) -> Path | None:
+    """``chosen`` as ``SETTING=value`` lines in the data directory's ``IMAGES_FILE``
+    (``SLIPWAY_DATA_DIR``: `make run`'s serve step reads it); the file is removed when
+    nothing was chosen. Without ``SLIPWAY_DATA_DIR`` (not `make run`) nothing is written:
+    the lines printed name the settings."""
+    import shlex
+
+    folder = (environ.get("SLIPWAY_DATA_DIR") or "").strip()
+    if not folder:
+        return None
+    path = Path(os.path.abspath(os.path.expanduser(folder))) / IMAGES_FILE
+    if not chosen:
+        path.unlink(missing_ok=True)
+        return None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"{name}={shlex.quote(value)}\n" for name, value in sorted(chosen.items())))
+    return path
 
 
 def frontend_url(host: str | None, port: str | None) -> str:
@@ -101,6 +174,15 @@ def main() -> int:
     template = catalog.get(DEMO_TEMPLATE) or next(iter(catalog.values()), None)
     url = frontend_url(os.environ.get("HOST"), os.environ.get("PORT"))
     engine = engine_of(config)
+    chosen, image_notes = {}, []
+    if engine["url"] is not None:
+        runtime = Composition(config).runtime
+        if runtime.ping():
+            chosen, image_notes = choose_images(runtime, os.environ)
+        else:
+            image_notes = [f"the container engine at {engine['url']} does not answer its ping: deploys are "
+                           "refused until it does (start it, or correct SLIPWAY_RUNTIME_URL)"]
+    images_file = write_images(chosen, os.environ)
     print(json.dumps({
         "frontend": url,
         "engine": engine,
@@ -109,6 +191,8 @@ def main() -> int:
         "template": None if template is None else {"id": template["id"], "name": template.get("name")},
         "partner": {"id": partner.id, "name": partner.name},
         "token": token_json(token, secret),
+        "images": {"chosen": chosen, "file": None if images_file is None else str(images_file),
+                   "notes": image_notes},
     }, indent=2))
     if engine["url"] is None:
         deploys = f"Deploys will fail: {engine['hint']}"
@@ -117,8 +201,12 @@ def main() -> int:
                    f"frontend, or POST /api/services)")
     else:
         deploys = "No template is loaded"
+    images = "".join(f"Images: {note}\n" for note in image_notes)
+    if images_file is not None:
+        images += f"Images chosen are in {images_file} (make run's serve step reads it; delete it to choose again)\n"
     print(f"\nWeb frontend: open {url} and sign in with the API key {full_key}\n"
           f"Container engine: {engine_line(engine)}\n"
+          f"{images}"
           f"{deploys}\n"
           f"Panel API: curl -H 'Authorization: Bearer {full_key}' {url}api/services\n"
           f"Partner API: curl -H 'Authorization: Bearer {secret}' {url}v1/me\n", file=sys.stderr)
