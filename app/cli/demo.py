@@ -174,10 +174,11 @@ def main() -> int:
     template = catalog.get(DEMO_TEMPLATE) or next(iter(catalog.values()), None)
     url = frontend_url(os.environ.get("HOST"), os.environ.get("PORT"))
     engine = engine_of(config)
-    chosen, image_notes = {}, []
+    chosen, image_notes, answers = {}, [], False
     if engine["url"] is not None:
         runtime = Composition(config).runtime
-        if runtime.ping():
+        answers = runtime.ping()
+        if answers:
             chosen, image_notes = choose_images(runtime, os.environ)
         else:
             image_notes = [f"the container engine at {engine['url']} does not answer its ping: deploys are "
@@ -196,6 +197,8 @@ def main() -> int:
     }, indent=2))
     if engine["url"] is None:
         deploys = f"Deploys will fail: {engine['hint']}"
+    elif not answers:
+        deploys = "Deploys are refused (503 engine_unavailable) until the container engine answers"
     elif template:
         deploys = (f"Ready to deploy: template {template['id']} for customer {customer.name} (Create in the "
                    f"frontend, or POST /api/services)")
