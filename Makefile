@@ -38,10 +38,12 @@ install-test: $(TEST_STAMP)
 
 ## set up, create the schema, print the web frontend's URL, a demo admin API key and a partner token, serve on $(HOST):$(PORT)
 ## (the container engine: SLIPWAY_RUNTIME_URL, else the Podman or Docker socket found; see docs/configuration.md)
+## (images the engine cannot pull: the demo step picks ones it has and writes them to engine-images.env beside the database, which serve reads)
 run: $(STAMP)
 	$(VENV)/bin/slipway init
 	HOST=$(HOST) PORT=$(PORT) $(PY) -m app.cli.demo
-	$(VENV)/bin/slipway serve --host $(HOST) --port $(PORT)
+	images=$$($(PY) -m app.cli.demo --images-file); set -a; if [ -f "$$images" ]; then . "$$images"; fi; set +a; \
+	exec $(VENV)/bin/slipway serve --host $(HOST) --port $(PORT)
 
 ## run every test; fails when any test fails or when none ran (pytest exit status 5)
 test: $(TEST_STAMP)

@@ -162,6 +162,14 @@ class Composition:
         return self._select("runtimes", "SLIPWAY_RUNTIME", self.config.runtime)
 
     @cached_property
+    def engine_gate(self):
+        """Refuses work for an engine that is not configured or does not answer its ping
+        (``app.engine_gate``), before anything is stored."""
+        from app.engine_gate import EngineGate
+
+        return EngineGate(self.runtime, self.config.runtime_url)
+
+    @cached_property
     def rates(self):
         """``SLIPWAY_RATE_STORE``: every rate-limit bucket of both APIs."""
         from urllib.parse import urlsplit

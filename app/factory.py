@@ -173,7 +173,7 @@ def create_app(config: Config | None = None, *, store: Store | None = None,
                                                             parts.backup_worker.cancel_services(ids)),
                                       base_domain=config.base_domain, parse=parts.read_compose,
                                       reserved_hosts=reserved_hosts(config),
-                                      public_url=config.public_url).handlers())
+                                      public_url=config.public_url, engine_gate=parts.engine_gate).handlers())
     panel_gate = PanelGate(store, config, parts.rates, sources=parts.auth_sources)  # keys, sessions, sources
     # deliveries draw on the gate's buckets once verified or refused
     panel_ops.update(GitHooksHandlers(store, config.clock, parts.git_providers, quota=parts.quota,
@@ -189,7 +189,7 @@ def create_app(config: Config | None = None, *, store: Store | None = None,
 
     panel_ops.update(BackupsHandlers(store, config.clock, archives, parts.read_compose,
                                      wake=parts.backup_worker.wake, create_service=create_service,
-                                     calls=parts.request_calls).handlers())
+                                     calls=parts.request_calls, engine_gate=parts.engine_gate).handlers())
     panel_ops.update(BackupPoliciesHandlers(store, config.clock, parts.policy_destinations,
                                             wake=parts.backup_scheduler.wake).handlers())
     panel_ops.update(DeployKeysHandlers(store, config.clock).handlers())

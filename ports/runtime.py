@@ -146,6 +146,11 @@ class ContainerRuntime(ABC):
     def tag_image(self, image: str, tag: str) -> None:
         """Give ``image`` (a name or an image id) the further name ``tag`` (``repo:tag``)."""
 
+    def image_names(self) -> list[str]:
+        """The names (``repository:tag``) of the images the engine has, sorted; an engine
+        that cannot list them answers an empty list."""
+        return []
+
     def remove_network(self, name: str) -> None:
         """Remove the network ``name`` (one with no containers left); idempotent. Not
         abstract, so runtimes written before it still load: their networks stay until

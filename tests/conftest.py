@@ -124,6 +124,9 @@ def make_app(store, clock):
     def make(**overrides):
         overrides.setdefault("billing_interval", 0)  # tests drive recomputes themselves
         overrides.setdefault("deploy_worker", False)  # lifespan runs per request in falcon.testing
+        # the environment's engine (SLIPWAY_RUNTIME_URL), so creates, redeploys, backups pass
+        # the engine's ping (app.engine_gate); nothing deploys without the deploy worker
+        overrides.setdefault("runtime_url", os.environ.get("SLIPWAY_RUNTIME_URL") or None)
         from app.config import Config
         from app.factory import create_app
 

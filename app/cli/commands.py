@@ -123,6 +123,25 @@ def engine_of(config) -> dict:
     return described
 
 
+def warn_when_engine_silent(runtime, config, timeout: float) -> bool:
+    """Ping the configured engine once at start (a thread of its own, ``timeout`` seconds:
+    ``SLIPWAY_READY_TIMEOUT``, as /readyz gives it);
+    when it does not answer, say so on stderr before serving: deploys,
+    backups and restores are refused (503 ``engine_unavailable``) until it does. True when
+    it answered."""
+    import sys
+
+    from app.engine_gate import ping_once
+
+    if ping_once(runtime, config.runtime_url, timeout):
+        return True
+    message = (f"warning: the container engine {config.runtime} at {redact_url(config.runtime_url)} "
+               f"(from {config.runtime_source}) does not answer its ping: deploys, backups and restores "
+               f"are refused (503 engine_unavailable) until it does; start it or correct SLIPWAY_RUNTIME_URL")
+    print(message, file=sys.stderr, flush=True)
+    return False
+
+
 def serve(config, host: str, port: int, workers: int = 1):
     """uvicorn with Slipway's logging (app.http.observability) and, with several workers, a
     fresh prometheus-client multiprocess directory for this server start, removed on exit."""
@@ -146,6 +165,8 @@ def serve(config, host: str, port: int, workers: int = 1):
     try:
         app = create_app(config)  # refuses a bad configuration before any worker starts
         engine = engine_of(config)
+        if config.runtime_url:
+            warn_when_engine_silent(app.parts.runtime, config, timeout=config.ready_timeout)
         print(json.dumps({"serving": f"http://{host}:{port}", "database": redact_url(config.database_url),
                           "workers": workers, "engine": engine}), flush=True)
         # uvicorn would otherwise rewrite the client address from X-Forwarded-For sent from

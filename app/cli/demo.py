@@ -30,6 +30,84 @@ from core.partner import contracts, partners, tokens
 
 STATE = Path(".slipway-demo.json")
 DEMO_TEMPLATE = "static-site"
+#: in the data directory: the image settings the demo chose, read by `make run`'s serve step
+IMAGES_FILE = "engine-images.env"
+#: (setting, what it chooses, its default) of the images the demo deploys and backs up with
+DEMO_IMAGES = (
+    ("SLIPWAY_IMAGE_STATIC", "the static-site template's IMAGE", "docker.io/library/busybox:stable"),
+    ("SLIPWAY_RUNTIME_HELPER_IMAGE", "the backups' volume helper image", "docker.io/library/busybox:stable"),
+)
+#: images the engine may have instead (both need busybox's sh, httpd, wget and rm)
+PREFERRED_LOCAL = ("localhost/busybox:latest", "localhost/busybox:stable", "docker.io/library/busybox:latest")
+PULL_TIMEOUT = 120.0
+
+
+def _local_busybox(names) -> str | None:
+    """A busybox image among the engine's ``names``: a known one first, else any image
+    whose repository is named busybox."""
+    for name in PREFERRED_LOCAL:
+        if name in names:
+            return name
+    return next((n for n in names if n.rpartition(":")[0].rsplit("/", 1)[-1] == "busybox"), None)
+
+
+def choose_images(runtime, environ) -> tuple[dict, list[str]]:
+    """For each of ``DEMO_IMAGES`` the operator has not set: keep the default when the
+    engine has it or can pull it, else take a busybox image the engine has. Returns
+    (settings chosen, lines saying what was found); a setting the operator set is left
+    alone (and said when the engine lacks its image)."""
+    chosen, said = {}, []
+    try:
+        names = runtime.image_names()
+    except Exception:  # noqa: BLE001 (an engine that cannot list its images: nothing to choose from)
+        names = []
+    pulled: dict = {}
+    for setting, what, default in DEMO_IMAGES:
+        given = (environ.get(setting) or "").strip()
+        image = given or default
+        if image in names or pulled.get(image) is True:
+            continue
+        if image not in pulled:
+            try:
+                runtime.pull_image(image, timeout=PULL_TIMEOUT)
+                pulled[image] = True
+                continue
+            except Exception as exc:  # noqa: BLE001 (said below, with the setting to change)
+                text = " ".join(str(exc).split()).removeprefix(f"pulling {image} failed: ")
+                pulled[image] = text if len(text) <= 240 else "..." + text[-237:]
+        why = pulled[image]
+        local = None if given else _local_busybox(names)
+        if local:
+            chosen[setting] = local
+            said.append(f"{what}: {image} cannot be pulled ({why}); using {local}, which the engine has "
+                        f"({setting}={local})")
+        else:
+            said.append(f"{what}: {image} cannot be pulled ({why}); set {setting} to an image the engine has")
+    return chosen, said
+
+
+def images_file(config, environ) -> Path:
+    """Where the demo keeps the image settings it chose: ``IMAGES_FILE`` beside the SQLite
+    database (``make run``'s, in the data directory), else in the data directory
+    (``app.config.data_dir``)."""
+    from app.config import data_dir, sqlite_file
+
+    database = sqlite_file(config.database_url)
+    return Path(os.path.dirname(database) if database else data_dir(environ)) / IMAGES_FILE
+
+
+def write_images(chosen: dict, path: Path) -> Path | None:
+    """``chosen`` as ``SETTING=value`` lines in ``path`` (`make run`'s serve step reads
+    it: ``python -m app.cli.demo --images-file`` prints where); the file is removed when
+    nothing was chosen."""
+    import shlex
+
+    if not chosen:
+        path.unlink(missing_ok=True)
+        return None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"{name}={shlex.quote(value)}\n" for name, value in sorted(chosen.items())))
+    return path
 
 
 def frontend_url(host: str | None, port: str | None) -> str:
@@ -73,8 +151,11 @@ def _remembered(config) -> dict:
     return state if isinstance(state, dict) and state.get("database") == config.database_url else {}
 
 
-def main() -> int:
+def main(argv=None) -> int:
     config = Config.from_env()
+    if list(sys.argv[1:] if argv is None else argv) == ["--images-file"]:  # make run's serve step asks
+        print(images_file(config, os.environ))
+        return 0
     try:
         require_database(config)  # `slipway init` (make run's first step) creates it, never this
     except ConfigError as exc:
@@ -121,6 +202,16 @@ def main() -> int:
     template = catalog.get(DEMO_TEMPLATE) or next(iter(catalog.values()), None)
     url = frontend_url(os.environ.get("HOST"), os.environ.get("PORT"))
     engine = engine_of(config)
+    chosen, image_notes, answers = {}, [], False
+    if engine["url"] is not None:
+        runtime = Composition(config).runtime
+        answers = runtime.ping()
+        if answers:
+            chosen, image_notes = choose_images(runtime, os.environ)
+        else:
+            image_notes = [f"the container engine at {engine['url']} does not answer its ping: deploys are "
+                           "refused until it does (start it, or correct SLIPWAY_RUNTIME_URL)"]
+    written = write_images(chosen, images_file(config, os.environ))
     print(json.dumps({
         "frontend": url,
         "engine": engine,
@@ -130,16 +221,24 @@ def main() -> int:
         "partner": {"id": partner.id, "name": partner.name},
         "contract": contract_json(contract),
         "token": token_json(token, secret),
+        "images": {"chosen": chosen, "file": None if written is None else str(written),
+                   "notes": image_notes},
     }, indent=2))
     if engine["url"] is None:
         deploys = f"Deploys will fail: {engine['hint']}"
+    elif not answers:
+        deploys = "Deploys are refused (503 engine_unavailable) until the container engine answers"
     elif template:
         deploys = (f"Ready to deploy: template {template['id']} for customer {customer.name} (New service in the "
                    f"frontend opens on it: {url}create?template={template['id']}; or POST /api/services)")
     else:
         deploys = "No template is loaded"
+    images = "".join(f"Images: {note}\n" for note in image_notes)
+    if written is not None:
+        images += f"Images chosen are in {written} (make run's serve step reads it; delete it to choose again)\n"
     print(f"\nWeb frontend: open {url} and sign in with the API key {full_key}\n"
           f"Container engine: {engine_line(engine)}\n"
+          f"{images}"
           f"{deploys}\n"
           f"Panel API: curl -H 'Authorization: Bearer {full_key}' {url}api/services\n"
           f"Partner API: curl -H 'Authorization: Bearer {secret}' {url}v1/me\n"

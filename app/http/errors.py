@@ -25,7 +25,9 @@ PARTNER_CODES = {
 }
 # docs/decisions.md fixes the panel's codes at eight; the statuses it does not name take the
 # nearest: a wrong method, an oversized body or a wrong media type is a bad request, and a
-# dependency that failed (503) is the server's failure, not the client's.
+# dependency that failed (503) is the server's failure, not the client's; one 503 has a code
+# of its own: ``engine_unavailable`` (no engine configured, or it does not answer its ping:
+# app.engine_gate), which an ApiError carries in ``code``.
 PANEL_CODES = {
     400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "bad_request",
     409: "conflict", 413: "bad_request", 415: "bad_request", 422: "validation_error",
@@ -57,9 +59,10 @@ class ApiError(Exception):
     """An HTTP error with the parts both formats need."""
 
     def __init__(self, status: int, message: str, *, fields: dict | None = None, details: str | None = None,
-                 headers: dict | None = None):
+                 headers: dict | None = None, code: str | None = None):
         super().__init__(message)
         self.status = status
+        self.code = code  # the panel's code when not the status's (PANEL_CODES): engine_unavailable
         self.message = message
         self.fields = fields or {}
         self.details = details
@@ -70,12 +73,13 @@ def api_of(path: str) -> str:
     return "partner" if path == "/v1" or path.startswith("/v1/") else "panel"
 
 
-def error_body(api: str, status: int, message: str, fields: dict | None = None, details: str | None = None):
+def error_body(api: str, status: int, message: str, fields: dict | None = None, details: str | None = None,
+               code: str | None = None):
     if api == "partner":
         if fields and status == 422:
             message = message + ": " + "; ".join(f"{k} {v}" if k else v for k, v in fields.items())
         return {"error": {"code": PARTNER_CODES.get(status, "internal-error"), "message": message}}
-    error = {"code": PANEL_CODES.get(status, "internal_error"), "message": message}
+    error = {"code": code or PANEL_CODES.get(status, "internal_error"), "message": message}
     if details:
         error["details"] = details
     if fields:
@@ -85,7 +89,8 @@ def error_body(api: str, status: int, message: str, fields: dict | None = None, 
 
 def render_error(api: str, err: ApiError) -> bytes:
     """The body of ``err`` as ``api`` sends it (also what an idempotent POST keeps)."""
-    return json.dumps(error_body(api, err.status, err.message, err.fields, err.details)).encode("utf-8")
+    return json.dumps(error_body(api, err.status, err.message, err.fields, err.details,
+                                 getattr(err, "code", None))).encode("utf-8")
 
 
 def to_api_error(ex: Exception) -> ApiError:

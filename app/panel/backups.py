@@ -31,9 +31,14 @@ class BackupsHandlers:
     into one (``core.panel.services.create_service`` with its collaborators bound; None:
     such restores are refused). ``calls``: the engine-call pool on whose customer's share
     the work that reaches the outside runs (a destination's delete, a restore's new
-    service planned), never a database thread (``core.waits``); None: the database's."""
+    service planned), never a database thread (``core.waits``); None: the database's.
+    ``engine_gate`` (``app.engine_gate``): a backup or a restore is refused with 503
+    ``engine_unavailable`` before anything is stored when the engine is not configured or
+    does not answer its ping."""
 
-    def __init__(self, store, clock, archives, parse, wake=lambda: None, create_service=None, calls=None):
+    def __init__(self, store, clock, archives, parse, wake=lambda: None, create_service=None, calls=None,
+                 engine_gate=None):
+        self.engine_gate = engine_gate
         self.store, self.clock, self.archives, self.parse, self.wake = store, clock, archives, parse, wake
         self.create_service = create_service
         self.calls = calls
@@ -46,6 +51,18 @@ class BackupsHandlers:
         from app.panel.services import tenant
 
         return await self.calls.run_for(tenant(call.caller), fn, *args)
+
+    async def _engine_answers(self, call) -> None:
+        if self.engine_gate is None:
+            return
+        from app.panel.services import tenant
+
+        if self.calls is None:  # never a database thread
+            import asyncio
+
+            await self.engine_gate.require(asyncio.to_thread)
+        else:
+            await self.engine_gate.require(lambda fn: self.calls.run_for(tenant(call.caller), fn))
 
     def handlers(self) -> dict:
         return {"listBackups": self.list_backups, "createBackup": self.create_backup, "getBackup": self.get_backup,
@@ -63,6 +80,7 @@ class BackupsHandlers:
                            "per_page": p["per_page"], "policy": None if policy is None else policy_json(policy)})
 
     async def create_backup(self, call):
+        await self._engine_answers(call)
         body = call.body if isinstance(call.body, dict) else {}
         backup = await self.store.run(backups.create_backup, self.store.uow(), self.clock, call.caller,
                                       call.params["id"], self.parse, archives=self.archives,
@@ -81,6 +99,7 @@ class BackupsHandlers:
         return Reply(204)
 
     async def restore_backup(self, call):
+        await self._engine_answers(call)
         backup = await self._outside(call, backups.restore_backup, self.store.uow(), self.clock, call.caller,
                                      call.params["id"], call.params["backup_id"], call.body, self.create_service)
         self.wake()

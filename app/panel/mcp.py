@@ -251,7 +251,7 @@ class McpEndpoint:
             reply = await tool.handler(Call(req=req, op=tool.op, params=values, body=body, caller=principal))
         except Exception as ex:  # noqa: BLE001 (every refusal is a tool error in the API's format)
             err = to_api_error(ex)
-            text = json_text(error_body("panel", err.status, err.message, err.fields, err.details))
+            text = json_text(error_body("panel", err.status, err.message, err.fields, err.details, err.code))
             return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
         if reply.status == 204 or reply.body is None:
             return types.CallToolResult(content=[])
@@ -270,7 +270,7 @@ def _allows(principal, op) -> bool:
 
 async def _send_error(send, req, err: ApiError) -> None:
     """``err`` as the panel API answers it: its JSON body, the rate and error headers."""
-    body = json_text(error_body("panel", err.status, err.message, err.fields, err.details)).encode("utf-8")
+    body = json_text(error_body("panel", err.status, err.message, err.fields, err.details, err.code)).encode("utf-8")
     headers = {**getattr(req.context, "rate_headers", {}), **err.headers}
     raw = [(k.lower().encode("latin-1"), str(v).encode("latin-1")) for k, v in headers.items()]
     raw += [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]

@@ -96,12 +96,17 @@ class ServicesHandlers:
     compose parser) let start and restart write the route record again for the host
     port the engine published; ``reserved_hosts`` are refused as custom domains (the
     panel's own host, Caddy's admin host: ``reserved_hosts(config)`` in the factory), and
-    so is a service name that would put the service's host name on one or above one."""
+    so is a service name that would put the service's host name on one or above one;
+    ``engine_gate`` (``app.engine_gate``) refuses create, redeploy, start, restart and
+    rollback with 503 ``engine_unavailable`` before anything is stored when the engine is
+    not configured or does not answer its ping (None: no such check)."""
 
     def __init__(self, store, clock, runtime, methods: dict, catalog: dict, calls, wake=lambda: None,
                  deleted=lambda service: None, deleting=lambda service_ids: None, quota: Quota = DEFAULT_QUOTA,
-                 base_domain: str | None = None, parse=None, reserved_hosts=(), public_url: str | None = None):
+                 base_domain: str | None = None, parse=None, reserved_hosts=(), public_url: str | None = None,
+                 engine_gate=None):
         self.store, self.clock, self.runtime, self.calls = store, clock, runtime, calls
+        self.engine_gate = engine_gate
         self.methods, self.catalog, self.quota = methods, catalog, quota
         self.wake, self.deleted, self.deleting = wake, deleted, deleting
         self.base_domain, self.parse, self.reserved_hosts = base_domain, parse, reserved_hosts
@@ -157,7 +162,14 @@ class ServicesHandlers:
                            "action": job.request.get("action"), "state": job.state, "answer": job.answer,
                            "created_at": rfc3339(job.created_at), "updated_at": rfc3339(job.updated_at)})
 
+    async def _engine_answers(self, call) -> None:
+        """503 ``engine_unavailable`` unless the engine answers (its ping on the caller's
+        share of the engine-call threads, before any transaction)."""
+        if self.engine_gate is not None:
+            await self.engine_gate.require(lambda fn: self.calls.run_for(tenant(call.caller), fn))
+
     async def create_service(self, call):
+        await self._engine_answers(call)
         # on the customer's share of the engine-call threads, not the database's: a git or ai
         # service's plan looks its repository's host up (core.waits)
         service, job = await self.calls.run_for(
@@ -223,6 +235,8 @@ class ServicesHandlers:
         return Reply(200, await self._detail(call, service, customer_name))
 
     async def _operate(self, call, name: str):
+        if name in ("start", "restart"):
+            await self._engine_answers(call)
         service, message = await self.calls.run_for(
             tenant(call.caller), services.operate, self.store.uow(), self.clock, self.runtime, call.caller,
             call.params["id"], name, base_domain=self.base_domain, parse=self.parse)
@@ -238,6 +252,7 @@ class ServicesHandlers:
         return await self._operate(call, "restart")
 
     async def redeploy(self, call):
+        await self._engine_answers(call)
         service, job = await self.store.run(services.redeploy, self.store.uow(), self.clock, call.caller,
                                             call.params["id"], self.quota)
         self.wake()
@@ -318,6 +333,7 @@ class ServicesHandlers:
         return Reply(200, job_json(job))
 
     async def rollback(self, call):
+        await self._engine_answers(call)
         body = call.body if isinstance(call.body, dict) else {}
 
         def queue():

@@ -268,8 +268,14 @@ def check_images(ctx: DeployContext) -> None:
         ctx.plan, ctx.images = _kept_images(ctx.runtime, ctx.plan, ctx.target)
         return
     for image in sorted({c.image for c in ctx.plan.components}):
-        kept = _image(ctx.runtime, image, refresh=ctx.job.kind == "redeploy", cancel=ctx.cancel,
-                      strict=not allow_private)
+        try:
+            kept = _image(ctx.runtime, image, refresh=ctx.job.kind == "redeploy", cancel=ctx.cancel,
+                          strict=not allow_private)
+        except Exception as exc:  # the engine's or the check's words, and what chose the image
+            if (ctx.cancel is None or not ctx.cancel.is_set()) and len(exc.args) == 1 \
+                    and isinstance(exc.args[0], str):
+                exc.args = (f"{exc.args[0]} ({image_origin(ctx.service, ctx.plan, image)})",)
+            raise
         ctx.check()
         if kept:
             ctx.progress("images", kept, 20)
@@ -645,6 +651,18 @@ def _kept_images(runtime, plan, target):
             raise RuntimeError(f"the image of {component.name} in release {target.number} is gone")
         components.append(replace(component, image=tag))
     return replace(plan, components=tuple(components)), [dict(i) for i in target.images]
+
+
+def image_origin(service, plan, image: str) -> str:
+    """What chose ``image``, for an error about it: the variable (a template's ``IMAGE``)
+    whose value it is, else the compose's service ``image:``."""
+    chosen = sorted(name for name, value in (service.variables or {}).items() if value == image)
+    components = ", ".join(sorted(c.name for c in plan.components if c.image == image))
+    if chosen:
+        whose = f"of template {service.template_id}" if service.template_id else "of the service"
+        return (f"the image is the variable {', '.join(chosen)} {whose} (compose service {components}): "
+                "set it to an image the engine has or can pull")
+    return f"the image is the compose's service {components} `image:`"
 
 
 def _image(runtime, image: str, *, refresh: bool, cancel=None, strict: bool = False) -> str | None:

@@ -14,6 +14,7 @@ The database templates (``postgres``, ``mariadb``, ``redis``) label their compon
 and start it with a portable ``sh -c`` that works on the official image and on an image
 with the server installed and no entrypoint.
 """
+import os
 import secrets
 from importlib import resources
 
@@ -66,10 +67,21 @@ def generated() -> str:
     return secrets.token_urlsafe(24)
 
 
-def load_catalog() -> list[dict]:
+def load_catalog(environ=None) -> list[dict]:
+    """The shipped templates. A variable with ``setting`` takes its default from that
+    operator setting when it is set (the static site's ``IMAGE``: ``SLIPWAY_IMAGE_STATIC``,
+    the image of static-site builds too), so a host whose engine reaches no registry names
+    one image it has, once."""
+    environ = os.environ if environ is None else environ
     folder = resources.files(__package__).joinpath("templates")
-    return [yaml.safe_load(entry.read_text("utf-8")) for entry in sorted(folder.iterdir(), key=lambda e: e.name)
-            if entry.name.endswith(".yaml")]
+    catalog = [yaml.safe_load(entry.read_text("utf-8")) for entry in sorted(folder.iterdir(), key=lambda e: e.name)
+               if entry.name.endswith(".yaml")]
+    for template in catalog:
+        for variable in template.get("variables", []):
+            setting = variable.pop("setting", None)
+            if setting and (environ.get(setting) or "").strip():
+                variable["default"] = environ[setting].strip()
+    return catalog
 
 
 @hookimpl

@@ -187,6 +187,11 @@ class ClientRuntime(ContainerRuntime):
         ident = found.id or ""
         return ident if ident.startswith("sha256:") else f"sha256:{ident}"
 
+    def image_names(self) -> list[str]:
+        with self.engine("listing images"):
+            found = self._read(lambda: self.client.images.list())
+        return sorted({str(tag) for image in found or () for tag in (getattr(image, "tags", None) or ())})
+
     def tag_image(self, image: str, tag: str) -> None:
         """Tag ``image`` (a name or an id) as ``tag`` (``repository:tag``)."""
         repository, _, name = tag.rpartition(":")
@@ -726,7 +731,11 @@ class ClientRuntime(ContainerRuntime):
         if not self._exists(self.client.volumes, volume):
             raise EngineError(f"no such volume: {volume}")
         if not self.has_image(self.helper_image):
-            self.pull_image(self.helper_image)
+            try:
+                self.pull_image(self.helper_image)
+            except EngineError as exc:  # name the setting that chose the image
+                raise EngineError(f"{exc} (the volume helper's image: {HELPER_IMAGE_VARIABLE}; set it to an image "
+                                  f"the engine has or can pull, with sh and rm)") from exc
         spec = ContainerSpec(name=f"slw-helper-{secrets.token_hex(6)}", image=self.helper_image,
                              labels={HELPER_LABEL: "volume"}, command=command, volumes=((volume, HELPER_MOUNT),))
         return self.client.containers.create(spec.image, **self._create_kwargs(spec))

@@ -296,19 +296,35 @@ class SwarmRuntime(DockerRuntime):
             attrs = self._require_service(container_id)
             service_id = attrs["ID"]
             local = self._local_container(self._newest(self._tasks(service_id)))
+            allowed = int(timeout) + STOP_WAIT_S
+            deadline = time.monotonic() + allowed
             if _replicas(attrs):
                 self._update(service_id, _scaled(0))
+            # The update is only stored: Swarm's orchestrator applies it later. A container
+            # stopped before every task is meant to shut down is a task that ended while its
+            # slot still wanted a replica, and Swarm starts a new task in its place (read
+            # back as "created" once its container exists, left behind by the stop): so the
+            # container is stopped only once Swarm has given every task "shutdown" as its
+            # desired state.
+            self._await(lambda: all(_desired_down(t) for t in self._tasks(service_id)), deadline,
+                        f"stopping container {container_id}: Swarm has not scaled the service to 0 "
+                        f"after {allowed:.0f} s")
             if local is not None and (local.get("State") or {}).get("Running"):
                 try:
                     self._api().stop(local["Id"], timeout=int(timeout))
                 except self.errors:  # Swarm removed it meanwhile, shutting the task down itself
                     pass
-            deadline = time.monotonic() + int(timeout) + STOP_WAIT_S
-            while any((t.get("Status") or {}).get("State") not in _DOWN for t in self._tasks(service_id)
-                      if (t.get("Status") or {}).get("State") not in _STARTING):
-                if time.monotonic() > deadline:
-                    raise EngineError(f"stopping container {container_id}: still running after {deadline:.0f} s")
-                time.sleep(POLL_S)
+            # every task that got (or is getting) a container down; one never assigned to a
+            # node (new, pending) has none and only goes
+            self._await(lambda: all(_task_down(t) for t in self._tasks(service_id)), deadline,
+                        f"stopping container {container_id}: still running after {allowed:.0f} s")
+
+    @staticmethod
+    def _await(condition, deadline: float, failure: str) -> None:
+        while not condition():
+            if time.monotonic() > deadline:
+                raise EngineError(failure)
+            time.sleep(POLL_S)
 
     def restart(self, container_id: str, timeout: int = 10) -> None:
         self.stop(container_id, timeout)
@@ -550,6 +566,17 @@ def _scaled(replicas: int, force: bool = False):
             template["ForceUpdate"] = int(template.get("ForceUpdate") or 0) + 1
 
     return change
+
+
+def _desired_down(task: dict) -> bool:
+    """Whether Swarm means ``task`` to stop (or it has already ended)."""
+    return str(task.get("DesiredState") or "") != "running" or \
+        str((task.get("Status") or {}).get("State") or "") in _DOWN
+
+
+def _task_down(task: dict) -> bool:
+    """Whether ``task`` has ended, or never got as far as a node (so has no container)."""
+    return str((task.get("Status") or {}).get("State") or "") in _DOWN | {"new", "pending"}
 
 
 def _task_state(task: dict | None, checked: bool) -> tuple:

@@ -99,6 +99,14 @@ def test_with_no_engine_anywhere_the_demo_and_the_server_say_so_and_how_to_start
         assert httpx.get(server.base + "/readyz", timeout=10).json()["checks"]["engine"] == "off"
 
 
+def test_an_engine_that_does_not_answer_is_said_by_the_demo(database_url):
+    slipway(database_url, "init")
+    demo, said = _demo(database_url, {"SLIPWAY_RUNTIME_URL": "unix:///run/nope/podman.sock"})
+    assert demo["engine"]["url"] == "unix:///run/nope/podman.sock" and demo["images"]["chosen"] == {}
+    assert "does not answer its ping" in said and "Ready to deploy" not in said, said
+    assert "Deploys are refused (503 engine_unavailable)" in said, said
+
+
 def test_an_engine_setting_is_never_second_guessed(database_url, runtime_dir):
     """SLIPWAY_RUNTIME_URL set, even empty, wins over any socket there is."""
     import socket

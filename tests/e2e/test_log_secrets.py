@@ -31,7 +31,7 @@ def _customer_and_session(url: str, email: str) -> tuple[str, str]:
         store.close()
 
 
-def test_the_logs_hold_no_secret(migrated_database_url):
+def test_the_logs_hold_no_secret(migrated_database_url, runtime_url):
     url = migrated_database_url
     partner = slipway(url, "partner", "create", "--name", "Acme")[1]
     token = slipway(url, "token", "create", "--partner", partner["id"], "--label", "ci", "--scope", "write")[1]["token"]
@@ -50,7 +50,9 @@ def test_the_logs_hold_no_secret(migrated_database_url):
                "key secret part": key.split("_", 2)[2], "token body": token[4:]}
 
     seen = []  # (response, its X-Request-Id)
-    with Server(url, port=port, SLIPWAY_RUNTIME_URL="", PC_AUTHFAIL_RPS="1000", SLIPWAY_METRICS_TOKEN=metrics_token,
+    # an engine that answers: creates are refused without one (engine_unavailable); the
+    # deploy worker is off, so nothing deploys
+    with Server(url, port=port, SLIPWAY_RUNTIME_URL=runtime_url, PC_AUTHFAIL_RPS="1000", SLIPWAY_METRICS_TOKEN=metrics_token,
                 SLIPWAY_OIDC_ISSUER=f"http://oidc:{idp_password}@127.0.0.1:{free_port()}/",
                 SLIPWAY_OIDC_CLIENT_ID="slipway", SLIPWAY_OIDC_CLIENT_SECRET=client_secret,
                 SLIPWAY_PUBLIC_URL=f"http://127.0.0.1:{port}") as server:

@@ -164,6 +164,19 @@ def test_readyz_names_an_unreachable_engine(initialised, tmp_path):
             assert checks["database"] == "ok" and checks["engine"] not in ("ok", "off"), checks
 
 
+def test_serve_warns_at_start_when_its_engine_does_not_answer(initialised, tmp_path, runtime_url):
+    """``slipway serve`` pings the configured engine before serving and says when it does
+    not answer (deploys are refused until it does); an engine that answers gets no warning."""
+    with Server(initialised, SLIPWAY_RUNTIME="podman", SLIPWAY_RUNTIME_URL="unix:///run/nope/podman.sock") as server:
+        assert httpx.get(server.base + "/healthz").status_code == 200
+        log = server.log()
+        assert "container engine podman at unix:///run/nope/podman.sock" in log, log
+        assert "does not answer its ping" in log and "SLIPWAY_RUNTIME_URL" in log, log
+    with Server(initialised, SLIPWAY_RUNTIME="podman", SLIPWAY_RUNTIME_URL=runtime_url) as server:
+        assert httpx.get(server.base + "/healthz").status_code == 200
+        assert "does not answer its ping" not in server.log(), server.log()
+
+
 def test_readyz_does_not_hang_on_a_hung_engine(initialised, tmp_path):
     path = str(tmp_path / "hung.sock")
     with socket.socket(socket.AF_UNIX) as hung:

@@ -410,10 +410,16 @@ def test_volume_export_and_import_errors(runtime, service):
     next(stream, None)
     stream.close()  # a reader that stops early leaves no helper behind
     runtime.helper_image = "registry.invalid/slipway/helper:1"
-    with pytest.raises(EngineError, match="registry.invalid"):
+    with pytest.raises(EngineError, match="registry.invalid") as failed:
         list(runtime.export_volume(volume))
+    assert "SLIPWAY_RUNTIME_HELPER_IMAGE" in str(failed.value)  # the setting that chose the image
     assert _helpers(runtime, service) == []
     assert runtime.labelled(service.id)["volumes"] == [volume]  # nothing was created on the way
+
+
+def test_image_names_lists_what_the_engine_has(runtime):
+    names = runtime.image_names()
+    assert BUSYBOX in names and names == sorted(names)
 
 
 def test_image_ids_tags_and_networks(runtime, request):

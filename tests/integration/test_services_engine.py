@@ -161,6 +161,32 @@ def test_a_failing_deploy_ends_failed_with_the_reason(panel):
     assert engine.labelled(ghost)["containers"] == []
 
 
+def test_a_pull_that_fails_names_what_chose_the_image(panel):
+    """On an engine that reaches no registry (or lacks the image) the job's error names
+    the template variable, or the compose service's ``image:``, that chose the image."""
+    client, customer, engine, made = panel
+    if engine.has_image("docker.io/library/busybox:stable"):
+        pytest.skip("the engine has the static-site template's default image")
+    suffix = f"{os.getpid()}-{time.monotonic_ns() % 100000}"
+    site = client.post("/api/services", json={"name": f"site-{suffix}", "customer_id": customer["id"],
+                                             "deploy_method": "template", "template_id": "static-site"})
+    assert site.status_code == 201, site.text
+    compose = client.post("/api/services", json={
+        "name": f"pull-{suffix}", "customer_id": customer["id"], "deploy_method": "compose",
+        "compose": "services:\n  app:\n    image: docker.io/library/slipway-no-such-image:1\n"})
+    assert compose.status_code == 201, compose.text
+    expected = {site.json()["id"]: ("docker.io/library/busybox:stable", "the variable IMAGE of template static-site"),
+                compose.json()["id"]: ("docker.io/library/slipway-no-such-image:1",
+                                       "the compose's service app `image:`")}
+    for service_id, (image, origin) in expected.items():
+        made.append(service_id)
+        _until(client, service_id, "failed")
+        failed = [e for e in client.get(f"/api/services/{service_id}/events").json()["data"]
+                  if e["status"] == "failed"]
+        assert failed and image in failed[0]["message"] and origin in failed[0]["message"], failed
+        assert client.delete(f"/api/services/{service_id}").status_code == 204
+
+
 def store_status(store, service_id: str) -> str:
     with store.uow(write=False) as uow:
         return uow.services.get(service_id).status

@@ -65,13 +65,18 @@ def test_engine_trouble_is_503_and_changes_nothing(make_app, store, clock, engin
     url = "unix:///nonexistent/slipway-down.sock" if engine == "down" else hung_engine
     client = ContractClient(make_app(runtime_url=url, engine_timeout=1))
     service_id, key = _stopped_service(store, clock)
-    calls = [("GET", f"/api/services/{service_id}/logs"), ("POST", f"/api/services/{service_id}/start"),
-             ("POST", f"/api/services/{service_id}/restart"), ("DELETE", f"/api/services/{service_id}")]
+    calls = [("GET", f"/api/services/{service_id}/logs"), ("DELETE", f"/api/services/{service_id}")]
     for method, path in calls:
         result = client.request(method, path, token=key, expect=503)
         assert result.json["error"]["code"] == "internal_error"
         if engine == "hung":
             assert "did not answer within 1 s" in result.json["error"]["message"]
+    # start and restart ping the engine first (app.engine_gate): a ping that fails or is
+    # not answered within the deadline is engine_unavailable
+    for path in (f"/api/services/{service_id}/start", f"/api/services/{service_id}/restart"):
+        result = client.request("POST", path, token=key, expect=503)
+        assert result.json["error"]["code"] == "engine_unavailable"
+        assert "SLIPWAY_RUNTIME_URL" in result.json["error"]["message"] and result.headers["Retry-After"]
     # resources are informative: zeros, the rest from the database
     detail = client.get(f"/api/services/{service_id}", token=key, expect=200).json
     assert detail["status"] == "stopped" and detail["resources"]["cpu_usage"] == 0
