@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from core.panel import containerfiles, networks, routes
+from core.panel import containerfiles, host_ports, networks, routes
 from core.panel.compose import DEFAULT_HOST_PORTS, parse_compose
 from core.panel.containerfiles import engine_local
 from core.panel.containers import COMPONENT_LABEL, JOB_LABEL, SERVICE_LABEL, ContainerSpec, NotInEngine, keep_tag
@@ -119,6 +119,8 @@ class DeployContext:
     ended: bool = False  # a step ended the job itself (its service was deleted meanwhile)
     started: int = 0  # containers of the new set the engine has started
     ancestry: tuple = ()  # the ancestors of the commit the source step fetched (kept with the release)
+    kept_ports: dict = field(default_factory=dict)  # the host ports the components had (core.panel.host_ports)
+    held_ports: tuple = ()  # host ports the service's serving set published when the job cleared its slate
     #: the private half of the service's deploy key (``core.panel.deploy_keys.PrivateKey``,
     #: whose repr hides it), read by the source step for its ssh clone and dropped after it
     deploy_key: Any = None
@@ -239,6 +241,9 @@ def read_plan(ctx: DeployContext) -> None:
                                         commit=target.commit if target.commit is not None else service.commit)
     ctx.plan = ctx.settings.parse(service.compose, service.variables or {})
     _own_builds_only(ctx.plan, service.id)
+    with ctx.uow.reading():  # each component asks for the host ports it had (core.panel.host_ports)
+        ctx.kept_ports = ctx.uow.services.host_ports(service.id)
+    ctx.plan = host_ports.prefer(ctx.plan, ctx.kept_ports)
 
 
 def check_images(ctx: DeployContext) -> None:
@@ -271,8 +276,9 @@ def clear_slate(ctx: DeployContext) -> None:
         if state.labels.get(JOB_LABEL) == ctx.job.id:
             runtime.remove_container(state.id)
     ctx.serving = runtime.containers(service.id)
+    ctx.held_ports = tuple(port for s in ctx.serving for port in (s.ports or {}).values())
     ctx.gated = ctx.gated and any(s.running for s in ctx.serving) and not _fixed_ports(ctx.plan) \
-        and not _single_writer(ctx.plan)
+        and not _single_writer(ctx.plan) and not _kept_address(ctx)
     if ctx.gated:
         return
     with ctx.uow:
@@ -362,6 +368,10 @@ def switch_release(ctx: DeployContext) -> None:
             if ancestry and release.commit:  # a rollback's release keeps its target's
                 uow.releases.add_ancestry(release.id, current.id, ancestry)
             routes.follow(uow, current, upstream, settings.base_domain, now)  # the record the reverse proxy serves
+            given = host_ports.given(ctx.plan, ctx.states)  # kept for the next deploy, rollback, restart
+            uow.services.keep_host_ports(service.id, given, now)
+            for change in host_ports.moved(ctx.kept_ports, given, held=ctx.held_ports if ctx.gated else ()):
+                record(uow, clock, service.id, job.kind, "progress", host_ports.message(*change))
             uow.services.update(replace(current, status="running", url=url, deployed_at=now, updated_at=now,
                                         health_status=health_of(ctx.states), health_checked_at=now,
                                         health_failures=0, release=release.number))
@@ -604,6 +614,16 @@ def _keep_source(uow, settings: DeploySettings, service) -> None:
 
 def _fixed_ports(plan) -> bool:
     return any(p.host_port is not None for c in plan.components for p in c.ports)
+
+
+def _kept_address(ctx: DeployContext) -> bool:
+    """Whether the service's address is a host port it keeps: without a base domain its
+    URL is ``http://127.0.0.1:<host port>``, so a redeploy whose components ask for the
+    ports they had stops the old set first, as a fixed host port does (the port cannot
+    be bound twice). Behind the proxy (``SLIPWAY_BASE_DOMAIN``) the address is the
+    hostname and the redeploy stays health-gated: the new set starts on other ports
+    beside the old one, and keeps those."""
+    return ctx.settings.base_domain is None and host_ports.kept_in(ctx.plan)
 
 
 #: the compose label of a database component (``postgres``, ``mysql``, ``redis``): backups dump it
