@@ -278,7 +278,7 @@ def clear_slate(ctx: DeployContext) -> None:
     ctx.serving = runtime.containers(service.id)
     ctx.held_ports = tuple(port for s in ctx.serving for port in (s.ports or {}).values())
     ctx.gated = ctx.gated and any(s.running for s in ctx.serving) and not _fixed_ports(ctx.plan) \
-        and not _single_writer(ctx.plan) and not _kept_address(ctx)
+        and not _single_writer(ctx.plan)
     if ctx.gated:
         return
     with ctx.uow:
@@ -310,24 +310,28 @@ def start_containers(ctx: DeployContext) -> None:
     the job (beside the serving set of a gated job). A container the engine no longer has
     by the time it starts (:class:`NotInEngine`) is :class:`ContainersGone`: most often a
     delete of the service removed it, and the job ends as the deleted service's."""
-    service, job, components = ctx.service, ctx.job, ctx.plan.components
-    labels = {SERVICE_LABEL: service.id}
-    network = resource_names(service, job=job)
+    components = ctx.plan.components
     for i, component in enumerate(components):
         ctx.enter("containers", f"starting {component.name}", 45 + int(35 * i / max(1, len(components))))
-        spec = ContainerSpec(
-            name=resource_names(service, component=component.name, job=job), image=component.image,
-            labels={**labels, COMPONENT_LABEL: component.name, JOB_LABEL: job.id}, command=component.command,
-            environment=component.environment, ports=component.ports,
-            volumes=tuple((resource_names(service, volume=v), path) for v, path in component.volumes),
-            network=network, aliases=(component.name,), healthcheck=component.healthcheck,
-            cpus=component.cpus, memory_mb=component.memory_mb,
-            networks=networks.attachments(service, ctx.plan, component))
         try:
-            ctx.runtime.run(spec)
+            ctx.runtime.run(_spec(ctx, component))
         except NotInEngine as exc:
             raise ContainersGone(str(exc)) from exc
         ctx.started += 1
+
+
+def _spec(ctx: DeployContext, component, suffix: str = "") -> ContainerSpec:
+    """The container of ``component`` in the job's set (``suffix``: after its name, for a
+    second one of the component: :func:`return_to_kept_ports`)."""
+    service, job = ctx.service, ctx.job
+    return ContainerSpec(
+        name=resource_names(service, component=component.name, job=job) + suffix, image=component.image,
+        labels={SERVICE_LABEL: service.id, COMPONENT_LABEL: component.name, JOB_LABEL: job.id},
+        command=component.command, environment=component.environment, ports=component.ports,
+        volumes=tuple((resource_names(service, volume=v), path) for v, path in component.volumes),
+        network=resource_names(service, job=job), aliases=(component.name,), healthcheck=component.healthcheck,
+        cpus=component.cpus, memory_mb=component.memory_mb,
+        networks=networks.attachments(service, ctx.plan, component))
 
 
 def wait_healthy(ctx: DeployContext) -> None:
@@ -526,6 +530,7 @@ def retire_old_release(ctx: DeployContext) -> None:
     steps = [(lambda: _retire(ctx.clock, runtime, service_id, ctx.serving, ctx.deployer.routes_changed,
                               settings.drain_seconds)) if ctx.gated
              else (lambda: _drop_networks(runtime, service_id, ctx.removed)),
+             lambda: return_to_kept_ports(ctx),
              lambda: keep_images(ctx.uow, runtime, ctx.release)]
     if not ctx.service.customer_network:  # it may have left its customer's network: the last one out removes it
         steps.append(lambda: networks.drop_if_unused(ctx.uow, runtime, ctx.service.customer_id))
@@ -534,6 +539,86 @@ def retire_old_release(ctx: DeployContext) -> None:
         try:
             step()
         except Exception:  # noqa: BLE001 (an image still in use stays, ...)
+            pass
+
+
+HANDOVER_SUFFIX = "-k"  # the name of a component's second container, on the host ports it keeps
+
+
+def return_to_kept_ports(ctx: DeployContext) -> None:
+    """After a health-gated switch and the old set's retirement: the new set started
+    beside the old one, so it could not take the host ports the old set held, the ones
+    its components keep (``core.panel.host_ports``). Now free, they are taken back: a
+    second container of each such component starts on them (the same image and
+    settings, the job's own network), and once all of the job's containers run and are
+    healthy (the health timeout, then the settle window) one transaction moves the route
+    record (and, without a base domain, the URL) and the kept ports to them; after the
+    proxy and the drain the first containers go. Nothing is lost when it does not work
+    out: what it started goes and the set that passed the gate keeps serving (a port
+    taken meanwhile by something else puts that on the timeline). Bounded by the job's
+    own windows; an engine error is the caller's (best effort)."""
+    if not ctx.gated or ctx.release is None:
+        return
+    given = host_ports.given(ctx.plan, ctx.states)
+    held = set(ctx.held_ports)
+    back = [c for c in ctx.plan.components if any(
+        ctx.kept_ports.get(key) in held and ctx.kept_ports.get(key) != port
+        for key, port in given.items() if key[0] == c.name)]
+    if not back:
+        return
+    runtime, clock, uow, settings = ctx.runtime, ctx.clock, ctx.uow, ctx.settings
+    started = []
+    try:
+        for component in back:
+            started.append(runtime.run(_spec(ctx, component, HANDOVER_SUFFIX)))
+            ctx.check()
+        states = wait_for_containers(clock, runtime, ctx.service.id, len(ctx.plan.components) + len(back),
+                                     settings.health_timeout, ctx.cancel, settings.settle_seconds,
+                                     job_id=ctx.job.id, poll=settings.poll_seconds)
+    except Exception:
+        _remove_quietly(runtime, started)
+        raise
+    names = {c.name for c in back}
+    second = {s.labels.get(COMPONENT_LABEL): s for s in states if s.name.endswith(HANDOVER_SUFFIX)}
+    first = [s for s in states if s.labels.get(COMPONENT_LABEL) in names and not s.name.endswith(HANDOVER_SUFFIX)]
+    final = [s for s in states if s not in first]
+    now_given = host_ports.given(ctx.plan, final)
+    if any(change[0] in names for change in host_ports.moved(ctx.kept_ports, now_given)):
+        # taken between the retirement and this start: the set that passed the gate keeps serving
+        _remove_quietly(runtime, [s.id for s in second.values()])
+        with uow:
+            if uow.services.existing({ctx.service.id}):
+                for change in host_ports.moved(ctx.kept_ports, given):
+                    if change[0] in names:
+                        record(uow, clock, ctx.service.id, ctx.job.kind, "progress", host_ports.message(*change))
+            uow.commit()
+        return
+    upstream = routes.upstream(ctx.plan, final)
+    with uow:
+        current = uow.services.get(ctx.service.id, for_update=True)
+        if current is None or current.release != ctx.release.number:  # deleted, or another deploy since
+            uow.commit()
+            current = None
+        else:
+            now = clock.now()
+            routes.follow(uow, current, upstream, settings.base_domain, now)
+            if not settings.base_domain:
+                uow.services.update(replace(current, url=upstream, updated_at=now))
+            uow.services.keep_host_ports(current.id, now_given, now)
+            uow.commit()
+    if current is None:
+        _remove_quietly(runtime, [s.id for s in second.values()])
+        return
+    ctx.states = final
+    _retire(clock, runtime, ctx.service.id, first, ctx.deployer.routes_changed, settings.drain_seconds,
+            networks_too=False)
+
+
+def _remove_quietly(runtime, container_ids) -> None:
+    for container_id in container_ids:
+        try:
+            runtime.remove_container(container_id)
+        except Exception:  # noqa: BLE001 (gone already)
             pass
 
 
@@ -614,16 +699,6 @@ def _keep_source(uow, settings: DeploySettings, service) -> None:
 
 def _fixed_ports(plan) -> bool:
     return any(p.host_port is not None for c in plan.components for p in c.ports)
-
-
-def _kept_address(ctx: DeployContext) -> bool:
-    """Whether the service's address is a host port it keeps: without a base domain its
-    URL is ``http://127.0.0.1:<host port>``, so a redeploy whose components ask for the
-    ports they had stops the old set first, as a fixed host port does (the port cannot
-    be bound twice). Behind the proxy (``SLIPWAY_BASE_DOMAIN``) the address is the
-    hostname and the redeploy stays health-gated: the new set starts on other ports
-    beside the old one, and keeps those."""
-    return ctx.settings.base_domain is None and host_ports.kept_in(ctx.plan)
 
 
 #: the compose label of a database component (``postgres``, ``mysql``, ``redis``): backups dump it
@@ -735,10 +810,12 @@ def _health_output(runtime, state) -> str:
     return f"\n{state.name} ({state.health}): " + "\n".join(lines) if lines else f"\n{state.name} ({state.health})"
 
 
-def _retire(clock, runtime, service_id: str, old, routes_changed, drain_seconds: float) -> None:
+def _retire(clock, runtime, service_id: str, old, routes_changed, drain_seconds: float,
+            networks_too: bool = True) -> None:
     """After the switch: wait for the proxy (``routes_changed``) and the drain, then stop
     the ``old`` containers (the set that served when the job began: never one a job
-    queued after this one's success started) gracefully, remove them and their networks."""
+    queued after this one's success started) gracefully, remove them and (unless not
+    ``networks_too``) their networks."""
     try:
         routes_changed()
     except Exception:  # noqa: BLE001 (the proxy catches up on its own loop; the drain still holds)
@@ -750,7 +827,8 @@ def _retire(clock, runtime, service_id: str, old, routes_changed, drain_seconds:
         pass
     for state in old:
         runtime.remove_container(state.id)
-    _drop_networks(runtime, service_id, old)
+    if networks_too:
+        _drop_networks(runtime, service_id, old)
 
 
 def _drop_networks(runtime, service_id: str, old) -> None:

@@ -90,27 +90,51 @@ def test_a_port_taken_meanwhile_gives_another_and_says_so(uow, clock, admin, cus
     assert _port(runtime, service.id) == second and len(_moved(uow, admin, service.id)) == 1
 
 
-def test_without_a_base_domain_a_kept_port_stops_the_old_set_first(uow, clock, admin, customer, methods, runtime):
+def _ops(runtime) -> list:
+    return [(c[0], c[1]) for c in runtime.calls if c[0] in ("run", "remove_container")]
+
+
+def test_a_gated_redeploy_starts_beside_the_old_set_then_takes_the_kept_port_back(uow, clock, admin, customer,
+                                                                                  methods, runtime):
     service = _deployed(uow, clock, admin, customer, methods, runtime)
+    first = _port(runtime, service.id)
     runtime.calls.clear()
+    again, job = _redeploy(uow, clock, runtime, admin, service.id)
+    ops = _ops(runtime)
+    runs = [name for op, name in ops if op == "run"]
+    # the new set beside the old one (the health gate), then a second web on the port it keeps
+    assert len(runs) == 3 and runs[2].endswith("-k") and runs[2].startswith("slw-web-web-")
+    assert [op for op, _ in ops] == ["run", "run", "remove_container", "remove_container", "run",
+                                     "remove_container"]
+    assert _port(runtime, service.id) == first
+    detail = services.get_service(uow, admin, service.id)
+    assert detail.url == f"http://127.0.0.1:{first}" and job.state == "succeeded"
+    with uow.reading():
+        assert [r.upstream for r in uow.routes.for_service(service.id)] in ([], [f"http://127.0.0.1:{first}"])
+        assert uow.services.host_ports(service.id) == {("web", 8080, "tcp"): first}
+    assert _moved(uow, admin, service.id) == []
+
+
+def test_a_failing_gated_redeploy_leaves_the_old_set_on_its_port(uow, clock, admin, customer, methods, runtime):
+    service = _deployed(uow, clock, admin, customer, methods, runtime)
+    first = _port(runtime, service.id)
+    runtime.exit_on_run = True  # the new set exits at once: it never passes the gate
+    again, job = _redeploy(uow, clock, runtime, admin, service.id)
+    assert job.state == "failed" and again.status == "running" and _port(runtime, service.id) == first
+    runtime.exit_on_run = False
     _redeploy(uow, clock, runtime, admin, service.id)
-    ops = [c[0] for c in runtime.calls]
-    assert ops.index("remove_container") < ops.index("run")  # not gated: the port cannot be bound twice
+    assert _port(runtime, service.id) == first
 
 
-def test_behind_a_proxy_a_redeploy_stays_gated_and_keeps_its_new_ports(uow, clock, admin, customer, methods,
-                                                                       runtime):
+def test_behind_a_proxy_a_redeploy_stays_gated_and_keeps_the_port(uow, clock, admin, customer, methods, runtime):
     service = _deployed(uow, clock, admin, customer, methods, runtime, base_domain=DOMAIN)
     first = _port(runtime, service.id)
     runtime.calls.clear()
     again, job = _redeploy(uow, clock, runtime, admin, service.id, base_domain=DOMAIN)
-    ops = [c[0] for c in runtime.calls]
+    ops = [op for op, _ in _ops(runtime)]
     assert ops.index("run") < ops.index("remove_container")  # the new set started beside the old one
-    second = _port(runtime, service.id)
-    assert job.state == "succeeded" and second != first and again.url == f"https://web.{DOMAIN}"
-    assert _moved(uow, admin, service.id) == []  # its own old set held the port: no news
-    with uow.reading():
-        assert uow.services.host_ports(service.id) == {("web", 8080, "tcp"): second}
+    assert job.state == "succeeded" and _port(runtime, service.id) == first and again.url == f"https://web.{DOMAIN}"
+    assert _moved(uow, admin, service.id) == []
 
 
 def test_a_host_port_in_compose_is_the_composes_and_is_not_kept(uow, clock, admin, customer, methods, runtime):
