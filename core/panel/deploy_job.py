@@ -530,8 +530,8 @@ def retire_old_release(ctx: DeployContext) -> None:
     steps = [(lambda: _retire(ctx.clock, runtime, service_id, ctx.serving, ctx.deployer.routes_changed,
                               settings.drain_seconds)) if ctx.gated
              else (lambda: _drop_networks(runtime, service_id, ctx.removed)),
-             lambda: return_to_kept_ports(ctx),
-             lambda: keep_images(ctx.uow, runtime, ctx.release)]
+             lambda: keep_images(ctx.uow, runtime, ctx.release),
+             lambda: return_to_kept_ports(ctx)]  # after the keep tags: it runs the release's own images
     if not ctx.service.customer_network:  # it may have left its customer's network: the last one out removes it
         steps.append(lambda: networks.drop_if_unused(ctx.uow, runtime, ctx.service.customer_id))
     steps += [(lambda image=image: runtime.remove_image(image)) for image in ctx.stale]  # an earlier deploy's builds
@@ -570,13 +570,17 @@ def return_to_kept_ports(ctx: DeployContext) -> None:
     started = []
     try:
         for component in back:
-            started.append(runtime.run(_spec(ctx, component, HANDOVER_SUFFIX)))
+            # the image the gated set runs (its keep tag), not what the compose's tag names by now
+            tag = keep_tag(ctx.service.id, ctx.release.number, component.name)
+            image = tag if runtime.image_id(tag) is not None else component.image
+            started.append(runtime.run(_spec(ctx, replace(component, image=image), HANDOVER_SUFFIX)))
             ctx.check()
         states = wait_for_containers(clock, runtime, ctx.service.id, len(ctx.plan.components) + len(back),
                                      settings.health_timeout, ctx.cancel, settings.settle_seconds,
                                      job_id=ctx.job.id, poll=settings.poll_seconds)
     except Exception:
-        _remove_quietly(runtime, started)
+        _remove_quietly(runtime, started + [resource_names(ctx.service, component=c.name, job=ctx.job)
+                                            + HANDOVER_SUFFIX for c in back])
         raise
     names = {c.name for c in back}
     second = {s.labels.get(COMPONENT_LABEL): s for s in states if s.name.endswith(HANDOVER_SUFFIX)}
