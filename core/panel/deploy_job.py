@@ -373,7 +373,10 @@ def switch_release(ctx: DeployContext) -> None:
                 uow.releases.add_ancestry(release.id, current.id, ancestry)
             routes.follow(uow, current, upstream, settings.base_domain, now)  # the record the reverse proxy serves
             given = host_ports.given(ctx.plan, ctx.states)  # kept for the next deploy, rollback, restart
-            uow.services.keep_host_ports(service.id, given, now)
+            # a port the old set held stays the kept one: taken back after the retirement
+            # (return_to_kept_ports), or by the next deploy when that does not happen
+            uow.services.keep_host_ports(service.id, {**given, **host_ports.held_back(
+                ctx.kept_ports, given, ctx.held_ports if ctx.gated else ())}, now)
             for change in host_ports.moved(ctx.kept_ports, given, held=ctx.held_ports if ctx.gated else ()):
                 record(uow, clock, service.id, job.kind, "progress", host_ports.message(*change))
             uow.services.update(replace(current, status="running", url=url, deployed_at=now, updated_at=now,
@@ -592,6 +595,7 @@ def return_to_kept_ports(ctx: DeployContext) -> None:
         _remove_quietly(runtime, [s.id for s in second.values()])
         with uow:
             if uow.services.existing({ctx.service.id}):
+                uow.services.keep_host_ports(ctx.service.id, given, clock.now())  # what the gated set has
                 for change in host_ports.moved(ctx.kept_ports, given):
                     if change[0] in names:
                         record(uow, clock, ctx.service.id, ctx.job.kind, "progress", host_ports.message(*change))
@@ -600,7 +604,8 @@ def return_to_kept_ports(ctx: DeployContext) -> None:
     upstream = routes.upstream(ctx.plan, final)
     with uow:
         current = uow.services.get(ctx.service.id, for_update=True)
-        if current is None or current.release != ctx.release.number:  # deleted, or another deploy since
+        # deleted, another deploy since or queued now (its slate is this set), or stopped: as it is
+        if current is None or current.release != ctx.release.number or current.status != "running":
             uow.commit()
             current = None
         else:

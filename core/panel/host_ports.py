@@ -60,6 +60,13 @@ def moved(kept: dict, now: dict, held=()) -> list[tuple]:
             if (c, p, proto) in kept and kept[(c, p, proto)] != port and kept[(c, p, proto)] not in held]
 
 
+def held_back(kept: dict, now: dict, held=()) -> dict:
+    """The kept ports that ``now`` did not get because the service's own serving set
+    held them (``held``): they stay the ones kept."""
+    held = set(held)
+    return {key: port for key, port in kept.items() if key in now and now[key] != port and port in held}
+
+
 def message(component: str, container_port: int, protocol: str, old: int, new: int) -> str:
     return (f"{component}: host port {old} was taken by something else meanwhile; its port "
             f"{container_port}/{protocol} is now published on {new}")

@@ -175,3 +175,26 @@ class _Compose:
 
     def prepare(self, service, runtime, workdir, progress, cancel=None):
         return None
+
+
+def test_a_deploy_asked_for_before_the_take_back_takes_the_kept_port_itself(uow, clock, admin, customer, methods,
+                                                                            runtime):
+    service = _deployed(uow, clock, admin, customer, methods, runtime)
+    first = _port(runtime, service.id)
+    queued = []
+
+    def another_deploy_asked_for():  # told of the switch: a redeploy is asked for before the take-back
+        if not queued:
+            queued.append(services.redeploy(uow, clock, admin, service.id, QUOTA)[1])
+
+    _, job = services.redeploy(uow, clock, admin, service.id, QUOTA)
+    run_job(uow, Deployer(clock, runtime, DeploySettings(settle_seconds=0, drain_seconds=0),
+                          routes_changed=another_deploy_asked_for), job)
+    names = [s.name for s in runtime.containers(service.id)]
+    assert len(names) == 2 and not any(n.endswith("-k") for n in names)  # no take-back: it was deploying again
+    assert _port(runtime, service.id) != first
+    with uow.reading():
+        assert uow.services.host_ports(service.id) == {("web", 8080, "tcp"): first}  # still the kept one
+    done, next_job = _run(uow, clock, runtime, queued[0])
+    assert next_job.state == "succeeded" and _port(runtime, service.id) == first
+    assert done.url == f"http://127.0.0.1:{first}" and _moved(uow, admin, service.id) == []
