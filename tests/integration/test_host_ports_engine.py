@@ -1,5 +1,5 @@
-"""Stable host ports on real Podman through a real server (no base domain: a service's
-URL is ``http://127.0.0.1:<host port>``): a component keeps its host port, and the
+"""Stable host ports on a real engine through a real server (no base domain: a service's
+URL is ``http://127.0.0.1:<host port>``), on each runtime: a component keeps its host port, and the
 service its URL, across a redeploy (health-gated: its new set starts beside the old one,
 then takes the port back), a rollback, a restart and a stop and start; a port taken by
 something else meanwhile gives another one and a timeline event naming both."""
@@ -11,9 +11,10 @@ import time
 
 import pytest
 
+from tests.support.engine import ENGINES, engine_for, engine_settings
 from tests.support.http import wait_answering
 from tests.support.panel_server import _until, admin_key, serve_panel
-from tests.support.releases import podman, redeploy, wait_job
+from tests.support.releases import redeploy, wait_job
 
 pytestmark = pytest.mark.runtime
 IMAGE = "localhost/busybox:latest"
@@ -27,17 +28,33 @@ COMPOSE = f"""services:
 """
 
 
-@pytest.fixture
-def panel(runtime_url, migrated_database_url, engine_ulimits):
+#: on Swarm the take-back after a gated redeploy finds the old service's host port still
+#: in use (the port a removed service published is not given up within the take-back's
+#: tries), so the component moves to the gated set's port with a "taken" event: not
+#: solved yet (docs/api/releases.md)
+SWARM_GAP = "Swarm keeps a removed service's host port past the take-back"
+PARAMS = [pytest.param(name, marks=pytest.mark.xfail(reason=SWARM_GAP, strict=False)) if name == "swarm" else name
+          for name in ENGINES]
+
+
+@pytest.fixture(params=PARAMS)
+def panel(request, migrated_database_url):
+    runtime_url, engine_ulimits = engine_for(request, request.param)
     key = admin_key(migrated_database_url)
     env = dict(os.environ, SLIPWAY_RUNTIME_ULIMITS=engine_ulimits, SLIPWAY_DATABASE_URL=migrated_database_url,
-               SLIPWAY_RUNTIME_URL=runtime_url, SLIPWAY_BILLING_INTERVAL="0", SLIPWAY_DEPLOY_DRAIN="0.5")
+               SLIPWAY_RUNTIME=request.param, SLIPWAY_RUNTIME_URL=runtime_url, SLIPWAY_BILLING_INTERVAL="0",
+               SLIPWAY_DEPLOY_DRAIN="0.5")
     env.pop("SLIPWAY_BASE_DOMAIN", None)
     server, client = serve_panel(key, env)
+    from app.pluginmanager import make_plugin_manager, runtimes
+
+    engine = runtimes(make_plugin_manager())[request.param].create(engine_settings(runtime_url, engine_ulimits))
     made = []
-    yield client, made, runtime_url
+    yield client, made, engine
     for service_id in made:
         client.delete(f"/api/services/{service_id}")
+    for service_id in made:
+        engine.remove_service(service_id)
     client.close()
     server.terminate()
     server.wait(timeout=20)
@@ -64,13 +81,12 @@ def _url_back(client, service_id, url, seconds=60) -> dict:
         time.sleep(0.2)
 
 
-def _one_container(runtime_url, service_id, seconds=60) -> None:
+def _one_container(engine, service_id, seconds=60) -> None:
     """Wait until the engine has one container of the service (a gated job's first
     containers go after the drain, once the job has ended)."""
     deadline = time.monotonic() + seconds
     while True:
-        names = podman(runtime_url, "ps", "-a", "--filter", f"label=slipway.service={service_id}",
-                       "--format", "{{.Names}}").split()
+        names = [s.name for s in engine.containers(service_id)]
         if len(names) == 1:
             return
         assert time.monotonic() < deadline, names
@@ -83,7 +99,7 @@ def _patch_greeting(client, service_id, greeting):
 
 
 def test_the_host_port_and_url_stay_across_redeploy_rollback_and_restart(panel):
-    client, made, runtime_url = panel
+    client, made, engine = panel
     customer = client.post("/api/customers", json={"name": "Acme"}).json()
     created = client.post("/api/services", json={
         "name": f"hp-{os.getpid()}-{time.monotonic_ns() % 100000}", "customer_id": customer["id"],
@@ -98,14 +114,14 @@ def test_the_host_port_and_url_stay_across_redeploy_rollback_and_restart(panel):
     redeploy(client, service_id, "succeeded")
     detail = _url_back(client, service_id, url)
     assert detail["release"] == 2 and _page(url) == "two"  # the new release, on the same port
-    _one_container(runtime_url, service_id)
+    _one_container(engine, service_id)
 
     answer = client.post(f"/api/services/{service_id}/rollback", json={})
     assert answer.status_code == 200, answer.text
     assert wait_job(client, service_id, answer.json()["deploy_job_id"])["status"] == "succeeded"
     detail = _url_back(client, service_id, url)
     assert detail["release"] == 3 and _page(url) == "one"
-    _one_container(runtime_url, service_id)
+    _one_container(engine, service_id)
 
     restarted = client.post(f"/api/services/{service_id}/restart")
     assert restarted.status_code == 200, restarted.text
