@@ -729,22 +729,6 @@ def _v33_preview_jobs(db):
     _run(db, _V33)
 
 
-_V34 = (
-    ('CREATE TABLE IF NOT EXISTS "service_host_port" ("service_id" VARCHAR(40) NOT NULL, '
-     '"component" VARCHAR(200) NOT NULL, "container_port" INTEGER NOT NULL, "protocol" VARCHAR(8) NOT NULL, '
-     '"host_port" INTEGER NOT NULL, "updated_at" {timestamp} NOT NULL, '
-     'PRIMARY KEY ("service_id", "component", "container_port", "protocol"), '
-     'FOREIGN KEY ("service_id") REFERENCES "service" ("id") ON DELETE CASCADE)'),
-)
-
-
-def _v34_host_ports(db):
-    """The host port each published port without one in compose was last given, per
-    service, component, container port and protocol (``core.panel.host_ports``): the
-    next deploy, rollback or restart asks for it again, so a service's address stays."""
-    _run(db, _V34)
-
-
 def _v30_ssh_host_keys(db):
     """The ssh host key each service's clones must be shown (``core.panel.host_keys``):
     ``<type> <base64>`` as a known-hosts file holds it, pinned by the first ssh clone;
@@ -813,7 +797,6 @@ MIGRATIONS = [
     (31, "pushes deploy forward only: the ancestors of each release's commit, the commits pushed into a "
          "queued push deploy", _v31_forward_pushes),
     (33, "preview jobs: what pull-request deliveries queue", _v33_preview_jobs),
-    (34, "the host port each service's component was last given, kept across its redeploys", _v34_host_ports),
     (35, "releases: the branch their deploy's clone checked out", _v35_release_branches),
 ]
 LATEST = max(version for version, _, _ in MIGRATIONS)

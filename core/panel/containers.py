@@ -44,9 +44,6 @@ class PortSpec:
     container_port: int
     host_port: int | None = None  # None: the runtime picks a free one (SLIPWAY_HOST_PORTS)
     protocol: str = "tcp"
-    #: without ``host_port``: the port the runtime takes when it is free (the one this
-    #: component had before, ``core.panel.host_ports``), else it picks another
-    preferred: int | None = None
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from core.panel import containerfiles, host_ports, networks, routes
+from core.panel import containerfiles, networks, routes
 from core.panel.compose import DEFAULT_HOST_PORTS, parse_compose
 from core.panel.containerfiles import engine_local
 from core.panel.containers import COMPONENT_LABEL, JOB_LABEL, SERVICE_LABEL, ContainerSpec, NotInEngine, keep_tag
@@ -120,8 +120,6 @@ class DeployContext:
     started: int = 0  # containers of the new set the engine has started
     ancestry: tuple = ()  # the ancestors of the commit the source step fetched (kept with the release)
     branch: str | None = None  # the branch the source step cloned (kept with the release)
-    kept_ports: dict = field(default_factory=dict)  # the host ports the components had (core.panel.host_ports)
-    held_ports: tuple = ()  # host ports the service's serving set published when the job cleared its slate
     #: the private half of the service's deploy key (``core.panel.deploy_keys.PrivateKey``,
     #: whose repr hides it), read by the source step for its ssh clone and dropped after it
     deploy_key: Any = None
@@ -247,9 +245,6 @@ def read_plan(ctx: DeployContext) -> None:
     if getattr(method, "variables_as_environment", False):
         ctx.plan = with_environment(ctx.plan, service.variables)
     _own_builds_only(ctx.plan, service.id)
-    with ctx.uow.reading():  # each component asks for the host ports it had (core.panel.host_ports)
-        ctx.kept_ports = ctx.uow.services.host_ports(service.id)
-    ctx.plan = host_ports.prefer(ctx.plan, ctx.kept_ports)
 
 
 def with_environment(plan, variables: dict | None):
@@ -297,7 +292,6 @@ def clear_slate(ctx: DeployContext) -> None:
         if state.labels.get(JOB_LABEL) == ctx.job.id:
             runtime.remove_container(state.id)
     ctx.serving = runtime.containers(service.id)
-    ctx.held_ports = tuple(port for s in ctx.serving for port in (s.ports or {}).values())
     ctx.gated = ctx.gated and any(s.running for s in ctx.serving) and not _fixed_ports(ctx.plan) \
         and not _single_writer(ctx.plan)
     if ctx.gated:
@@ -331,28 +325,24 @@ def start_containers(ctx: DeployContext) -> None:
     the job (beside the serving set of a gated job). A container the engine no longer has
     by the time it starts (:class:`NotInEngine`) is :class:`ContainersGone`: most often a
     delete of the service removed it, and the job ends as the deleted service's."""
-    components = ctx.plan.components
+    service, job, components = ctx.service, ctx.job, ctx.plan.components
+    labels = {SERVICE_LABEL: service.id}
+    network = resource_names(service, job=job)
     for i, component in enumerate(components):
         ctx.enter("containers", f"starting {component.name}", 45 + int(35 * i / max(1, len(components))))
+        spec = ContainerSpec(
+            name=resource_names(service, component=component.name, job=job), image=component.image,
+            labels={**labels, COMPONENT_LABEL: component.name, JOB_LABEL: job.id}, command=component.command,
+            environment=component.environment, ports=component.ports,
+            volumes=tuple((resource_names(service, volume=v), path) for v, path in component.volumes),
+            network=network, aliases=(component.name,), healthcheck=component.healthcheck,
+            cpus=component.cpus, memory_mb=component.memory_mb,
+            networks=networks.attachments(service, ctx.plan, component))
         try:
-            ctx.runtime.run(_spec(ctx, component))
+            ctx.runtime.run(spec)
         except NotInEngine as exc:
             raise ContainersGone(str(exc)) from exc
         ctx.started += 1
-
-
-def _spec(ctx: DeployContext, component, suffix: str = "") -> ContainerSpec:
-    """The container of ``component`` in the job's set (``suffix``: after its name, for a
-    second one of the component: :func:`return_to_kept_ports`)."""
-    service, job = ctx.service, ctx.job
-    return ContainerSpec(
-        name=resource_names(service, component=component.name, job=job) + suffix, image=component.image,
-        labels={SERVICE_LABEL: service.id, COMPONENT_LABEL: component.name, JOB_LABEL: job.id},
-        command=component.command, environment=component.environment, ports=component.ports,
-        volumes=tuple((resource_names(service, volume=v), path) for v, path in component.volumes),
-        network=resource_names(service, job=job), aliases=(component.name,), healthcheck=component.healthcheck,
-        cpus=component.cpus, memory_mb=component.memory_mb,
-        networks=networks.attachments(service, ctx.plan, component))
 
 
 def wait_healthy(ctx: DeployContext) -> None:
@@ -394,13 +384,6 @@ def switch_release(ctx: DeployContext) -> None:
             if ancestry and release.commit:  # a rollback's release keeps its target's
                 uow.releases.add_ancestry(release.id, current.id, ancestry)
             routes.follow(uow, current, upstream, settings.base_domain, now)  # the record the reverse proxy serves
-            given = host_ports.given(ctx.plan, ctx.states)  # kept for the next deploy, rollback, restart
-            # a port the old set held stays the kept one: taken back after the retirement
-            # (return_to_kept_ports), or by the next deploy when that does not happen
-            uow.services.keep_host_ports(service.id, {**given, **host_ports.held_back(
-                ctx.kept_ports, given, ctx.held_ports if ctx.gated else ())}, now)
-            for change in host_ports.moved(ctx.kept_ports, given, held=ctx.held_ports if ctx.gated else ()):
-                record(uow, clock, service.id, job.kind, "progress", host_ports.message(*change))
             uow.services.update(replace(current, status="running", url=url, deployed_at=now, updated_at=now,
                                         health_status=health_of(ctx.states), health_checked_at=now,
                                         health_failures=0, release=release.number))
@@ -555,8 +538,7 @@ def retire_old_release(ctx: DeployContext) -> None:
     steps = [(lambda: _retire(ctx.clock, runtime, service_id, ctx.serving, ctx.deployer.routes_changed,
                               settings.drain_seconds)) if ctx.gated
              else (lambda: _drop_networks(runtime, service_id, ctx.removed)),
-             lambda: keep_images(ctx.uow, runtime, ctx.release),
-             lambda: return_to_kept_ports(ctx)]  # after the keep tags: it runs the release's own images
+             lambda: keep_images(ctx.uow, runtime, ctx.release)]
     if not ctx.service.customer_network:  # it may have left its customer's network: the last one out removes it
         steps.append(lambda: networks.drop_if_unused(ctx.uow, runtime, ctx.service.customer_id))
     steps += [(lambda image=image: runtime.remove_image(image)) for image in ctx.stale]  # an earlier deploy's builds
@@ -564,92 +546,6 @@ def retire_old_release(ctx: DeployContext) -> None:
         try:
             step()
         except Exception:  # noqa: BLE001 (an image still in use stays, ...)
-            pass
-
-
-HANDOVER_SUFFIX = "-k"  # the name of a component's second container, on the host ports it keeps
-
-
-def return_to_kept_ports(ctx: DeployContext) -> None:
-    """After a health-gated switch and the old set's retirement: the new set started
-    beside the old one, so it could not take the host ports the old set held, the ones
-    its components keep (``core.panel.host_ports``). Now free, they are taken back: a
-    second container of each such component starts on them (the same image and
-    settings, the job's own network), and once all of the job's containers run and are
-    healthy (the health timeout, then the settle window) one transaction moves the route
-    record (and, without a base domain, the URL) and the kept ports to them; after the
-    proxy and the drain the first containers go. Nothing is lost when it does not work
-    out: what it started goes and the set that passed the gate keeps serving (a port
-    taken meanwhile by something else puts that on the timeline). Bounded by the job's
-    own windows; an engine error is the caller's (best effort)."""
-    if not ctx.gated or ctx.release is None:
-        return
-    given = host_ports.given(ctx.plan, ctx.states)
-    held = set(ctx.held_ports)
-    back = [c for c in ctx.plan.components if any(
-        ctx.kept_ports.get(key) in held and ctx.kept_ports.get(key) != port
-        for key, port in given.items() if key[0] == c.name)]
-    if not back:
-        return
-    runtime, clock, uow, settings = ctx.runtime, ctx.clock, ctx.uow, ctx.settings
-    started = []
-    try:
-        for component in back:
-            # the image the gated set runs (its keep tag), not what the compose's tag names by now
-            tag = keep_tag(ctx.service.id, ctx.release.number, component.name)
-            image = tag if runtime.image_id(tag) is not None else component.image
-            started.append(runtime.run(_spec(ctx, replace(component, image=image), HANDOVER_SUFFIX)))
-            ctx.check()
-        states = wait_for_containers(clock, runtime, ctx.service.id, len(ctx.plan.components) + len(back),
-                                     settings.health_timeout, ctx.cancel, settings.settle_seconds,
-                                     job_id=ctx.job.id, poll=settings.poll_seconds)
-    except Exception:
-        _remove_quietly(runtime, started + [resource_names(ctx.service, component=c.name, job=ctx.job)
-                                            + HANDOVER_SUFFIX for c in back])
-        raise
-    names = {c.name for c in back}
-    second = {s.labels.get(COMPONENT_LABEL): s for s in states if s.name.endswith(HANDOVER_SUFFIX)}
-    first = [s for s in states if s.labels.get(COMPONENT_LABEL) in names and not s.name.endswith(HANDOVER_SUFFIX)]
-    final = [s for s in states if s not in first]
-    now_given = host_ports.given(ctx.plan, final)
-    if any(change[0] in names for change in host_ports.moved(ctx.kept_ports, now_given)):
-        # taken between the retirement and this start: the set that passed the gate keeps serving
-        _remove_quietly(runtime, [s.id for s in second.values()])
-        with uow:
-            if uow.services.existing({ctx.service.id}):
-                uow.services.keep_host_ports(ctx.service.id, given, clock.now())  # what the gated set has
-                for change in host_ports.moved(ctx.kept_ports, given):
-                    if change[0] in names:
-                        record(uow, clock, ctx.service.id, ctx.job.kind, "progress", host_ports.message(*change))
-            uow.commit()
-        return
-    upstream = routes.upstream(ctx.plan, final)
-    with uow:
-        current = uow.services.get(ctx.service.id, for_update=True)
-        # deleted, another deploy since or queued now (its slate is this set), or stopped: as it is
-        if current is None or current.release != ctx.release.number or current.status != "running":
-            uow.commit()
-            current = None
-        else:
-            now = clock.now()
-            routes.follow(uow, current, upstream, settings.base_domain, now)
-            if not settings.base_domain:
-                uow.services.update(replace(current, url=upstream, updated_at=now))
-            uow.services.keep_host_ports(current.id, now_given, now)
-            uow.commit()
-    if current is None:
-        _remove_quietly(runtime, [s.id for s in second.values()])
-        return
-    ctx.states = final
-    _retire(clock, runtime, ctx.service.id, first, ctx.deployer.routes_changed, settings.drain_seconds,
-            networks_too=False)
-
-
-def _remove_quietly(runtime, container_ids) -> None:
-    for container_id in container_ids:
-        try:
-            runtime.remove_container(container_id)
-        except Exception:  # noqa: BLE001 (gone already)
             pass
 
 
@@ -853,12 +749,10 @@ def _health_output(runtime, state) -> str:
     return f"\n{state.name} ({state.health}): " + "\n".join(lines) if lines else f"\n{state.name} ({state.health})"
 
 
-def _retire(clock, runtime, service_id: str, old, routes_changed, drain_seconds: float,
-            networks_too: bool = True) -> None:
+def _retire(clock, runtime, service_id: str, old, routes_changed, drain_seconds: float) -> None:
     """After the switch: wait for the proxy (``routes_changed``) and the drain, then stop
     the ``old`` containers (the set that served when the job began: never one a job
-    queued after this one's success started) gracefully, remove them and (unless not
-    ``networks_too``) their networks."""
+    queued after this one's success started) gracefully, remove them and their networks."""
     try:
         routes_changed()
     except Exception:  # noqa: BLE001 (the proxy catches up on its own loop; the drain still holds)
@@ -870,8 +764,7 @@ def _retire(clock, runtime, service_id: str, old, routes_changed, drain_seconds:
         pass
     for state in old:
         runtime.remove_container(state.id)
-    if networks_too:
-        _drop_networks(runtime, service_id, old)
+    _drop_networks(runtime, service_id, old)
 
 
 def _drop_networks(runtime, service_id: str, old) -> None:

@@ -49,26 +49,17 @@ class HostPorts:
         self._handed: dict = {}  # port -> monotonic time until which it stays reserved
         self._random = random.SystemRandom()
 
-    def pick(self, protocols, used, avoid=(), prefer=()) -> list[int]:
+    def pick(self, protocols, used, avoid=()) -> list[int]:
         """One free port per entry of ``protocols`` (``"tcp"``/``"udp"``), all different.
         ``used``: ports the engine's containers publish; ``avoid``: ports not to take
-        (e.g. those that just lost a race); ``prefer``: for each entry the port to take
-        when it is free and still in the range (the one the component had before; None:
-        any). ``ValueError`` when the range is exhausted."""
+        (e.g. those that just lost a race). ``ValueError`` when the range is exhausted."""
         with self._lock:
             now = time.monotonic()
             self._handed = {port: until for port, until in self._handed.items() if until > now}
-            refused = set(used) | set(avoid)
-            taken = refused | set(self._handed)
+            taken = set(used) | set(avoid) | set(self._handed)
             picked: list[int] = []
-            wanted = list(prefer) + [None] * (len(protocols) - len(prefer))
-            for protocol, preferred in zip(protocols, wanted):
-                # a preferred port handed out lately was most often handed to this component
-                # (its last deploy): only what publishes or binds it now refuses it
-                port = preferred if preferred is not None and self.low <= preferred <= self.high \
-                    and preferred not in refused and preferred not in picked \
-                    and self._probe(self.address, preferred, protocol) else None
-                port = port if port is not None else self._one(protocol, taken)
+            for protocol in protocols:
+                port = self._one(protocol, taken)
                 if port is None:
                     raise ValueError(f"no free host port left in {self.low}-{self.high} on {self.address} "
                                      f"(SLIPWAY_HOST_PORTS)")

@@ -775,18 +775,7 @@ class InMemoryServices(_Repo):
                 self._delete(b.id, table="backups")
         if service_id in self.uow._rows("backup_policies"):
             self._delete(service_id, table="backup_policies")
-        if service_id in self.uow._rows("service_host_ports"):  # ON DELETE CASCADE
-            self._delete(service_id, table="service_host_ports")
         self._delete(service_id)
-
-    def host_ports(self, service_id):
-        return dict(self.uow._rows("service_host_ports").get(service_id) or {})
-
-    def keep_host_ports(self, service_id, ports, at):
-        if service_id not in self.rows:
-            raise IntegrityError("service does not exist")
-        self._put(service_id, {(c, int(p), proto): int(h) for (c, p, proto), h in ports.items()},
-                  table="service_host_ports")
 
     def count_for_customer(self, customer_id):
         return sum(1 for s in self.rows.values() if s.customer_id == customer_id)
@@ -1524,7 +1513,6 @@ class FakeRuntime:
     fail: set = field(default_factory=set)
     tags: dict = field(default_factory=dict)  # keep tag -> image id
     gone_images: set = field(default_factory=set)  # images image_id() answers None for
-    taken: set = field(default_factory=set)  # host ports something outside the engine holds
 
     def _call(self, op, *args):
         self.calls.append((op, *args))
@@ -1548,26 +1536,14 @@ class FakeRuntime:
 
     def run(self, spec):
         self._call("run", spec.name)
+        self.next_port += 1
         cid = f"c{len(self.states) + 1}-{spec.name}"
         running = not self.exit_on_run
         self.states[cid] = ContainerState(id=cid, name=spec.name, status="running" if running else "exited",
                                           running=running, health=None,
-                                          ports={p.container_port: self._host_port(p) for p in spec.ports},
+                                          ports={p.container_port: self.next_port for p in spec.ports},
                                           labels=dict(spec.labels), exit_code=None if running else self.exit_code)
         return cid
-
-    def _host_port(self, port):
-        """Compose's host port; else the preferred one when no container publishes it and
-        nothing else holds it (``taken``), else the next of ``next_port``."""
-        if port.host_port is not None:
-            return port.host_port
-        used = {p for s in self.states.values() for p in s.ports.values()} | self.taken
-        if port.preferred is not None and port.preferred not in used:
-            return port.preferred
-        self.next_port += 1
-        while self.next_port in used:
-            self.next_port += 1
-        return self.next_port
 
     def _set(self, cid, running):
         state = self.states.get(cid) or next(s for s in self.states.values() if s.name == cid)
@@ -1653,12 +1629,10 @@ class FakeArchives:
         blob = b"".join(content.values())
         return len(blob), hashlib.sha256(blob).hexdigest()
 
-    def verify(self, destination, key, sha256, fetched=None):
-        content = self.stored[(destination, key)]
-        if fetched is not None:
-            fetched(sum(len(part) for part in content.values()))
+    def verify(self, destination, key, sha256):
         if (destination, key) in self.damaged:
             raise ValueError("checksum mismatch")
+        content = self.stored[(destination, key)]
         return {"parts": [{"name": n, "kind": "volumes", "member": n} for n in content]}
 
     def part_chunks(self, destination, key, part):

@@ -227,22 +227,6 @@ def define(Base) -> dict:
             table_name = "release_ancestor"
             primary_key = peewee.CompositeKey("release_id", "commit")
 
-    class ServiceHostPort(Base):
-        """The host port a service's component was last given for one of its published
-        ports (migration 34; ``core.panel.host_ports``)."""
-
-        # the primary key's first column: no index of its own
-        service = peewee.ForeignKeyField(Service, column_name="service_id", on_delete="CASCADE", index=False)
-        component = peewee.CharField(max_length=200)
-        container_port = peewee.IntegerField()
-        protocol = peewee.CharField(max_length=8)
-        host_port = peewee.IntegerField()
-        updated_at = UtcDateTimeField()
-
-        class Meta:
-            table_name = "service_host_port"
-            primary_key = peewee.CompositeKey("service", "component", "container_port", "protocol")
-
     class ServiceEvent(Base):
         id = peewee.BigAutoField()
         service_id = peewee.CharField(max_length=40)
@@ -359,5 +343,5 @@ def define(Base) -> dict:
     return dict(PreviewJob=PreviewJob, GitDelivery=GitDelivery, PanelCustomer=PanelCustomer, PanelApiKey=PanelApiKey, PanelUser=PanelUser,
                 PanelSession=PanelSession, PanelKeySession=PanelKeySession, PanelLogin=PanelLogin, Service=Service,
                 ServiceRoute=ServiceRoute, CustomDomain=CustomDomain, WorkerLease=WorkerLease, DeployJob=DeployJob,
-                Release=Release, ReleaseAncestor=ReleaseAncestor, ServiceHostPort=ServiceHostPort, ServiceEvent=ServiceEvent, Backup=Backup,
+                Release=Release, ReleaseAncestor=ReleaseAncestor, ServiceEvent=ServiceEvent, Backup=Backup,
                 BackupPolicy=BackupPolicy, DeployKey=DeployKey)

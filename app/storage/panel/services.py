@@ -87,19 +87,6 @@ class PeeweeServices:
     def delete(self, service_id: str) -> None:
         self.m.Service.delete().where(self.m.Service.id == service_id).execute()
 
-    def host_ports(self, service_id: str) -> dict:
-        H = self.m.ServiceHostPort
-        rows = H.select(H.component, H.container_port, H.protocol, H.host_port).where(H.service == service_id)
-        return {(c, int(p), proto): int(h) for c, p, proto, h in rows.tuples()}
-
-    def keep_host_ports(self, service_id: str, ports: dict, at) -> None:
-        H = self.m.ServiceHostPort
-        H.delete().where(H.service == service_id).execute()
-        rows = [{"service": service_id, "component": c, "container_port": int(p), "protocol": proto,
-                 "host_port": int(h), "updated_at": at} for (c, p, proto), h in sorted(ports.items())]
-        for start in range(0, len(rows), 100):
-            H.insert_many(rows[start:start + 100]).execute()
-
     def count_for_customer(self, customer_id: str) -> int:
         return self.m.Service.select().where(self.m.Service.customer == customer_id).count()
 

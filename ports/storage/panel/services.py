@@ -28,16 +28,6 @@ class ServiceRepository(Protocol):
         """Store every field but the id."""
 
     @abstractmethod
-    def host_ports(self, service_id: str) -> dict:
-        """The host ports the service's components were last given: ``{(component,
-        container port, protocol): host port}`` (``core.panel.host_ports``)."""
-
-    @abstractmethod
-    def keep_host_ports(self, service_id: str, ports: dict, at) -> None:
-        """Replace the service's kept host ports with ``ports`` (as :meth:`host_ports`
-        answers them); they go with the service."""
-
-    @abstractmethod
     def delete(self, service_id: str) -> None:
         """Remove the service (its backups go with it)."""
 

@@ -101,20 +101,6 @@ def test_host_ports_skip_used_taken_and_unbindable_ports():
     assert picker.pick(["tcp"], used=set()) == [20001]
 
 
-def test_a_preferred_host_port_is_taken_when_free():
-    busy = {20002}
-    picker = HostPorts("127.0.0.1", 20000, 20009, probe=lambda address, port, protocol: port not in busy)
-    assert picker.pick(["tcp"], used=set(), prefer=[20005]) == [20005]
-    # handed out moments ago (most often to this component's last deploy): still its own
-    assert picker.pick(["tcp"], used=set(), prefer=[20005]) == [20005]
-    assert picker.pick(["tcp"], used={20005}, prefer=[20005]) != [20005]  # a container publishes it
-    assert picker.pick(["tcp"], used=set(), prefer=[20002]) != [20002]  # something else binds it
-    assert picker.pick(["tcp"], used=set(), avoid={20005}, prefer=[20005]) != [20005]  # it lost a race
-    assert picker.pick(["tcp"], used=set(), prefer=[30000]) != [30000]  # out of SLIPWAY_HOST_PORTS now
-    both = picker.pick(["tcp", "udp"], used=set(), prefer=[20007, 20007])
-    assert both[0] == 20007 and both[1] != 20007  # one port for each
-
-
 def test_port_conflicts_are_recognised():
     assert is_port_conflict("starting container x: cannot listen on the TCP port: listen tcp4 127.0.0.1:20000: "
                             "bind: address already in use")
