@@ -15,7 +15,7 @@ from core.panel.access import SourcePrincipal
 from core.panel import containerfiles, deploy_keys, domains, host_keys, leases, networks, routes
 from core.panel import secrets as secret_variables
 from core.errors import Conflict, Forbidden, Invalid, NotFound
-from core.panel.containers import keep_tag
+from core.panel.containers import NotInEngine, keep_tag
 from core.panel.events import service_status
 from core.panel.customers import DEFAULT_QUOTA, Footprint, Quota, reserve
 
@@ -405,14 +405,25 @@ def stop_together(runtime, container_ids: list, **stop) -> None:
     Every stop is tried; the first error is raised after."""
     if len(container_ids) < 2:
         for container_id in container_ids:
-            runtime.stop(container_id, **stop)
+            _unless_gone(runtime.stop, container_id, **stop)
         return
     with ThreadPoolExecutor(max_workers=min(len(container_ids), STOP_FAN_OUT),
                             thread_name_prefix="slipway-stop") as pool:
-        futures = [pool.submit(runtime.stop, container_id, **stop) for container_id in container_ids]
+        futures = [pool.submit(_unless_gone, runtime.stop, container_id, **stop) for container_id in container_ids]
     failed = [f.exception() for f in futures if f.exception() is not None]
     if failed:
         raise failed[0]
+
+
+def _unless_gone(call, container_id, **kwargs) -> None:
+    """``call(container_id)``; a container the engine no longer has (a deploy's clean-up
+    removed it after the list was read: the retired set, or a first container whose
+    component took its kept host port back, ``core.panel.host_ports``) needs no stop or
+    start, and is no failure of the operation."""
+    try:
+        call(container_id, **kwargs)
+    except NotInEngine:
+        pass
 
 
 def _each_container(runtime, operation: str, containers) -> None:
@@ -421,13 +432,13 @@ def _each_container(runtime, operation: str, containers) -> None:
     stopped at once, then started one after the other, dependencies first (a restart
     waits one stop timeout, not one per component)."""
     if operation == "restart" and len(containers) == 1:
-        runtime.restart(containers[0].id)
+        _unless_gone(runtime.restart, containers[0].id)
         return
     if operation in ("stop", "restart"):
         stop_together(runtime, [c.id for c in reversed(containers)])
     if operation in ("start", "restart"):
         for c in containers:
-            runtime.start(c.id)
+            _unless_gone(runtime.start, c.id)
 
 
 def operate(uow, clock, runtime, principal, service_id: str, operation: str, *, base_domain: str | None = None,

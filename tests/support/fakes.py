@@ -43,7 +43,7 @@ from ports.billing import Line, LineDetail
 from ports.clock import Clock
 from ports.deploy import Component, DeployPlan
 from ports.licensing import IssuedKey, LicenseServiceError
-from ports.runtime import ContainerState
+from ports.runtime import ContainerState, Gone
 
 
 class FakeClock(Clock):
@@ -1546,7 +1546,9 @@ class FakeRuntime:
         return cid
 
     def _set(self, cid, running):
-        state = self.states.get(cid) or next(s for s in self.states.values() if s.name == cid)
+        state = self.states.get(cid) or next((s for s in self.states.values() if s.name == cid), None)
+        if state is None:  # as the engine answers for a container removed meanwhile
+            raise Gone(f"no such container: {cid}")
         self.states[state.id] = replace(state, running=running, status="running" if running else "exited")
 
     def start(self, cid):

@@ -287,6 +287,29 @@ def test_stop_and_start_follow_the_containers_and_the_route(uow, clock, admin, c
         services.operate(uow, clock, runtime, admin, service.id, "start", parse=parse)
 
 
+def test_a_restart_skips_containers_removed_after_it_listed_them(uow, clock, admin, customer, methods, runtime):
+    """A deploy's clean-up may remove containers of the service (the retired set, or the
+    first containers of components that took their kept host ports back) while a restart
+    or start runs: those need neither stop nor start, and the operation succeeds on the
+    containers that are there."""
+    service, job = _create(uow, clock, admin, customer, methods)
+    _deploy(uow, clock, runtime, job)
+    (container,) = runtime.containers(service.id)
+    gone = replace(container, id="c-removed", name=container.name + "-old")
+    listed = runtime.containers
+
+    def with_a_removed_one(service_id):  # the list read before the clean-up removed it
+        return [*listed(service_id), gone]
+
+    runtime.containers = with_a_removed_one
+    for operation in ("restart", "stop", "start"):
+        answered, _ = services.operate(uow, clock, runtime, admin, service.id, operation, base_domain=DOMAIN,
+                                       parse=parse)
+        assert answered.status == ("stopped" if operation == "stop" else "running"), operation
+    assert runtime.states[container.id].running
+    assert _timeline(uow, admin, service.id)[-1] == ("start", "success")
+
+
 def test_delete_removes_everything_and_customers_see_their_own_only(uow, clock, admin, customer, methods,
                                                                      runtime):
     other = panel_customers.create_customer(uow, clock, name="Other")
