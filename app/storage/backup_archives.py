@@ -185,10 +185,12 @@ class BackupArchives:
         writer = ArchiveWriter(manifest, parts, on_part)
         return self.destination(destination).put(key, writer.chunks())
 
-    def verify(self, destination: str, key: str, sha256: str | None) -> dict:
+    def verify(self, destination: str, key: str, sha256: str | None, fetched=None) -> dict:
         """Read the whole object back: the manifest (with ``parts``) when its SHA-256 is
         ``sha256``, its tar structure whole and each part of the size and SHA-256 the
-        manifest records; :class:`ArchiveError` saying what is wrong otherwise."""
+        manifest records; :class:`ArchiveError` saying what is wrong otherwise.
+        ``fetched(size)``, when given, is called once the whole object was read, before
+        it is judged (a restore's step ``fetched``)."""
         place = self.destination(destination)
         key = self._legacy(destination, key)
         if not place.exists(key):
@@ -215,6 +217,8 @@ class BackupArchives:
             raise ArchiveError(str(exc)) from exc
         finally:
             stream.close()
+        if fetched is not None:
+            fetched(stream.size)
         actual = stream.digest.hexdigest()
         if sha256 is None or actual != sha256:
             raise ArchiveError(f"the archive {key} at backup destination {destination} is damaged: its SHA-256 is "

@@ -92,10 +92,19 @@ class Backup:
     verify_error: str | None = None  # why it did not
 
 
-def progress_event(service, backup: Backup, operation: str = "backup") -> Event:
-    """``backup.progress`` ``{service_id, backup_id, progress, status, operation}``: for a
-    restore (``operation`` ``restore``) progress and status are the restore's; for a
-    verification (``verify``) the status is the verification's (progress 0, then 100)."""
+#: the steps a restore reports (``backup.progress`` ``step`` and its timeline), in order:
+#: the archive read from its destination, its checksums checked, one ``loaded`` per
+#: volume or dump put back (``part`` names it), then ``completed``
+RESTORE_STEPS = ("fetched", "verified", "loaded", "completed")
+
+
+def progress_event(service, backup: Backup, operation: str = "backup", step: str | None = None,
+                   part: str | None = None) -> Event:
+    """``backup.progress`` ``{service_id, backup_id, progress, status, operation, step,
+    part}``: for a restore (``operation`` ``restore``) progress and status are the
+    restore's, and ``step`` the step it just ended (:data:`RESTORE_STEPS`; ``part`` the
+    volume or dump a ``loaded`` step loaded), null between steps; for a verification
+    (``verify``) the status is the verification's (progress 0, then 100)."""
     if operation == "restore":
         progress, status = backup.restore_progress, backup.restore_status
     elif operation == "verify":
@@ -104,7 +113,7 @@ def progress_event(service, backup: Backup, operation: str = "backup") -> Event:
     else:
         progress, status = backup.progress, backup.status
     return Event("backup.progress", {"service_id": backup.service_id, "backup_id": backup.id, "progress": progress,
-                                     "status": status, "operation": operation},
+                                     "status": status, "operation": operation, "step": step, "part": part},
                  backup.service_id, getattr(service, "customer_id", None))
 
 
@@ -449,15 +458,16 @@ def _counted(budget: Budget | None, chunks):
     return budget.count(chunks) if budget is not None else chunks
 
 
-def _save(uow, service, backup: Backup, operation: str, clock=None) -> bool:
+def _save(uow, service, backup: Backup, operation: str, clock=None, step: str | None = None) -> bool:
     """Store the job's new state and announce it; False when the backup is gone (its
     service was deleted meanwhile). With ``clock``, the job ended: its ``success`` or
-    ``failed`` event goes on the service's timeline in the same transaction."""
+    ``failed`` event goes on the service's timeline in the same transaction (a restore
+    that succeeded announces its step ``completed``)."""
     with uow:
         if uow.backups.get(backup.id) is None:
             return False
         uow.backups.update(backup)
-        uow.emit(progress_event(service, backup, operation))
+        uow.emit(progress_event(service, backup, operation, step))
         if clock is not None:
             error = backup.restore_error if operation == "restore" else backup.error
             what = f"restore from backup {backup.id}" if operation == "restore" else f"backup {backup.id}"
@@ -606,13 +616,24 @@ def _restore(uow, clock, runtime, archives, backup: Backup, service, lease: str,
         if service is None:
             raise RuntimeError(DELETED)
         key = archive_key(service.customer_id, service.id, backup.id)
-        manifest = archives.verify(backup.destination, key, backup.sha256)  # before anything is touched
+        progress = {"backup": backup}
+
+        def step(name: str, percent: int, message: str, part: str | None = None) -> None:
+            progress["backup"] = _restore_step(uow, clock, service, progress["backup"], name, percent, message,
+                                               part, target)
+
+        # read whole and checked before anything is touched
+        manifest = archives.verify(backup.destination, key, backup.sha256,
+                                   fetched=lambda size: step("fetched", 5, f"fetched the archive ({size} bytes) "
+                                                             f"from backup destination {backup.destination}"))
+        step("verified", 8, "verified the archive's checksums")
+        backup = progress["backup"]
         if backup.restore_service_id is not None:
             target = _deployed(uow, clock, backup.restore_service_id, lease, budget)
         states = runtime.containers(target.id)
         if restart is None:  # a re-run after a restart keeps the first attempt's list
             restart = tuple(s.name for s in states if s.running)
-            backup = replace(backup, restore_containers=restart, restore_progress=5, updated_at=clock.now())
+            backup = replace(backup, restore_containers=restart, restore_progress=10, updated_at=clock.now())
             if not _save(uow, service, backup, "restore"):
                 raise RuntimeError("the backup was deleted")
         engines = _dumped(manifest)
@@ -628,9 +649,11 @@ def _restore(uow, clock, runtime, archives, backup: Backup, service, lease: str,
             else:
                 dumps.restore_part(runtime, clock, target.id, volume["name"], volume["kind"], chunks,
                                    int(volume["size_bytes"]))
-            backup = replace(backup, restore_progress=min(99, 10 + int(85 * (index + 1) / len(volumes))),
-                             updated_at=clock.now())
-            _save(uow, service, backup, "restore")
+            what = "volume" if volume["kind"] == dumps.VOLUMES else f"{volume['kind']} dump"
+            backup = _restore_step(uow, clock, service, backup, "loaded",
+                                   min(99, 10 + int(85 * (index + 1) / len(volumes))),
+                                   f"loaded {what} {volume['name']} ({index + 1} of {len(volumes)})",
+                                   volume["name"], target)
             _beat(uow, clock, lease)
         for name in restart:
             runtime.start(name)
@@ -648,11 +671,31 @@ def _restore(uow, clock, runtime, archives, backup: Backup, service, lease: str,
     now = clock.now()
     backup = replace(backup, restore_status="completed", restore_progress=100, restore_error=None,
                      restore_completed_at=now, updated_at=now)
-    _save(uow, service, backup, "restore", clock)
+    _save(uow, service, backup, "restore", clock, step="completed")
     if target is not service:
         with uow:
             record(uow, clock, target.id, "restore", "success", f"restore from backup {backup.id} completed")
             uow.commit()
+    return backup
+
+
+def _restore_step(uow, clock, service, backup: Backup, step: str, percent: int, message: str,
+                  part: str | None = None, target=None) -> Backup:
+    """A restore's step done: its progress stored and announced (``backup.progress`` with
+    ``step`` and ``part``), and on the timeline (``restore`` ``progress``) of the backed-up
+    service and of the restore's target when that is another one; ``RuntimeError`` when
+    the backup was deleted meanwhile."""
+    backup = replace(backup, restore_progress=max(backup.restore_progress, percent), updated_at=clock.now())
+    text = f"restore from backup {backup.id}: {message}"
+    with uow:
+        if uow.backups.get(backup.id) is None:
+            raise RuntimeError("the backup was deleted")
+        uow.backups.update(backup)
+        uow.emit(progress_event(service, backup, "restore", step, part))
+        record(uow, clock, backup.service_id, "restore", "progress", text)
+        if target is not None and target.id != backup.service_id:
+            record(uow, clock, target.id, "restore", "progress", text)
+        uow.commit()
     return backup
 
 

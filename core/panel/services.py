@@ -124,7 +124,7 @@ class ServiceEvent:
     id: int | None
     service_id: str
     type: str  # deploy, redeploy, rollback, start, stop, restart, health, backup, restore
-    status: str  # started, success, failed, healthy, unhealthy
+    status: str  # started, success, failed, healthy, unhealthy, progress (a step of a restore; a host port changed)
     message: str
     timestamp: datetime
 

@@ -13,6 +13,7 @@ import time
 
 import httpx
 import pytest
+from websockets.sync.client import connect
 
 from ports.runtime import ContainerSpec
 from tests.support.engine import ENGINES, _tree, engine_for, engine_settings
@@ -67,6 +68,17 @@ def _volume_in(data: bytes) -> dict:
         return _tree(b"".join(outer.extractfile(n).read() for n in segments))
 
 
+def _received(ws, until, seconds: float = 90) -> list[dict]:
+    """The channel's JSON messages until ``until(message)``, all of them in order."""
+    got, deadline = [], time.monotonic() + seconds
+    while True:
+        remaining = deadline - time.monotonic()
+        assert remaining > 0, f"timed out; received {got[-10:]}"
+        got.append(json.loads(ws.recv(timeout=remaining)))
+        if until(got[-1]):
+            return got
+
+
 def _fetch(url: str, seconds: float = 30) -> httpx.Response:
     return wait_answering(url, seconds=seconds)
 
@@ -111,10 +123,28 @@ def test_backup_change_restore_delete(panel):
     engine.remove_container(mutator)
     assert _fetch(f"{url}/index.html").text == "changed\n" and _fetch(f"{url}/added.txt").status_code == 200
 
-    restoring = client.post(f"{path}/restore")
-    assert restoring.status_code == 202 and restoring.json()["restore"]["status"] in ("pending", "running")
+    ws_url = str(client.base_url).replace("http://", "ws://") + "/api/ws"
+    with connect(ws_url, additional_headers={"Authorization": client.headers["Authorization"]},
+                 open_timeout=20) as ws:
+        ws.send(json.dumps({"type": "subscribe", "services": [service_id]}))
+        _received(ws, lambda m: m["type"] == "subscribed")
+        restoring = client.post(f"{path}/restore")
+        assert restoring.status_code == 202 and restoring.json()["restore"]["status"] in ("pending", "running")
+        got = _received(ws, lambda m: m["type"] == "backup.progress" and m["data"]["operation"] == "restore"
+                        and m["data"]["status"] in ("completed", "failed"))
     restored = _wait_backup(client, path, lambda b: (b["restore"] or {}).get("status") == "completed")
     assert restored["restore"]["progress"] == 100 and restored["restore"]["error"] is None
+    # the restore's steps, in order, on the real-time channel and on the timeline
+    restore = [m["data"] for m in got if m["type"] == "backup.progress" and m["data"]["operation"] == "restore"]
+    assert {d["backup_id"] for d in restore} == {backup["id"]}
+    assert [(d["step"], d["part"]) for d in restore if d["step"]] == [
+        ("fetched", None), ("verified", None), ("loaded", "site"), ("completed", None)], restore
+    assert [d["progress"] for d in restore] == sorted(d["progress"] for d in restore)
+    events = client.get(f"/api/services/{service_id}/events", params={"per_page": 100}).json()["data"]
+    mine = [e for e in reversed(events) if e["type"] == "restore"]  # newest first: oldest first now
+    assert [e["status"] for e in mine] == ["started", "progress", "progress", "progress", "success"], mine
+    assert [e["message"].split(": ", 1)[1].split(" ", 1)[0] for e in mine[1:4]] == ["fetched", "verified", "loaded"]
+    assert "loaded volume site (1 of 1)" in mine[3]["message"]
     assert client.get(f"/api/services/{service_id}").json()["status"] == "running"
     assert all(state.running for state in engine.containers(service_id))  # started again
     assert _tree(b"".join(engine.export_volume(volume))) == snapshot  # exactly the backed-up files

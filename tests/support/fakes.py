@@ -1631,10 +1631,12 @@ class FakeArchives:
         blob = b"".join(content.values())
         return len(blob), hashlib.sha256(blob).hexdigest()
 
-    def verify(self, destination, key, sha256):
+    def verify(self, destination, key, sha256, fetched=None):
+        content = self.stored[(destination, key)]
+        if fetched is not None:
+            fetched(sum(len(part) for part in content.values()))
         if (destination, key) in self.damaged:
             raise ValueError("checksum mismatch")
-        content = self.stored[(destination, key)]
         return {"parts": [{"name": n, "kind": "volumes", "member": n} for n in content]}
 
     def part_chunks(self, destination, key, part):

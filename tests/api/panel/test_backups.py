@@ -316,7 +316,8 @@ def test_progress_events_follow_the_job(setup, store):
         store.bus = None
     events = [e for e in seen if e.type == "backup.progress"]
     assert [e.data for e in events] == [
-        {"service_id": service_id, "backup_id": created["id"], "progress": 0, "status": status, "operation": "backup"}
+        {"service_id": service_id, "backup_id": created["id"], "progress": 0, "status": status, "operation": "backup",
+         "step": None, "part": None}
         for status in ("pending", "running", "failed")]
     assert {(e.service_id, e.customer_id) for e in events} == {(service_id, s.acme.id)}
 

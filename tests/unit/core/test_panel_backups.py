@@ -107,6 +107,40 @@ def test_a_restore_stops_what_ran_refills_the_volumes_and_starts_it_again(uow, c
     assert stored.restore_containers == (db.name,) and db.name.startswith("slw-db-db-")  # slw-<name>-<component>-<job>
 
 
+def test_a_restore_reports_its_steps_in_order_on_the_channel_and_the_timeline(uow, clock, admin, running, runtime,
+                                                                              archives):
+    _backup(uow, clock, admin, running)
+    done = backups.run_backup(uow, clock, runtime, archives, backups.claim_next(uow, clock)[1])
+    backups.restore_backup(uow, clock, admin, running.id, done.id)
+    uow.published.clear()
+    backups.run(uow, clock, runtime, archives, backups.claim_next(uow, clock))
+    restore = [e.data for e in uow.published if e.type == "backup.progress" and e.data["operation"] == "restore"]
+    steps = [(d["step"], d["part"]) for d in restore if d["step"] is not None]
+    assert steps == [("fetched", None), ("verified", None), ("loaded", "data"), ("completed", None)]
+    assert restore[-1]["status"] == "completed" and restore[-1]["progress"] == 100
+    progress = [d["progress"] for d in restore]
+    assert progress == sorted(progress)
+    events, _ = services.list_events(uow, admin, running.id, page=1, per_page=100)
+    mine = sorted(((e.id, e.status, e.message) for e in events if e.type == "restore" and done.id in e.message))
+    assert [status for _, status, _ in mine] == ["started", "progress", "progress", "progress", "success"]
+    assert [m.split(": ", 1)[1].split(" ", 1)[0] for _, status, m in mine if status == "progress"] == [
+        "fetched", "verified", "loaded"]
+    assert "loaded volume data (1 of 1)" in mine[3][2]
+    assert mine[-1][1] == "success"
+
+
+def test_a_restore_of_a_damaged_archive_reports_fetched_then_fails(uow, clock, admin, running, runtime, archives):
+    _backup(uow, clock, admin, running)
+    done = backups.run_backup(uow, clock, runtime, archives, backups.claim_next(uow, clock)[1])
+    archives.damaged.add((done.destination, backups.archive_key(running.customer_id, running.id, done.id)))
+    backups.restore_backup(uow, clock, admin, running.id, done.id)
+    uow.published.clear()
+    ended = backups.run(uow, clock, runtime, archives, backups.claim_next(uow, clock))
+    assert ended.restore_status == "failed"
+    restore = [e.data for e in uow.published if e.type == "backup.progress" and e.data["operation"] == "restore"]
+    assert [d["step"] for d in restore if d["step"]] == ["fetched"] and restore[-1]["status"] == "failed"
+
+
 def test_interrupted_backups_fail_and_restores_run_again(uow, clock, admin, running, runtime, archives):
     _backup(uow, clock, admin, running)
     done = backups.run_backup(uow, clock, runtime, archives, backups.claim_next(uow, clock, owner="wkr_x")[1])
