@@ -62,7 +62,10 @@ export function Backups({ id, session, status, volumes = [] }) {
       if (!list.some((b) => b.id === d.backup_id)) { load(); return; }
       setBackups((old) => old.map((b) => {
         if (b.id !== d.backup_id) return b;
-        if (d.operation === "restore") return { ...b, restore: { ...(b.restore || {}), status: d.status, progress: d.progress } };
+        if (d.operation === "restore") {
+          const step = d.step ? (d.part ? `${d.step} ${d.part}` : d.step) : (b.restore || {}).step;
+          return { ...b, restore: { ...(b.restore || {}), status: d.status, progress: d.progress, step } };
+        }
         if (d.operation === "verify") return { ...b, verify_status: d.status };
         return { ...b, status: d.status, progress: d.progress };
       }));
@@ -159,7 +162,7 @@ export function Backups({ id, session, status, volumes = [] }) {
             <span data-testid="backup-kind" title="Kind">${b.kind || "volumes"}</span>
             <span data-testid="backup-size">${b.status === "completed" ? fmtBytes(b.size_bytes) : `${b.progress || 0} %`}</span>
             ${b.status === "completed" ? verification(b) : null}
-            ${b.restore ? html`<span data-testid="backup-restore-status">Restore: ${b.restore.status}${BUSY.includes(b.restore.status) ? ` ${b.restore.progress || 0} %` : ""}</span>` : null}
+            ${b.restore ? html`<span data-testid="backup-restore-status">Restore: ${b.restore.status}${BUSY.includes(b.restore.status) ? ` ${b.restore.progress || 0} %${b.restore.step ? ` (${b.restore.step})` : ""}` : ""}</span>` : null}
             ${b.restored_service_id ? html`<a href=${"/services/" + encodeURIComponent(b.restored_service_id)}>Restored service</a>` : null}
           </div>
           ${BUSY.includes(b.status) ? html`<progress max="100" value=${b.progress || 0} aria-label="Backup progress"></progress>` : null}
