@@ -9,19 +9,31 @@ import { ErrorToast, can, clearError, html, showError, Loading } from "./ui.js";
 
 /** Each page's module, imported on first use; the browser imports a module once. */
 const PAGES = {
-  signin: () => import("./pages/signin.js"),
-  services: () => import("./pages/services.js"),
-  service: () => import("./pages/service.js"),
-  create: () => import("./pages/create.js"),
-  customers: () => import("./pages/customers.js"),
-  keys: () => import("./pages/keys.js"),
-  "deploy-keys": () => import("./pages/deploykeys.js"),
-  templates: () => import("./pages/templates.js"),
+  signin: (query) => import("./pages/signin.js" + query),
+  services: (query) => import("./pages/services.js" + query),
+  service: (query) => import("./pages/service.js" + query),
+  create: (query) => import("./pages/create.js" + query),
+  customers: (query) => import("./pages/customers.js" + query),
+  keys: (query) => import("./pages/keys.js" + query),
+  "deploy-keys": (query) => import("./pages/deploykeys.js" + query),
+  templates: (query) => import("./pages/templates.js" + query),
 };
+/** A page's code that failed to arrive is asked for again after these pauses (ms), before
+ * the page says it did not load: one dropped connection (a server closing an idle
+ * keep-alive connection as the request goes out) is no failure. The browser remembers a
+ * failed import of an address, so each try asks with its own query. */
+const IMPORT_RETRIES = [250, 1000];
 const loaded = new Map(); // page name -> its module, once imported (shown without a "Loading" frame)
 
+function importPage(name, attempt = 0) {
+  return PAGES[name](attempt ? `?attempt=${attempt}` : "").catch((error) => {
+    if (attempt >= IMPORT_RETRIES.length) throw error;
+    return new Promise((done) => setTimeout(done, IMPORT_RETRIES[attempt])).then(() => importPage(name, attempt + 1));
+  });
+}
+
 function loadPage(name) {
-  return PAGES[name]().then((module) => { loaded.set(name, module); return module; });
+  return importPage(name).then((module) => { loaded.set(name, module); return module; });
 }
 
 /** The page ``name``, drawn by ``draw(module)`` once its code is here; when the code does
