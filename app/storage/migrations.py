@@ -759,6 +759,13 @@ def _v35_release_branches(db):
     _add_columns(db, "service_release", {"source_branch": peewee.TextField(null=True)})
 
 
+def _v36_kept_host_ports(db):
+    """The host ports each service's components keep across redeploys, rollbacks and
+    restarts (``service.host_ports``, JSON ``{component: {container port: host port}}``;
+    null until its next successful deploy records them: ``core.panel.deploy_job``)."""
+    _add_columns(db, "service", {"host_ports": peewee.TextField(null=True)})
+
+
 MIGRATIONS = [
     (1, "partners, partner API tokens, contracts", _v1_identity),
     (2, "customers, contacts, notes, editions, licenses, transfers, activity ledger", _v2_licensing),
@@ -798,6 +805,7 @@ MIGRATIONS = [
          "queued push deploy", _v31_forward_pushes),
     (33, "preview jobs: what pull-request deliveries queue", _v33_preview_jobs),
     (35, "releases: the branch their deploy's clone checked out", _v35_release_branches),
+    (36, "services: the host ports their components keep across deploys", _v36_kept_host_ports),
 ]
 LATEST = max(version for version, _, _ in MIGRATIONS)
 

@@ -44,6 +44,9 @@ class PortSpec:
     container_port: int
     host_port: int | None = None  # None: the runtime picks a free one (SLIPWAY_HOST_PORTS)
     protocol: str = "tcp"
+    #: with no ``host_port``: the one to take when it is free (the port the component kept
+    #: from its last deploy, ``core.panel.deploy_job``); otherwise one is picked
+    prefer: int | None = None
 
 
 @dataclass(frozen=True)

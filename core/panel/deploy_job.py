@@ -12,8 +12,11 @@ clones and builds; the compose it answers is counted against the customer's limi
 operator's ``SLIPWAY_HOST_PORTS``), ``check_images`` (pulls, or a rollback's kept
 images), ``clear_slate`` (a repeated job's own containers go; a job that cannot be
 health-gated stops the old set first), ``create_network``, ``create_volumes``,
-``start_containers``, ``wait_healthy`` (running, healthy, then still running after the
-settle window), ``switch_release`` (one transaction: release, route record, status).
+``start_containers`` (each published port asking for the host port its component kept),
+``wait_healthy`` (running, healthy, then still running after the settle window),
+``take_back_ports`` (a gated job's new containers move onto the host ports the old set
+held), ``switch_release`` (one transaction: release, route record, status, the host ports
+kept from now on).
 A step that raises ends the job failed (:func:`fail_gated` when the old set keeps
 serving, :func:`fail_job` otherwise); after a success :func:`retire_old_release` waits
 for the proxy and the drain and removes the old set.
@@ -120,6 +123,10 @@ class DeployContext:
     started: int = 0  # containers of the new set the engine has started
     ancestry: tuple = ()  # the ancestors of the commit the source step fetched (kept with the release)
     branch: str | None = None  # the branch the source step cloned (kept with the release)
+    #: the host ports the service's components kept from their last deploy,
+    #: ``{component: {container port: host port}}`` (``uow.services.host_ports``)
+    kept: dict = field(default_factory=dict)
+    given_up: list = field(default_factory=list)  # old containers the take-back stopped (started again on a failure)
     #: the private half of the service's deploy key (``core.panel.deploy_keys.PrivateKey``,
     #: whose repr hides it), read by the source step for its ssh clone and dropped after it
     deploy_key: Any = None
@@ -325,24 +332,29 @@ def start_containers(ctx: DeployContext) -> None:
     the job (beside the serving set of a gated job). A container the engine no longer has
     by the time it starts (:class:`NotInEngine`) is :class:`ContainersGone`: most often a
     delete of the service removed it, and the job ends as the deleted service's."""
-    service, job, components = ctx.service, ctx.job, ctx.plan.components
-    labels = {SERVICE_LABEL: service.id}
-    network = resource_names(service, job=job)
+    components = ctx.plan.components
     for i, component in enumerate(components):
         ctx.enter("containers", f"starting {component.name}", 45 + int(35 * i / max(1, len(components))))
-        spec = ContainerSpec(
-            name=resource_names(service, component=component.name, job=job), image=component.image,
-            labels={**labels, COMPONENT_LABEL: component.name, JOB_LABEL: job.id}, command=component.command,
-            environment=component.environment, ports=component.ports,
-            volumes=tuple((resource_names(service, volume=v), path) for v, path in component.volumes),
-            network=network, aliases=(component.name,), healthcheck=component.healthcheck,
-            cpus=component.cpus, memory_mb=component.memory_mb,
-            networks=networks.attachments(service, ctx.plan, component))
+        ports = tuple(replace(port, prefer=ctx.kept.get(component.name, {}).get(port.container_port))
+                      if port.host_port is None else port for port in component.ports)
         try:
-            ctx.runtime.run(spec)
+            ctx.runtime.run(_container_spec(ctx, component, ports))
         except NotInEngine as exc:
             raise ContainersGone(str(exc)) from exc
         ctx.started += 1
+
+
+def _container_spec(ctx: DeployContext, component, ports: tuple, suffix: str = "") -> ContainerSpec:
+    """The container of ``component`` in the job's set (named with ``suffix``), publishing ``ports``."""
+    service, job = ctx.service, ctx.job
+    return ContainerSpec(
+        name=resource_names(service, component=component.name, job=job) + suffix, image=component.image,
+        labels={SERVICE_LABEL: service.id, COMPONENT_LABEL: component.name, JOB_LABEL: job.id},
+        command=component.command, environment=component.environment, ports=ports,
+        volumes=tuple((resource_names(service, volume=v), path) for v, path in component.volumes),
+        network=resource_names(service, job=job), aliases=(component.name,), healthcheck=component.healthcheck,
+        cpus=component.cpus, memory_mb=component.memory_mb,
+        networks=networks.attachments(service, ctx.plan, component))
 
 
 def wait_healthy(ctx: DeployContext) -> None:
@@ -356,6 +368,91 @@ def wait_healthy(ctx: DeployContext) -> None:
     if ctx.images is None:
         ctx.images = [{"component": c.name, "image": c.image, "image_id": ctx.runtime.image_id(c.image)}
                       for c in ctx.plan.components]
+
+
+#: what a container of the take-back is named after its component's (the job's set holds both for a moment)
+TAKE_BACK_SUFFIX = "-k"
+
+
+def take_back_ports(ctx: DeployContext) -> None:
+    """Step ``ports``: a gated job's new set started beside the old one, so a component
+    whose old container holds the host port it kept got another one. Before the switch
+    (the service is still ``deploying``: no start, stop or restart runs meanwhile), each
+    such component's old container is stopped and a container of the new release started
+    on the kept ports; once it runs and is healthy (the settle window too) the one on the
+    other port goes. Should that fail (the port was taken meanwhile, the container does
+    not come up), the one on the other port stays, and the switch says which port moved."""
+    if not ctx.gated or not ctx.kept:
+        return
+    started = {s.labels.get(COMPONENT_LABEL): s for s in ctx.states}
+    behind = [c for c in ctx.plan.components if _moved(c, started.get(c.name), ctx.kept.get(c.name))]
+    if not behind:
+        return
+    ctx.enter("ports", "taking the kept host ports back", 92)
+    for component in behind:
+        ctx.check()
+        _take_back(ctx, component, started[component.name])
+
+
+def _moved(component, state, kept) -> dict:
+    """``{container port: (kept host port, host port now)}`` of ``component``'s published
+    ports (those compose gave no host port) whose host port differs from the kept one."""
+    if state is None or not kept:
+        return {}
+    return {p.container_port: (kept[p.container_port], state.ports.get(p.container_port))
+            for p in component.ports if p.host_port is None and p.container_port in kept
+            and state.ports.get(p.container_port) != kept[p.container_port]}
+
+
+def _take_back(ctx: DeployContext, component, temporary) -> None:
+    """One component's take-back (:func:`take_back_ports`)."""
+    runtime, kept = ctx.runtime, ctx.kept[component.name]
+    holders = [s for s in ctx.serving if s.labels.get(COMPONENT_LABEL) == component.name
+               and set(kept.values()) & set(s.ports.values())]
+    if not holders:  # something else took the port: it stays moved
+        return
+    stop_together(runtime, [s.id for s in holders])
+    ctx.given_up += [s.id for s in holders]
+    ports = tuple(replace(p, host_port=kept[p.container_port]) if p.host_port is None and p.container_port in kept
+                  else p for p in component.ports)
+    spec = _container_spec(ctx, component, ports, suffix=TAKE_BACK_SUFFIX)
+    settings = ctx.settings
+    try:
+        runtime.run(spec)
+        now = wait_for_containers(ctx.clock, runtime, ctx.service.id, 1, settings.health_timeout, ctx.cancel,
+                                  settings.settle_seconds, job_id=ctx.job.id, poll=settings.poll_seconds,
+                                  names={spec.name})
+    except JobCancelled:
+        raise
+    except Exception:  # noqa: BLE001 (the port was taken, or the container did not come up: the other stays)
+        _remove_named(runtime, ctx.service.id, spec.name)
+        return
+    runtime.remove_container(temporary.id)
+    ctx.states = [now[0] if s.id == temporary.id else s for s in ctx.states]
+
+
+def _remove_named(runtime, service_id: str, name: str) -> None:
+    """Remove the service's container ``name`` when the engine has it (best effort)."""
+    try:
+        for state in runtime.containers(service_id):
+            if state.name == name:
+                runtime.remove_container(state.id)
+    except Exception:  # noqa: BLE001 (a leftover of the job's set: the next deploy or the delete removes it)
+        pass
+
+
+def published_ports(plan, states) -> dict:
+    """``{component: {container port: host port}}`` of what the plan publishes, as the
+    engine's container ``states`` have it: the host ports kept from now on."""
+    by_component = {s.labels.get(COMPONENT_LABEL): s for s in states}
+    found: dict = {}
+    for component in plan.components:
+        state = by_component.get(component.name)
+        for port in component.ports:
+            host = state.ports.get(port.container_port) if state is not None else None
+            if host:
+                found.setdefault(component.name, {})[port.container_port] = int(host)
+    return found
 
 
 def switch_release(ctx: DeployContext) -> None:
@@ -384,6 +481,7 @@ def switch_release(ctx: DeployContext) -> None:
             if ancestry and release.commit:  # a rollback's release keeps its target's
                 uow.releases.add_ancestry(release.id, current.id, ancestry)
             routes.follow(uow, current, upstream, settings.base_domain, now)  # the record the reverse proxy serves
+            _keep_ports(uow, clock, ctx)
             uow.services.update(replace(current, status="running", url=url, deployed_at=now, updated_at=now,
                                         health_status=health_of(ctx.states), health_checked_at=now,
                                         health_failures=0, release=release.number))
@@ -404,9 +502,23 @@ def switch_release(ctx: DeployContext) -> None:
         ctx.ended = True
 
 
+def _keep_ports(uow, clock, ctx: DeployContext) -> None:
+    """Within the switch: the host ports the new set has are kept from now on; each one
+    that is not the port its component kept (taken meanwhile) is said on the timeline."""
+    started = {s.labels.get(COMPONENT_LABEL): s for s in ctx.states}
+    for component in ctx.plan.components:
+        for container_port, (was, now) in sorted(_moved(component, started.get(component.name),
+                                                         ctx.kept.get(component.name)).items()):
+            if now:
+                record(uow, clock, ctx.service.id, ctx.job.kind, "progress",
+                       f"host port {was} of {component.name} (port {container_port}) was taken meanwhile: "
+                       f"it now has host port {now}")
+    uow.services.keep_host_ports(ctx.service.id, published_ports(ctx.plan, ctx.states))
+
+
 #: the job's steps, in the order they run
 STEPS = (check_target, prepare_source, read_plan, check_images, clear_slate, create_network, create_volumes,
-         start_containers, wait_healthy, switch_release)
+         start_containers, wait_healthy, take_back_ports, switch_release)
 
 
 def run_job(uow, deployer: Deployer, job, *, workdir: str | None = None, cancel=None) -> None:
@@ -456,7 +568,8 @@ def run_job(uow, deployer: Deployer, job, *, workdir: str | None = None, cancel=
         if not isinstance(exc, ContainersGone) and _set_removed(ctx):
             exc = ContainersGone(str(exc))  # (the delete's grace first; the reason stays this one)
         if ctx.gated and cancel_reason(ctx.cancel) != DELETED and not isinstance(exc, ContainersGone):
-            fail_gated(uow, ctx.clock, ctx.runtime, job, exc, progress=deployer.progress, cancel=ctx.cancel)
+            fail_gated(uow, ctx.clock, ctx.runtime, job, exc, progress=deployer.progress, cancel=ctx.cancel,
+                       give_back=ctx.given_up)
         else:
             fail_job(uow, ctx.clock, job, exc, note=ctx.note, progress=deployer.progress, runtime=ctx.runtime,
                      cancel=ctx.cancel)
@@ -505,6 +618,7 @@ def open_job(uow, deployer: Deployer, job, *, workdir=None, cancel=None) -> Depl
     with uow.reading():
         service = uow.services.get(job.service_id)
         target = uow.releases.get(job.target_release_id) if job.target_release_id else None
+        kept = uow.services.host_ports(job.service_id) if service is not None else {}
     if service is None:  # deleted meanwhile
         with uow:
             uow.deploy_jobs.finish(job.id, "failed", DELETED, deployer.clock.now())
@@ -525,7 +639,7 @@ def open_job(uow, deployer: Deployer, job, *, workdir=None, cancel=None) -> Depl
     except Exception:  # noqa: BLE001 (an engine that does not answer: the job finds out below)
         gated = False
     return DeployContext(uow, deployer, job, workdir=workdir, cancel=cancel, service=service, target=target,
-                         gated=gated)
+                         gated=gated, kept=kept)
 
 
 def retire_old_release(ctx: DeployContext) -> None:
@@ -697,13 +811,14 @@ def _image(runtime, image: str, *, refresh: bool, cancel=None, strict: bool = Fa
 
 
 def wait_for_containers(clock, runtime, service_id: str, expected: int, seconds: float, cancel=None,
-                        settle_seconds: float = 0.0, job_id: str | None = None, poll: float = POLL_SECONDS):
+                        settle_seconds: float = 0.0, job_id: str | None = None, poll: float = POLL_SECONDS,
+                        names=None):
     """Poll (every ``poll`` seconds of ``clock``) until every one of the ``expected``
     containers runs and is healthy (or has no healthcheck), then keep polling for
     ``settle_seconds``: they must all still run at its end. A container that stopped
     fails the wait with its exit code and last lines; one not healthy after ``seconds``
     fails it with its health output. With ``job_id`` only that job's containers (label
-    ``slipway.job``) are looked at. Right after a start a container that is about to exit
+    ``slipway.job``) are looked at, with ``names`` only those of these names. Right after a start a container that is about to exit
     still shows running, so without the settle window such a deploy would be called a
     success."""
     deadline = clock.monotonic() + seconds
@@ -715,6 +830,8 @@ def wait_for_containers(clock, runtime, service_id: str, expected: int, seconds:
         states = runtime.containers(service_id)
         if job_id is not None:
             states = [s for s in states if s.labels.get(JOB_LABEL) == job_id]
+        if names is not None:
+            states = [s for s in states if s.name in names]
         if len(states) < expected:  # all were started before the wait: someone removed them
             raise ContainersGone(f"{expected - len(states)} of the service's containers were removed during the "
                                  "deploy (the service was deleted, or they were removed in the engine)")
@@ -796,14 +913,21 @@ def _remove_job_set(runtime, service_id: str, job) -> None:
 # --- how a job ends when a step fails ------------------------------------------------------
 
 
-def fail_gated(uow, clock, runtime, job, exc: Exception, *, progress=_nothing, cancel=None) -> None:
+def fail_gated(uow, clock, runtime, job, exc: Exception, *, progress=_nothing, cancel=None,
+               give_back=()) -> None:
     """A health-gated redeploy or rollback that failed (or was cancelled): its new set is
-    removed, the old release keeps serving with its route record untouched, the service
-    is ``running`` again, the timeline has ``<kind>`` ``failed`` with the health output,
-    and the job ends ``failed`` (``cancelled`` when cancelled)."""
+    removed, the old release keeps serving with its route record untouched (the old
+    containers ``give_back`` names, stopped by the take-back of the host ports, started
+    again), the service is ``running`` again, the timeline has ``<kind>`` ``failed`` with
+    the health output, and the job ends ``failed`` (``cancelled`` when cancelled)."""
     reason = cancel_reason(cancel) or (str(exc)[-2000:] or type(exc).__name__)
     state = "cancelled" if reason == CANCELLED else "failed"
     _remove_job_set(runtime, job.service_id, job)
+    for container_id in give_back:
+        try:
+            runtime.start(container_id)
+        except Exception:  # noqa: BLE001 (removed meanwhile; the rest of the old set serves)
+            pass
     now = clock.now()
     with uow:
         current = uow.services.get(job.service_id, for_update=True)

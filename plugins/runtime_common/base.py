@@ -396,7 +396,8 @@ class ClientRuntime(ContainerRuntime):
     def run(self, spec: ContainerSpec) -> str:
         """Create and start; a container that fails to start is removed again (so the name
         is free for a retry) and the start error raised. Ports without a host port get one
-        picked from ``SLIPWAY_HOST_PORTS``; when another deploy took it meanwhile (the
+        picked from ``SLIPWAY_HOST_PORTS`` (the port's ``prefer`` when that one is free:
+        the port its component kept); when another deploy took it meanwhile (the
         start fails with "address already in use") new ones are picked and the container
         created again, up to :data:`PORT_ATTEMPTS` times."""
         missing = [port for port in spec.ports if port.host_port is None]
@@ -407,7 +408,8 @@ class ClientRuntime(ContainerRuntime):
                 with self.engine(f"choosing host ports for {spec.name}"):
                     try:
                         picked = self.host_ports.pick([p.protocol or "tcp" for p in missing],
-                                                      self._used_host_ports(), avoid=lost)
+                                                      self._used_host_ports(), avoid=lost,
+                                                      prefer=[getattr(p, "prefer", None) for p in missing])
                     except ValueError as exc:
                         raise EngineError(f"creating container {spec.name}: {exc}") from None
                 given = iter(picked)

@@ -49,17 +49,24 @@ class HostPorts:
         self._handed: dict = {}  # port -> monotonic time until which it stays reserved
         self._random = random.SystemRandom()
 
-    def pick(self, protocols, used, avoid=()) -> list[int]:
+    def pick(self, protocols, used, avoid=(), prefer=()) -> list[int]:
         """One free port per entry of ``protocols`` (``"tcp"``/``"udp"``), all different.
         ``used``: ports the engine's containers publish; ``avoid``: ports not to take
-        (e.g. those that just lost a race). ``ValueError`` when the range is exhausted."""
+        (e.g. those that just lost a race). ``prefer``: per entry, a port to take when it
+        lies in the range, is neither used nor avoided, and can be bound now (the port a
+        service's component kept: handing it out earlier was to that service, so this
+        process's recent hand-outs do not count against it), or None.
+        ``ValueError`` when the range is exhausted."""
         with self._lock:
             now = time.monotonic()
             self._handed = {port: until for port, until in self._handed.items() if until > now}
-            taken = set(used) | set(avoid) | set(self._handed)
+            refused = set(used) | set(avoid)
+            taken = refused | set(self._handed)
+            wanted = list(prefer or ()) + [None] * (len(protocols) - len(prefer or ()))
             picked: list[int] = []
-            for protocol in protocols:
-                port = self._one(protocol, taken)
+            for protocol, kept in zip(protocols, wanted):
+                port = kept if kept is not None and self._free(kept, protocol, refused | set(picked)) else None
+                port = port if port is not None else self._one(protocol, taken)
                 if port is None:
                     raise ValueError(f"no free host port left in {self.low}-{self.high} on {self.address} "
                                      f"(SLIPWAY_HOST_PORTS)")
@@ -67,6 +74,9 @@ class HostPorts:
                 taken.add(port)
                 self._handed[port] = now + self._hold_s
             return picked
+
+    def _free(self, port: int, protocol: str, refused: set) -> bool:
+        return self.low <= port <= self.high and port not in refused and self._probe(self.address, port, protocol)
 
     def release(self, ports) -> None:
         """Ports handed out that the engine never got (the container failed to start)."""

@@ -4,7 +4,7 @@ server checking health every second: a compose service of three containers (each
 SIGTERM, so the engine shows it ``stopping`` for the whole stop timeout, then kills it:
 exit 137) is redeployed, rolled back and restarted. After each, once the retired set is
 gone from the engine and two more health checks have passed, the service is ``running``,
-its route is kept, and its timeline has no ``unhealthy`` or ``failed`` health event."""
+its route is kept (on the host port the published component kept), and its timeline has no ``unhealthy`` or ``failed`` health event."""
 from __future__ import annotations
 
 import time
@@ -62,11 +62,12 @@ def test_redeploy_rollback_and_restart_of_three_containers_stay_running_and_heal
                                                                     json={})),
         "restart": lambda: panel.http.post(f"/api/services/{service_id}/restart", timeout=120).raise_for_status(),
     }
+    route = panel.routes().get(service_id)  # http://127.0.0.1:<c's host port>, which c keeps
     for name, operate in operations.items():
         started = time.monotonic()
         operate()
         detail = _settled(panel, service_id)
         assert detail["status"] == "running" and detail["health"]["consecutive_failures"] == 0, (name, detail)
         assert _sick_events(panel.http, service_id) == [], (name, time.monotonic() - started)
-        assert panel.routes().get(service_id), name  # the route record stays
+        assert panel.routes().get(service_id) == route, name  # the route record stays, on the kept port
     assert panel.http.get(f"/api/services/{service_id}").json()["release"] == 3

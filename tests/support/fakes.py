@@ -770,6 +770,8 @@ class InMemoryServices(_Repo):
             self._delete(key, table="preview_jobs")  # ON DELETE CASCADE
         if service_id in self.uow._rows("webhook_secrets"):  # a column of the row
             self._delete(service_id, table="webhook_secrets")
+        if service_id in self.uow._rows("host_ports"):  # a column of the row
+            self._delete(service_id, table="host_ports")
         for b in list(self.uow._rows("backups").values()):  # ON DELETE CASCADE
             if b.service_id == service_id:
                 self._delete(b.id, table="backups")
@@ -819,6 +821,14 @@ class InMemoryServices(_Repo):
     def set_webhook_secret(self, service_id, secret):
         if service_id in self.rows:
             self._put(service_id, secret, table="webhook_secrets")
+
+    def host_ports(self, service_id):
+        kept = self.uow._rows("host_ports").get(service_id) if service_id in self.rows else None
+        return {component: dict(ports) for component, ports in (kept or {}).items()}
+
+    def keep_host_ports(self, service_id, ports):
+        if service_id in self.rows:
+            self._put(service_id, {c: dict(p) for c, p in ports.items()}, table="host_ports")
 
 
 class InMemoryGitDeliveries(_Repo):
@@ -1513,6 +1523,7 @@ class FakeRuntime:
     fail: set = field(default_factory=set)
     tags: dict = field(default_factory=dict)  # keep tag -> image id
     gone_images: set = field(default_factory=set)  # images image_id() answers None for
+    taken: set = field(default_factory=set)  # host ports something outside the engine holds
 
     def _call(self, op, *args):
         self.calls.append((op, *args))
@@ -1535,13 +1546,28 @@ class FakeRuntime:
         self._call("create_volume", name)
 
     def run(self, spec):
+        """Ports as a runtime gives them: a fixed host port (refused while a running
+        container or something outside the engine, ``taken``, holds it), a port's
+        ``prefer`` when no container publishes it (running or not, as Podman lists them)
+        and nothing outside holds it, else the next number."""
         self._call("run", spec.name)
         self.next_port += 1
+        published = {h for s in self.states.values() for h in s.ports.values()}
+        bound = {h for s in self.states.values() if s.running for h in s.ports.values()} | set(self.taken)
+        ports = {}
+        for p in spec.ports:
+            if p.host_port is not None:
+                if p.host_port in bound:
+                    raise RuntimeError(f"starting container {spec.name}: address already in use ({p.host_port})")
+                ports[p.container_port] = p.host_port
+            elif p.prefer is not None and p.prefer not in published | set(self.taken):
+                ports[p.container_port] = p.prefer
+            else:
+                ports[p.container_port] = self.next_port
         cid = f"c{len(self.states) + 1}-{spec.name}"
         running = not self.exit_on_run
         self.states[cid] = ContainerState(id=cid, name=spec.name, status="running" if running else "exited",
-                                          running=running, health=None,
-                                          ports={p.container_port: self.next_port for p in spec.ports},
+                                          running=running, health=None, ports=ports,
                                           labels=dict(spec.labels), exit_code=None if running else self.exit_code)
         return cid
 

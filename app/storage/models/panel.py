@@ -132,6 +132,9 @@ def define(Base) -> dict:
         preview_number = peewee.IntegerField(null=True)
         # migration 30: the ssh host key its clones must be shown (core.panel.host_keys)
         ssh_host_key = peewee.TextField(null=True)
+        # migration 36: the host ports its components keep across deploys, as JSON
+        # {component: {container port: host port}} (core.panel.deploy_job)
+        host_ports = peewee.TextField(null=True)
 
         class Meta:
             indexes = ((("preview_of", "preview_number"), True),)

@@ -17,6 +17,8 @@ _SERVICE_FIELDS = [f.name for f in fields(Service)]
 #: custom_domains: kept in custom_domain (app/storage/panel/routes.py); secrets: the names
 #: of the secret variables, the keys of the encrypted ``secret_values`` column
 _NOT_COLUMNS = ("custom_domains", "secrets")
+#: columns of the row that are no field of the entity: kept and read by methods of their own
+#: (``webhook_secret``, ``host_ports``)
 _COLUMN_FIELDS = [name for name in _SERVICE_FIELDS if name not in _NOT_COLUMNS]
 _DATETIME_FIELDS = ("created_at", "updated_at", "deployed_at", "health_checked_at")
 _BOOL_FIELDS = ("customer_network", "auto_deploy", "previews", "previews_from_forks")  # SQLite answers 0 and 1 in tuples
@@ -195,6 +197,19 @@ class PeeweeServices:
         S = self.m.Service
         sealed = self.m.secret_box.seal({"secret": secret}, _webhook_row(service_id))
         S.update(webhook_secret=sealed).where(S.id == service_id).execute()
+
+    def host_ports(self, service_id: str) -> dict:
+        S = self.m.Service
+        row = S.select(S.host_ports).where(S.id == service_id).tuples().first()
+        kept = json.loads(row[0]) if row and row[0] else {}
+        return {component: {int(port): int(host) for port, host in ports.items()}
+                for component, ports in kept.items()}
+
+    def keep_host_ports(self, service_id: str, ports: dict) -> None:
+        S = self.m.Service
+        text = json.dumps({component: {str(port): int(host) for port, host in sorted(kept.items())}
+                           for component, kept in sorted(ports.items())}, sort_keys=True)
+        S.update(host_ports=text).where(S.id == service_id).execute()
 
     def on_customer_network(self, customer_id: str) -> int:
         """How many of the customer's services join its network (``core.panel.networks``)."""

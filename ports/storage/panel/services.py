@@ -80,6 +80,16 @@ class ServiceRepository(Protocol):
     def set_webhook_secret(self, service_id: str, secret: str) -> None:
         """Keep ``secret`` as the service's webhook secret (encrypted), replacing any."""
 
+    @abstractmethod
+    def host_ports(self, service_id: str) -> dict:
+        """The host ports the service's components keep (``core.panel.deploy_job``):
+        ``{component: {container port: host port}}``; ``{}`` when none are kept yet."""
+
+    @abstractmethod
+    def keep_host_ports(self, service_id: str, ports: dict) -> None:
+        """Keep ``ports`` (``{component: {container port: host port}}``) as the host ports
+        the service's components take on their next start, replacing what was kept."""
+
 
 class GitDeliveryRepository(Protocol):
     """The git providers' webhook deliveries each service received (``core.panel.pushes``)."""

@@ -10,10 +10,11 @@ from dataclasses import replace
 
 import pytest
 
-from core.panel import deploys, services
+from core.panel import deploys, releases, services
 from core.panel.containers import JOB_LABEL, NotInEngine
 from core.panel.customers import Quota
-from core.panel.deploy_job import DELETE_GRACE_SECONDS, DELETE_REMOVAL_SECONDS, STEPS, Deployer, DeploySettings, run_job
+from core.panel.deploy_job import (DELETE_GRACE_SECONDS, DELETE_REMOVAL_SECONDS, STEPS, TAKE_BACK_SUFFIX, Deployer,
+                                   DeploySettings, run_job)
 from tests.support.fakes import parse
 
 QUOTA = Quota(services=20, memory_mb=4096, cpus=4, read_compose=parse)
@@ -83,7 +84,7 @@ def _starting(runtime):
 def test_the_steps_run_in_this_order():
     assert [step.__name__ for step in STEPS] == [
         "check_target", "prepare_source", "read_plan", "check_images", "clear_slate", "create_network",
-        "create_volumes", "start_containers", "wait_healthy", "switch_release"]
+        "create_volumes", "start_containers", "wait_healthy", "take_back_ports", "switch_release"]
 
 
 def test_a_first_deploy_waits_the_settle_window_on_the_clock(uow, clock, admin, customer, methods, runtime):
@@ -155,6 +156,11 @@ def test_a_container_that_exits_within_the_settle_window_fails_the_deploy(uow, c
 
 
 def test_the_old_set_stops_a_drain_after_the_proxy_serves_the_switch(uow, clock, admin, runtime, deployed):
+    """(Of a service whose components keep no host port, as one deployed before ports were
+    kept: a component that keeps one moves onto it before the switch, below.)"""
+    with uow:
+        uow.services.keep_host_ports(deployed.id, {})
+        uow.commit()
     (old,) = runtime.containers(deployed.id)
     moments = Moments(clock)
     stop = runtime.stop
@@ -329,3 +335,97 @@ def test_a_database_is_not_gated_its_old_server_stops_before_the_new_one_starts(
     service, job = _run(uow, clock, runtime, job)
     assert (service.status, job.state) == ("running", "succeeded")
     assert running_at_start == ([[old.id]] if gated else [[]])
+
+
+# --- host ports kept across redeploys, rollbacks and restarts ---------------------------------
+
+
+def _host_port(runtime, service_id) -> int:
+    (state,) = runtime.containers(service_id)
+    (port,) = state.ports.values()
+    return port
+
+
+def _kept(uow, service_id) -> dict:
+    with uow:
+        return uow.services.host_ports(service_id)
+
+
+def _messages(uow, admin, service_id) -> list:
+    return [e.message for e in services.list_events(uow, admin, service_id, page=1, per_page=50)[0]]
+
+
+def test_a_redeploy_and_a_rollback_keep_the_host_port(uow, clock, admin, runtime, deployed):
+    port = _host_port(runtime, deployed.id)
+    before = _routes(uow, deployed.id)
+    assert _kept(uow, deployed.id) == {"web": {8080: port}}
+    _, job = services.redeploy(uow, clock, admin, deployed.id, QUOTA)
+    service, job = _run(uow, clock, runtime, job)
+    assert (service.status, service.release, job.state) == ("running", 2, "succeeded")
+    (new,) = runtime.containers(deployed.id)
+    assert new.labels[JOB_LABEL] == job.id and new.name.endswith(TAKE_BACK_SUFFIX)  # moved onto the kept port
+    assert _host_port(runtime, deployed.id) == port and _routes(uow, deployed.id) == before
+    _, job, _ = releases.rollback(uow, clock, runtime, admin, deployed.id, None, services.redeploy, QUOTA)
+    service, job = _run(uow, clock, runtime, job)
+    assert (service.status, service.release, job.state) == ("running", 3, "succeeded")
+    assert _host_port(runtime, deployed.id) == port and _kept(uow, deployed.id) == {"web": {8080: port}}
+    assert not any("taken meanwhile" in m for m in _messages(uow, admin, deployed.id))
+
+
+def test_the_old_container_gives_the_port_up_only_once_the_new_set_is_healthy(uow, clock, admin, runtime, deployed):
+    """The take-back comes after the health gate: a new set that never gets healthy never
+    stops the old container, which keeps its port and keeps serving."""
+    (old,) = runtime.containers(deployed.id)
+    _starting(runtime)
+    _, job = services.redeploy(uow, clock, admin, deployed.id, QUOTA)
+    service, job = _run(uow, clock, runtime, job, health_timeout=20)
+    assert (service.status, service.release, job.state) == ("running", 1, "failed")
+    assert runtime.containers(deployed.id) == [old] and ("stop", old.id) not in runtime.calls
+
+
+def test_a_port_taken_meanwhile_gives_another_and_says_so(uow, clock, admin, runtime, deployed):
+    port = _host_port(runtime, deployed.id)
+    services.operate(uow, clock, runtime, admin, deployed.id, "stop", base_domain=DOMAIN, parse=parse)
+    runtime.taken.add(port)  # something else listens there now
+    _, job = services.redeploy(uow, clock, admin, deployed.id, QUOTA)  # not gated: nothing runs
+    service, job = _run(uow, clock, runtime, job)
+    assert (service.status, job.state) == ("running", "succeeded")
+    now = _host_port(runtime, deployed.id)
+    assert now != port and _kept(uow, deployed.id) == {"web": {8080: now}}
+    assert f"host port {port} of web (port 8080) was taken meanwhile: it now has host port {now}" \
+        in _messages(uow, admin, deployed.id)
+
+
+def test_a_take_back_that_fails_keeps_the_other_port_and_says_so(uow, clock, admin, runtime, deployed):
+    port = _host_port(runtime, deployed.id)
+    run = runtime.run
+
+    def no_take_back(spec):
+        if spec.name.endswith(TAKE_BACK_SUFFIX):
+            raise RuntimeError("address already in use")
+        return run(spec)
+
+    runtime.run = no_take_back
+    _, job = services.redeploy(uow, clock, admin, deployed.id, QUOTA)
+    service, job = _run(uow, clock, runtime, job)
+    assert (service.status, service.release, job.state) == ("running", 2, "succeeded")
+    now = _host_port(runtime, deployed.id)
+    assert now != port and _kept(uow, deployed.id) == {"web": {8080: now}}
+    assert _routes(uow, deployed.id) == [f"http://127.0.0.1:{now}"]
+    assert any(f"host port {port} of web" in m for m in _messages(uow, admin, deployed.id))
+
+
+def test_a_cancel_during_the_take_back_starts_the_old_container_again(uow, clock, admin, runtime, deployed):
+    (old,) = runtime.containers(deployed.id)
+    before = _routes(uow, deployed.id)
+    healthy = _starting(runtime)
+    clock.at(10, healthy)  # the new set: healthy at 10 s, settled at 13 s; its take-back never gets healthy
+    cancel = threading.Event()
+    cancel.reason = deploys.CANCELLED
+    clock.at(20, cancel.set)
+    _, job = services.redeploy(uow, clock, admin, deployed.id, QUOTA)
+    service, job = _run(uow, clock, runtime, job, cancel=cancel)
+    assert ("stop", old.id) in runtime.calls  # the take-back had begun
+    assert (service.status, service.release, job.state) == ("running", 1, "cancelled")
+    assert [(s.id, s.running) for s in runtime.containers(deployed.id)] == [(old.id, True)]
+    assert _routes(uow, deployed.id) == before

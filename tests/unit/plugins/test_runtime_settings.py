@@ -101,6 +101,20 @@ def test_host_ports_skip_used_taken_and_unbindable_ports():
     assert picker.pick(["tcp"], used=set()) == [20001]
 
 
+def test_a_kept_port_is_taken_when_it_is_free_else_another_is_picked():
+    busy = {20002}
+    picker = HostPorts("127.0.0.1", 20000, 20009, probe=lambda address, port, protocol: port not in busy)
+    assert picker.pick(["tcp"], used=set(), prefer=[20005]) == [20005]
+    # handed out by this process moments ago (to the service that kept it): still its own
+    assert picker.pick(["tcp"], used=set(), prefer=[20005]) == [20005]
+    for taken in ({"used": {20005}}, {"used": set(), "avoid": {20005}}):  # a container publishes it; it lost a race
+        assert picker.pick(["tcp"], prefer=[20005], **taken) != [20005]
+    assert picker.pick(["tcp"], used=set(), prefer=[20002]) != [20002]  # something listens there
+    assert picker.pick(["tcp"], used=set(), prefer=[30000]) != [30000]  # outside SLIPWAY_HOST_PORTS now
+    first, second = picker.pick(["tcp", "udp"], used=set(), prefer=[20007, None])
+    assert first == 20007 and second != 20007
+
+
 def test_port_conflicts_are_recognised():
     assert is_port_conflict("starting container x: cannot listen on the TCP port: listen tcp4 127.0.0.1:20000: "
                             "bind: address already in use")
