@@ -411,8 +411,8 @@ def _take_back(ctx: DeployContext, component, temporary) -> None:
                and set(kept.values()) & set(s.ports.values())]
     if not holders:  # something else took the port: it stays moved
         return
+    ctx.given_up += [s.id for s in holders]  # before the stop: one that stops and then errs is given back too
     stop_together(runtime, [s.id for s in holders])
-    ctx.given_up += [s.id for s in holders]
     ports = tuple(replace(p, host_port=kept[p.container_port]) if p.host_port is None and p.container_port in kept
                   else p for p in component.ports)
     spec = _container_spec(ctx, component, ports, suffix=TAKE_BACK_SUFFIX)
