@@ -10,6 +10,9 @@ SERVICE_LABEL = "slipway.service"
 COMPONENT_LABEL = "slipway.component"
 BUILT_IMAGES = "localhost/slw-"  # the images deploy methods build are named under this
 JOB_LABEL = "slipway.job"  # the deploy job that started a container (its release's set)
+#: what a container of a host-port take-back is named after its component's
+#: (``core.panel.deploy_job.take_back_ports``): the job's set holds both for a moment
+TAKE_BACK_SUFFIX = "-k"
 KEPT_IMAGES = "localhost/slw-keep-"  # the tags that keep the images of a service's releases
 
 
@@ -17,6 +20,14 @@ class NotInEngine(Exception):
     """What an engine call named (a container, network, volume or image) is not, or no
     longer, in the engine. The runtime port's ``Gone`` is one: the deploy use cases catch
     it by this name, without depending on the port."""
+
+
+def taken_back(states) -> list:
+    """Of ``states`` (one job's containers), those a take-back of the host ports replaced:
+    a component that has a container named with :data:`TAKE_BACK_SUFFIX` is served by
+    that one; its others are on their way out (removed with the old set)."""
+    named = {s.labels.get(COMPONENT_LABEL) for s in states if s.name.endswith(TAKE_BACK_SUFFIX)}
+    return [s for s in states if s.labels.get(COMPONENT_LABEL) in named and not s.name.endswith(TAKE_BACK_SUFFIX)]
 
 
 def keep_tag(service_id: str, number: int, component: str) -> str:

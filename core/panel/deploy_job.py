@@ -39,7 +39,8 @@ from typing import Any
 from core.panel import containerfiles, networks, routes
 from core.panel.compose import DEFAULT_HOST_PORTS, parse_compose
 from core.panel.containerfiles import engine_local
-from core.panel.containers import COMPONENT_LABEL, JOB_LABEL, SERVICE_LABEL, ContainerSpec, NotInEngine, keep_tag
+from core.panel.containers import (COMPONENT_LABEL, JOB_LABEL, SERVICE_LABEL, TAKE_BACK_SUFFIX, ContainerSpec,
+                                   NotInEngine, keep_tag)
 from core.panel.customers import DEFAULT_QUOTA, Footprint, Quota, reserve
 from core.panel.deploys import (CANCELLED, DELETED, KILLED_EXIT_CODES, ContainersGone, ContainersKilled,
                                 JobCancelled, cancel_reason, exit_report, health_of, job_suffix, resource_names)
@@ -127,6 +128,10 @@ class DeployContext:
     #: ``{component: {container port: host port}}`` (``uow.services.host_ports``)
     kept: dict = field(default_factory=dict)
     given_up: list = field(default_factory=list)  # old containers the take-back stopped (started again on a failure)
+    replaced: list = field(default_factory=list)  # new containers the take-back replaced (retired with the old set)
+    #: the service's url and route records before the take-back pointed them at the new set
+    #: (put back when the job fails after that); None until then
+    previous: tuple | None = None
     #: the private half of the service's deploy key (``core.panel.deploy_keys.PrivateKey``,
     #: whose repr hides it), read by the source step for its ssh clone and dropped after it
     deploy_key: Any = None
@@ -370,17 +375,16 @@ def wait_healthy(ctx: DeployContext) -> None:
                       for c in ctx.plan.components]
 
 
-#: what a container of the take-back is named after its component's (the job's set holds both for a moment)
-TAKE_BACK_SUFFIX = "-k"
-
-
 def take_back_ports(ctx: DeployContext) -> None:
     """Step ``ports``: a gated job's new set started beside the old one, so a component
     whose old container holds the host port it kept got another one. Before the switch
-    (the service is still ``deploying``: no start, stop or restart runs meanwhile), each
-    such component's old container is stopped and a container of the new release started
-    on the kept ports; once it runs and is healthy (the settle window too) the one on the
-    other port goes. Should that fail (the port was taken meanwhile, the container does
+    (the service is still ``deploying``: no start, stop or restart runs meanwhile) and
+    with no request left unanswered: the service's url and route records point at the
+    new set first (:func:`_serve_from_new_set`: the proxy serves them, the drain passes),
+    then each such component's old container is stopped and a container of the new
+    release started on the kept ports; once it runs and is healthy (the settle window
+    too), the switch points everything at it and the one on the other port is retired
+    with the old set. Should that fail (the port was taken meanwhile, the container does
     not come up), the one on the other port stays, and the switch says which port moved."""
     if not ctx.gated or not ctx.kept:
         return
@@ -389,9 +393,32 @@ def take_back_ports(ctx: DeployContext) -> None:
     if not behind:
         return
     ctx.enter("ports", "taking the kept host ports back", 92)
+    _serve_from_new_set(ctx)
     for component in behind:
         ctx.check()
         _take_back(ctx, component, started[component.name])
+
+
+def _serve_from_new_set(ctx: DeployContext) -> None:
+    """One transaction: the url (without a base domain, it is the upstream) and the route
+    records point at the new set, healthy on its other ports, what they pointed at kept
+    in ``ctx.previous``; then the proxy serves them (``routes_changed``) and the drain
+    passes, so no request still goes to an old container when it stops."""
+    uow, clock, service, settings = ctx.uow, ctx.clock, ctx.service, ctx.settings
+    upstream = routes.upstream(ctx.plan, ctx.states)
+    with uow:
+        current = uow.services.get(service.id, for_update=True)
+        if current is not None:
+            ctx.previous = (current.url, list(uow.routes.for_service(service.id)))
+            routes.follow(uow, current, upstream, settings.base_domain, clock.now())
+            if not settings.base_domain:
+                uow.services.update(replace(current, url=upstream))
+        uow.commit()
+    try:
+        ctx.deployer.routes_changed()
+    except Exception:  # noqa: BLE001 (the proxy catches up on its own loop; the drain still holds)
+        pass
+    clock.sleep(max(0.0, settings.drain_seconds))
 
 
 def _moved(component, state, kept) -> dict:
@@ -427,7 +454,7 @@ def _take_back(ctx: DeployContext, component, temporary) -> None:
     except Exception:  # noqa: BLE001 (the port was taken, or the container did not come up: the other stays)
         _remove_named(runtime, ctx.service.id, spec.name)
         return
-    runtime.remove_container(temporary.id)
+    ctx.replaced.append(temporary.id)  # it serves until the proxy serves the switch: retired with the old set
     ctx.states = [now[0] if s.id == temporary.id else s for s in ctx.states]
 
 
@@ -569,7 +596,7 @@ def run_job(uow, deployer: Deployer, job, *, workdir: str | None = None, cancel=
             exc = ContainersGone(str(exc))  # (the delete's grace first; the reason stays this one)
         if ctx.gated and cancel_reason(ctx.cancel) != DELETED and not isinstance(exc, ContainersGone):
             fail_gated(uow, ctx.clock, ctx.runtime, job, exc, progress=deployer.progress, cancel=ctx.cancel,
-                       give_back=ctx.given_up)
+                       give_back=ctx.given_up, previous=ctx.previous)
         else:
             fail_job(uow, ctx.clock, job, exc, note=ctx.note, progress=deployer.progress, runtime=ctx.runtime,
                      cancel=ctx.cancel)
@@ -650,7 +677,7 @@ def retire_old_release(ctx: DeployContext) -> None:
     next deploy or the delete removes them), never a failed job."""
     runtime, service_id, settings = ctx.runtime, ctx.service.id, ctx.settings
     steps = [(lambda: _retire(ctx.clock, runtime, service_id, ctx.serving, ctx.deployer.routes_changed,
-                              settings.drain_seconds)) if ctx.gated
+                              settings.drain_seconds, replaced=ctx.replaced)) if ctx.gated
              else (lambda: _drop_networks(runtime, service_id, ctx.removed)),
              lambda: keep_images(ctx.uow, runtime, ctx.release)]
     if not ctx.service.customer_network:  # it may have left its customer's network: the last one out removes it
@@ -866,10 +893,12 @@ def _health_output(runtime, state) -> str:
     return f"\n{state.name} ({state.health}): " + "\n".join(lines) if lines else f"\n{state.name} ({state.health})"
 
 
-def _retire(clock, runtime, service_id: str, old, routes_changed, drain_seconds: float) -> None:
+def _retire(clock, runtime, service_id: str, old, routes_changed, drain_seconds: float, replaced=()) -> None:
     """After the switch: wait for the proxy (``routes_changed``) and the drain, then stop
     the ``old`` containers (the set that served when the job began: never one a job
-    queued after this one's success started) gracefully, remove them and their networks."""
+    queued after this one's success started) gracefully, remove them and their networks;
+    and remove the new set's containers a take-back of the host ports ``replaced`` (their
+    network is the new set's)."""
     try:
         routes_changed()
     except Exception:  # noqa: BLE001 (the proxy catches up on its own loop; the drain still holds)
@@ -881,6 +910,8 @@ def _retire(clock, runtime, service_id: str, old, routes_changed, drain_seconds:
         pass
     for state in old:
         runtime.remove_container(state.id)
+    for container_id in replaced:
+        runtime.remove_container(container_id)
     _drop_networks(runtime, service_id, old)
 
 
@@ -914,12 +945,13 @@ def _remove_job_set(runtime, service_id: str, job) -> None:
 
 
 def fail_gated(uow, clock, runtime, job, exc: Exception, *, progress=_nothing, cancel=None,
-               give_back=()) -> None:
+               give_back=(), previous=None) -> None:
     """A health-gated redeploy or rollback that failed (or was cancelled): its new set is
-    removed, the old release keeps serving with its route record untouched (the old
-    containers ``give_back`` names, stopped by the take-back of the host ports, started
-    again), the service is ``running`` again, the timeline has ``<kind>`` ``failed`` with
-    the health output, and the job ends ``failed`` (``cancelled`` when cancelled)."""
+    removed, the old release keeps serving with its route record untouched (after a
+    take-back of the host ports began: the old containers ``give_back`` names started
+    again, and the url and route records put back as ``previous`` has them), the service
+    is ``running`` again, the timeline has ``<kind>`` ``failed`` with the health output,
+    and the job ends ``failed`` (``cancelled`` when cancelled)."""
     reason = cancel_reason(cancel) or (str(exc)[-2000:] or type(exc).__name__)
     state = "cancelled" if reason == CANCELLED else "failed"
     _remove_job_set(runtime, job.service_id, job)
@@ -932,8 +964,17 @@ def fail_gated(uow, clock, runtime, job, exc: Exception, *, progress=_nothing, c
     with uow:
         current = uow.services.get(job.service_id, for_update=True)
         if current is not None:
+            before = current
+            if previous is not None:  # the take-back had pointed them at the new set
+                url, records = previous
+                if records:
+                    uow.routes.replace_for(current.id, records)
+                else:
+                    uow.routes.delete_for(current.id)
+                current = replace(current, url=url)
             if current.status == "deploying":
                 current = replace(current, status="running", updated_at=now)
+            if current != before:
                 uow.services.update(current)
             uow.emit(deploy_progress(job, "failed", reason, 100, current.customer_id))
             uow.emit(service_status(current, current.status))

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from core.panel import leases
-from core.panel.containers import JOB_LABEL
+from core.panel.containers import JOB_LABEL, taken_back
 from core.panel.events import service_status
 from core.panel.services import DELETED, NOT_CHECKED, record  # DELETED: "service deleted"
 
@@ -142,7 +142,8 @@ def serving_states(uow, service, states) -> list:
     if release is None:
         return states
     own = [s for s in states if s.labels.get(JOB_LABEL) == release.deploy_job_id]
-    return own or [s for s in states if JOB_LABEL not in s.labels]
+    leaving = {s.id for s in taken_back(own)}  # replaced by a take-back of the host ports: not serving
+    return [s for s in own if s.id not in leaving] or [s for s in states if JOB_LABEL not in s.labels]
 
 
 def check_health(uow, clock, runtime) -> int:
@@ -205,7 +206,8 @@ def check_health(uow, clock, runtime) -> int:
 
 def _drop_superseded(uow, runtime, service, states) -> list:
     """A process that stopped between a health-gated switch and the removal of the old set
-    leaves two sets: the containers of every job but the running release's go."""
+    leaves two sets: the containers of every job but the running release's go, and those
+    of the running release's that a take-back of the host ports replaced."""
     if service.release is None:
         return states
     with uow.reading():
@@ -213,9 +215,10 @@ def _drop_superseded(uow, runtime, service, states) -> list:
                         if r.number == service.release), None)
     if serving is None or not any(s.labels.get(JOB_LABEL) == serving for s in states):
         return states
+    leaving = {s.id for s in taken_back([s for s in states if s.labels.get(JOB_LABEL) == serving])}
     kept = []
     for state in states:
-        if state.labels.get(JOB_LABEL) == serving:
+        if state.labels.get(JOB_LABEL) == serving and state.id not in leaving:
             kept.append(state)
         else:
             runtime.remove_container(state.id)

@@ -152,6 +152,49 @@ def test_a_create_whose_deploy_fails_says_why_once_at_the_top(engine_site, open_
     assert watched.problems() == {}, watched.problems()
 
 
+@pytest.mark.runtime
+def test_a_redeploy_that_fails_before_its_answer_arrives_shows_failed(engine_site, open_page, screenshots):
+    """A redeploy of a failed service is not gated: it can fail (an image the engine does
+    not have) before the page has the POST's answer, whose status is "deploying". The
+    events that came meanwhile are newer than that answer: the page stays on "failed".
+    The answer is held back here until the redeploy has failed, so the order is sure."""
+    from playwright.sync_api import expect
+
+    site = engine_site
+    acme = site.customer("Acme")
+    created = site.http.post("/api/services", json={
+        "name": f"fails-fast-{uuid.uuid4().hex[:6]}", "customer_id": acme["id"], "deploy_method": "compose",
+        "compose": "services:\n  app:\n    image: localhost/slipway-not-here:latest\n"})
+    assert created.status_code == 201, created.text
+    service_id = created.json()["id"]
+    site.made.append(service_id)
+    wait_for(lambda: site.http.get(f"/api/services/{service_id}").json()["status"] == "failed", "the deploy fails",
+             timeout=120)
+
+    def failed_twice() -> bool:
+        events = site.http.get(f"/api/services/{service_id}/events").json()["data"]
+        return len([e for e in events if e["status"] == "failed"]) == 2
+
+    def answer_late(route):
+        answer = route.fetch()  # the redeploy is queued; its answer waits until it has failed
+        wait_for(failed_twice, "the redeploy to fail", timeout=120)
+        route.fulfill(response=answer)
+
+    watched = open_page(site)
+    page = watched.page
+    sign_in(watched, site.admin)
+    watched.load(f"/services/{service_id}")
+    expect(page.get_by_test_id("service-status")).to_have_text(re.compile(r"^\s*failed\s*$"))
+    page.route(re.compile(r".*/api/services/[^/]+/redeploy$"), answer_late)
+    with page.expect_response(re.compile(r".*/redeploy$")):
+        page.get_by_test_id("action-redeploy").click()
+    # the answer handled: the button is itself again (its "Redeploying…" lasts until then)
+    expect(page.get_by_test_id("action-redeploy")).to_have_text("Redeploy")
+    expect(page.get_by_test_id("action-redeploy")).to_be_enabled()
+    expect(page.get_by_test_id("service-status")).to_have_text(re.compile(r"^\s*failed\s*$"))
+    shot(page, screenshots, "redeploy-failed-before-its-answer")
+
+
 def test_the_create_form_opens_on_the_template_method_and_the_demos_template(site, open_page, screenshots):
     from playwright.sync_api import expect
 

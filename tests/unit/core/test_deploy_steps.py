@@ -13,7 +13,8 @@ import pytest
 from core.panel import deploys, releases, services
 from core.panel.containers import JOB_LABEL, NotInEngine
 from core.panel.customers import Quota
-from core.panel.deploy_job import (DELETE_GRACE_SECONDS, DELETE_REMOVAL_SECONDS, STEPS, TAKE_BACK_SUFFIX, Deployer,
+from core.panel.containers import TAKE_BACK_SUFFIX
+from core.panel.deploy_job import (DELETE_GRACE_SECONDS, DELETE_REMOVAL_SECONDS, STEPS, Deployer,
                                    DeploySettings, run_job)
 from tests.support.fakes import parse
 
@@ -429,3 +430,49 @@ def test_a_cancel_during_the_take_back_starts_the_old_container_again(uow, clock
     assert (service.status, service.release, job.state) == ("running", 1, "cancelled")
     assert [(s.id, s.running) for s in runtime.containers(deployed.id)] == [(old.id, True)]
     assert _routes(uow, deployed.id) == before
+
+
+def test_no_request_is_left_unanswered_while_a_port_is_taken_back(uow, clock, admin, runtime, deployed):
+    """The route points at the new set (on its other port) and the proxy serves that, a
+    drain before the old container stops; the container on the other port goes only after
+    the proxy serves the switch back to the kept port."""
+    (old,) = runtime.containers(deployed.id)
+    port = _host_port(runtime, deployed.id)
+    moments = Moments(clock)
+    seen = {}
+    stop, remove = runtime.stop, runtime.remove_container
+
+    def stopping(cid, timeout=10):
+        if cid == old.id and "routes at the old stop" not in seen:  # (the retire stops it again: a no-op)
+            seen["routes at the old stop"] = _routes(uow, deployed.id)
+            moments.mark("old stops")
+        stop(cid, timeout)
+
+    def removing(cid):
+        if cid != old.id and not runtime.states[cid].name.endswith(TAKE_BACK_SUFFIX):
+            seen["routes when the other goes"] = _routes(uow, deployed.id)
+            moments.mark("other goes")
+        remove(cid)
+
+    runtime.stop, runtime.remove_container = stopping, removing
+    _, job = services.redeploy(uow, clock, admin, deployed.id, QUOTA)
+    _, job = _run(uow, clock, runtime, job, drain_seconds=5, routes_changed=lambda: moments.mark("served"))
+    assert job.state == "succeeded"
+    served = [moment for name, moment in moments.seen if name == "served"]
+    assert len(served) == 2 and moments.at("old stops") - served[0] == pytest.approx(5)
+    assert seen["routes at the old stop"] != [f"http://127.0.0.1:{port}"]  # the new set, on its other port
+    assert moments.at("other goes") - served[1] == pytest.approx(5)
+    assert seen["routes when the other goes"] == [f"http://127.0.0.1:{port}"] == _routes(uow, deployed.id)
+
+
+def test_a_failure_after_the_route_moved_puts_it_back(uow, clock, admin, runtime, deployed):
+    before = _routes(uow, deployed.id)
+    healthy = _starting(runtime)
+    clock.at(10, healthy)
+    cancel = threading.Event()
+    cancel.reason = deploys.CANCELLED
+    clock.at(20, cancel.set)  # while the take-back's container is not healthy yet
+    _, job = services.redeploy(uow, clock, admin, deployed.id, QUOTA)
+    service, job = _run(uow, clock, runtime, job, cancel=cancel)
+    assert job.state == "cancelled" and _routes(uow, deployed.id) == before
+    assert service.url == deployed.url

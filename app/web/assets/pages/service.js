@@ -62,6 +62,7 @@ export function ServicePage({ id, session }) {
   // nothing newer came meanwhile.
   const seqRef = useRef(0);
   const loadedRef = useRef(false); // the page holds this service's detail
+  const eventsRef = useRef(0); // service.status events received (an action's answer is older than one that came meanwhile)
 
   async function load() {
     const seq = ++seqRef.current;
@@ -91,6 +92,7 @@ export function ServicePage({ id, session }) {
         if (d.status === "deleted") { setDeleted(true); return; }
         const changed = statusRef.current !== d.status;
         statusRef.current = d.status;
+        eventsRef.current += 1;
         setService((s) => (s ? { ...s, status: d.status } : s));
         if (changed) {
           // an answer still on its way is older than this event: a new load, or (while a
@@ -128,9 +130,12 @@ export function ServicePage({ id, session }) {
   async function act(action, body) {
     setBusy(action);
     try {
+      const events = eventsRef.current;
       const r = await api(`/api/services/${enc(id)}/${action}`, { method: "POST", body });
       clearError();
-      if (r && r.status) {
+      // a status event that came while the request was out is as new as its answer or newer
+      // (a redeploy that failed at once: "failed" may come before the answer's "deploying")
+      if (r && r.status && eventsRef.current === events) {
         seqRef.current += 1; // a load still on its way is older than this answer
         statusRef.current = r.status;
         setService((s) => ({ ...s, status: r.status }));
