@@ -89,7 +89,9 @@ def test_template_service_lifecycle(panel):
     detail = _until(client, service_id, "running")
     assert "Hello from Slipway" in _get(detail["url"])  # the page lives on the kept volume
 
-    logs = client.get(f"/api/services/{service_id}/logs", params={"tail": 5}).json()["logs"]
+    answer = client.get(f"/api/services/{service_id}/logs", params={"tail": 5})
+    assert answer.status_code == 200, answer.text  # CI saw an answer without logs on Swarm under load
+    logs = answer.json()["logs"]
     assert isinstance(logs, list)
     events = client.get(f"/api/services/{service_id}/events").json()
     kinds = {(e["type"], e["status"]) for e in events["data"]}
