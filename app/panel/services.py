@@ -296,11 +296,7 @@ class ServicesHandlers:
             service = services.get_service(self.store.uow(write=False), call.caller, call.params["id"])
             states = runtime.containers(service.id)
             origins = releases.log_origins(self.store.uow(write=False), service.id, states)
-            lines = []
-            for state in states:
-                lines.extend((line, origins[state.id]) for line in runtime.logs(state.id, tail=tail, since=since))
-            lines.sort(key=lambda pair: pair[0].timestamp)
-            return lines[-tail:]
+            return releases.service_logs(runtime, states, origins, tail, since)
 
         lines = await self.calls.run_for(tenant(call.caller), read)
         return Reply(200, {"logs": [log_json(line, origin) for line, origin in lines]})

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from core.errors import Conflict, NotFound
-from core.panel.containers import COMPONENT_LABEL, JOB_LABEL, keep_tag
+from core.panel.containers import COMPONENT_LABEL, JOB_LABEL, NotInEngine, keep_tag
 from core.panel.events import service_status
 from core.panel.services import NOT_CHECKED, caller_name, new_id, record, visible  # noqa: F401 (caller_name: part of releases)
 
@@ -144,6 +144,22 @@ def log_origins(uow, service_id: str, states) -> dict:
         numbers = {r.deploy_job_id: r.number for r in uow.releases.for_service(service_id)}
     return {s.id: {"component": s.labels.get(COMPONENT_LABEL) or "", "release": numbers.get(s.labels.get(JOB_LABEL))}
             for s in states}
+
+
+def service_logs(runtime, states, origins: dict, tail: int, since=None) -> list:
+    """The service's last ``tail`` log lines, oldest first, each as ``(line, origin)``. A
+    container listed in ``states`` that is gone when its lines are read (the old set of a
+    deploy that retires it just then, a replica the engine replaced) has none to give:
+    it is skipped, not an error of the whole read."""
+    lines = []
+    for state in states:
+        try:
+            read = runtime.logs(state.id, tail=tail, since=since)
+        except NotInEngine:
+            continue
+        lines.extend((line, origins[state.id]) for line in read)
+    lines.sort(key=lambda pair: pair[0].timestamp)
+    return lines[-tail:] if tail else []
 
 
 # --- rollback ---------------------------------------------------------------------------

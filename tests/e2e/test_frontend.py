@@ -166,12 +166,23 @@ class Watched:
 
     def load(self, path: str, wait_until: str = "load") -> None:
         """Open ``path`` (``page.goto``); again (up to twice) when the host's network changed
-        meanwhile, which is no fault of the page (tests run beside others whose containers
+        meanwhile (a request of the page, or the navigation itself, aborted with
+        ERR_NETWORK_CHANGED), which is no fault of the page (tests run beside others whose containers
         add and remove networks). What the page before still had in flight when it
         navigates is aborted by the navigation: no fault either (``_forget_abandoned``)."""
-        for _ in range(3):
+        for attempt in range(3):
             mark, sent = self.mark(), len(self.requests)
-            self.page.goto(path, wait_until=wait_until)
+            try:
+                self.page.goto(path, wait_until=wait_until)
+            except Exception as failed:  # Playwright's Error: the navigation itself was aborted (CI saw it)
+                if NETWORK_CHANGED not in str(failed) or attempt == 2:
+                    raise
+                print(f"network changed while navigating to {path}: {failed}")
+                for found, n in zip(self._lists(), mark):
+                    del found[n:]
+                del self._failed_requests[mark[2]:]
+                del self.requests[sent:]
+                continue
             self._forget_abandoned(mark)
             if not self.network_changed_since(mark):
                 return

@@ -314,3 +314,35 @@ def test_an_explicit_rollback_to_the_running_release_runs_it_again(uow, clock, a
     service, job = _run(uow, clock, runtime, job)
     assert (service.status, service.release, job.state) == ("running", 2, "succeeded")
     assert not [c for c in runtime.calls if c[0] == "pull_image"]
+
+
+def test_the_logs_skip_a_container_that_is_gone_when_its_lines_are_read():
+    """CI saw the logs of a Swarm service fail while a redeploy retired its old set: the
+    listing named a container that was gone by the time its lines were read."""
+    from collections import namedtuple
+    from core.panel.containers import NotInEngine
+
+    Line, State = namedtuple("Line", "timestamp message"), namedtuple("State", "id")
+
+    class Engine:
+        def logs(self, cid, tail=100, since=None):
+            if cid == "old":
+                raise NotInEngine("no such container: old")
+            return [Line(2, "second"), Line(1, "first"), Line(3, "third")][:tail]
+
+    states = [State("old"), State("new")]
+    origins = {"old": {"component": "web", "release": 1}, "new": {"component": "web", "release": 2}}
+    lines = releases.service_logs(Engine(), states, origins, tail=2)
+    assert [(line.message, origin["release"]) for line, origin in lines] == [("first", 2), ("second", 2)]
+    assert releases.service_logs(Engine(), states, origins, tail=0) == []
+
+
+def test_the_logs_fail_when_the_engine_fails_for_another_reason():
+    from collections import namedtuple
+
+    class Engine:
+        def logs(self, cid, tail=100, since=None):
+            raise RuntimeError("engine down")
+
+    with pytest.raises(RuntimeError):
+        releases.service_logs(Engine(), [namedtuple("State", "id")("a")], {"a": {}}, tail=5)
