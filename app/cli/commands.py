@@ -19,6 +19,8 @@ from core.partner.scope import Page
 from core.errors import Invalid
 from core.redaction import redact_url
 
+#: how long ``serve`` keeps an idle keep-alive connection open (docs/operator/cli.md)
+KEEP_ALIVE_SECONDS = 75
 
 def _store(config) -> Store:
     """The database of ``config``, at the current schema (the operator's commands run one
@@ -173,8 +175,12 @@ def serve(config, host: str, port: int, workers: int = 1):
         # 127.0.0.1 (its default): the address is the app's to decide, from SLIPWAY_TRUSTED_PROXIES.
         # Its access log is off: ours (app.http.observability) has the request id and operation.
         # A WebSocket client message over 64 KiB is refused before it is read whole (1009).
+        # An idle keep-alive connection is kept 75 s (uvicorn's default is 5 s): a client that
+        # reuses one just as the server closes it gets "connection reset" (httpx and other
+        # clients keep idle connections 5 s, proxies a minute or more); CI saw it.
         options = dict(host=host, port=port, log_level="info", access_log=False, proxy_headers=False,
-                       forwarded_allow_ips="", log_config=log_config(config.log_format), ws_max_size=MAX_MESSAGE)
+                       forwarded_allow_ips="", log_config=log_config(config.log_format), ws_max_size=MAX_MESSAGE,
+                       timeout_keep_alive=KEEP_ALIVE_SECONDS)
         if workers > 1:
             app.parts.store.close()  # each worker composes its own app from the environment
             uvicorn.run("app.asgi:app", workers=workers, **options)
