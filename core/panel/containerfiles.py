@@ -1,5 +1,5 @@
 """Which images a service may start from: the rule of compose ``image:`` applied to every
-image reference a build reads. Pure (the registry rule's name lookups are handed in).
+image reference a build reads. Pure (the registry rule's name lookups go through a resolver handed in).
 
 A service runs and builds on images it may use (:func:`image_refusal`): only a reference
 of the docker reference grammar (``[host[:port]/]path[:tag][@digest]``, lower-case path
@@ -213,11 +213,13 @@ def _lookup_name(reference: str) -> str | None:
         return name
 
 
-def registry_refusal(reference: str, *, resolve=addresses.resolve, strict: bool = False) -> str | None:
+def registry_refusal(reference: str, *, resolve, strict: bool = False) -> str | None:
     """Why ``reference`` may not be pulled from its registry (the host is, or resolves
     to, an address that is not public), or None (no registry host, ``localhost``
-    without a port, a public host). A name that does not resolve is refused when
-    ``strict`` (the engine is about to pull or build), else accepted."""
+    without a port, a public host). ``resolve(name)`` answers a name's addresses or None
+    (a resolver's ``resolve``, or the answers of one ``resolve_all``). A name that does
+    not resolve is refused when ``strict`` (the engine is about to pull or build), else
+    accepted."""
     host = registry_host(reference.strip())
     if host is None or host.lower() == "localhost":
         return None
@@ -231,15 +233,15 @@ def registry_refusal(reference: str, *, resolve=addresses.resolve, strict: bool 
     return f"the registry {_short(host)} of {_short(reference)}: {reason}" if reason else None
 
 
-def registries_refusal(images, *, strict: bool, resolve=None,
+def registries_refusal(images, *, strict: bool, resolver: addresses.Resolver,
                        deadline: float = addresses.RESOLVE_TIMEOUT_S) -> str | None:
     """The first refusal of :func:`registry_refusal` among ``images`` ((where, reference)
-    pairs), as ``where: reason``, or None. Each registry host is looked up once, all at
-    the same time, within one overall ``deadline`` (a name not answered by then does not
-    resolve); ``resolve(name)`` replaces the lookup (tests)."""
+    pairs), as ``where: reason``, or None. Each registry host is looked up once by
+    ``resolver``, all at the same time, within one overall ``deadline`` (a name not
+    answered by then does not resolve)."""
     images = list(images)
     names = [name for _, image in images if (name := _lookup_name(image)) is not None]
-    found = addresses.resolve_all(names, deadline=deadline, lookup=resolve)
+    found = resolver.resolve_all(names, deadline=deadline) if names else {}
     for where, image in images:
         reason = registry_refusal(image, resolve=found.get, strict=strict)
         if reason:
@@ -677,7 +679,7 @@ def references(text: str) -> list[Reference]:
 
 
 def references_refusal(found: list[Reference], service_id: str, *, allow_private_registries: bool,
-                       resolve=None, strict: bool = True) -> str | None:
+                       resolver: addresses.Resolver, strict: bool = True) -> str | None:
     """Why the service ``service_id`` may not build on the references ``found`` (the
     line and what it names), or None. ``strict``: a registry host that does not resolve
     is refused (the build is about to pull)."""
@@ -687,10 +689,10 @@ def references_refusal(found: list[Reference], service_id: str, *, allow_private
             return f"{ref.where()}: {reason}"
     if allow_private_registries:
         return None
-    return registries_refusal([(ref.where(), ref.image) for ref in found], strict=strict, resolve=resolve)
+    return registries_refusal([(ref.where(), ref.image) for ref in found], strict=strict, resolver=resolver)
 
 
-def refusal(text: str, service_id: str, *, allow_private_registries: bool, resolve=None,
+def refusal(text: str, service_id: str, *, allow_private_registries: bool, resolver: addresses.Resolver,
             strict: bool = True) -> str | None:
     """Why the service ``service_id`` may not build from the Containerfile ``text`` (the
     line and what it names), or None."""
@@ -699,7 +701,7 @@ def refusal(text: str, service_id: str, *, allow_private_registries: bool, resol
     except ContainerfileError as exc:
         return f"cannot be read for the images it starts from: {exc}"
     return references_refusal(found, service_id, allow_private_registries=allow_private_registries,
-                              resolve=resolve, strict=strict)
+                              resolver=resolver, strict=strict)
 
 
 ALLOW_PRIVATE = "SLIPWAY_REGISTRY_ALLOW_PRIVATE"

@@ -87,7 +87,8 @@ class Deployer:
     """What every deploy job of a worker shares. ``methods``: deploy methods by name (their
     ``prepare`` is the ``source`` step); ``progress(job, step, message, percent)``
     announces progress; ``routes_changed()`` returns once the reverse proxy serves the
-    route records (after a switch)."""
+    route records (after a switch); ``resolver`` looks registry hosts up
+    (:class:`core.addresses.Resolver`; None: a job that must look one up fails saying so)."""
 
     clock: Any
     runtime: Any
@@ -95,6 +96,7 @@ class Deployer:
     methods: Mapping = field(default_factory=dict)
     progress: Callable = _nothing
     routes_changed: Callable = _nothing
+    resolver: Any = None
 
     def run(self, uow, job, *, workdir: str | None = None, cancel=None) -> None:
         run_job(uow, self, job, workdir=workdir, cancel=cancel)
@@ -273,7 +275,8 @@ def check_images(ctx: DeployContext) -> None:
     release's kept images instead, pulling nothing)."""
     ctx.enter("images", "checking images", 15)
     allow_private = ctx.settings.registry_allow_private
-    refused = None if ctx.target is not None or allow_private else registries_refusal(ctx.plan)
+    refused = None if ctx.target is not None or allow_private else registries_refusal(
+        ctx.plan, resolver=_resolver(ctx.deployer))
     if refused:  # checked at create and PATCH too; a name may resolve elsewhere now
         raise RuntimeError(refused)
     if ctx.target is not None:
@@ -282,7 +285,7 @@ def check_images(ctx: DeployContext) -> None:
     for image in sorted({c.image for c in ctx.plan.components}):
         try:
             kept = _image(ctx.runtime, image, refresh=ctx.job.kind == "redeploy", cancel=ctx.cancel,
-                          strict=not allow_private)
+                          strict=not allow_private, resolver=ctx.deployer.resolver)
         except Exception as exc:  # the engine's or the check's words, and what chose the image
             if (ctx.cancel is None or not ctx.cancel.is_set()) and len(exc.args) == 1 \
                     and isinstance(exc.args[0], str):
@@ -703,7 +706,26 @@ def _own_builds_only(plan, service_id: str) -> None:
         raise RuntimeError(reason)
 
 
-def registries_refusal(plan, *, resolve=None) -> str | None:
+def _resolver(deployer: Deployer):
+    """The deployer's resolver, or one that refuses to be asked (a job built without one
+    fails naming what it lacks, instead of looking the name up itself)."""
+    return deployer.resolver if deployer.resolver is not None else _NO_RESOLVER
+
+
+class _NoResolver:
+    def resolve(self, host: str, timeout: float = 0.0):
+        raise RuntimeError(f"cannot look up the registry host {host}: this deploy worker has no resolver")
+
+    def resolve_all(self, hosts, *, deadline: float = 0.0):
+        for host in hosts:
+            self.resolve(host)
+        return {}
+
+
+_NO_RESOLVER = _NoResolver()
+
+
+def registries_refusal(plan, *, resolver) -> str | None:
     """Why an image of ``plan`` may not be used (its registry host is, or resolves to, an
     address that is not public), naming the service, or None. The hosts are looked up at
     once, within one deadline (:func:`core.panel.containerfiles.registries_refusal`); a
@@ -711,7 +733,7 @@ def registries_refusal(plan, *, resolve=None) -> str | None:
     (:func:`_image`)."""
     return containerfiles.registries_refusal(
         [(f"services.{component.name}.image", component.image) for component in plan.components],
-        strict=False, resolve=resolve)
+        strict=False, resolver=resolver)
 
 
 def _requested(cancel):
@@ -806,7 +828,7 @@ def image_origin(service, plan, image: str) -> str:
     return f"the image is the compose's service {components} `image:`"
 
 
-def _image(runtime, image: str, *, refresh: bool, cancel=None, strict: bool = False) -> str | None:
+def _image(runtime, image: str, *, refresh: bool, cancel=None, strict: bool = False, resolver=None) -> str | None:
     """Make sure the engine has ``image``: pull it when missing, and on a redeploy pull it
     again so a moved tag brings the latest image. ``localhost/`` images (without a port)
     are the engine's own (local builds) and are never pulled: one that is absent fails
@@ -823,7 +845,8 @@ def _image(runtime, image: str, *, refresh: bool, cancel=None, strict: bool = Fa
         return None
     if present and not refresh:
         return None
-    refused = containerfiles.registry_refusal(image, strict=True) if strict else None
+    refused = containerfiles.registry_refusal(image, resolve=(resolver or _NO_RESOLVER).resolve,
+                                              strict=True) if strict else None
     if refused:
         if not present:
             raise RuntimeError(refused)

@@ -693,7 +693,7 @@ def check_containerfile(context: str, dockerfile: str | None, inline: str | None
     except containerfiles.ContainerfileError as exc:
         raise SourceError(f"{where}: {shown} cannot be read for the images it starts from: {exc}") from None
     reason = containerfiles.references_refusal(found, service_id, allow_private_registries=allow_private,
-                                               strict=False)
+                                               resolver=hosts.RESOLVER, strict=False)
     if reason:
         raise SourceError(f"{where}: {shown} {reason}")
     absent = []
@@ -705,7 +705,8 @@ def check_containerfile(context: str, dockerfile: str | None, inline: str | None
                               "the engine's own images; they are never pulled)")
         absent.append((ref.where(), ref.image))
     # the build is about to pull what the engine lacks: a registry host that does not resolve is refused too
-    reason = None if allow_private or not absent else containerfiles.registries_refusal(absent, strict=True)
+    reason = None if allow_private or not absent else containerfiles.registries_refusal(
+        absent, strict=True, resolver=hosts.RESOLVER)
     if reason:
         raise SourceError(f"{where}: {shown} {reason}")
     return dockerfile
