@@ -139,7 +139,7 @@ def create_app(config: Config | None = None, *, store: Store | None = None,
     parts = composition or Composition(config, store=store)
     config = parts.config
     config.require_secret_key()  # no server without the key of the secret variables
-    parts.deploy_methods, parts.billing_models, parts.extensions  # a bad plugin or setting stops start-up now
+    parts.deploy_methods, parts.billing_models, parts.extensions  # noqa: B018 - a bad plugin or setting stops start-up now
     store = parts.store
     parts.serve_events()
     license_service, runtime, deployer = parts.license_service, parts.runtime, parts.deployer

@@ -56,7 +56,7 @@ class Resolver(ABC):
                     host = queue.pop()
                 try:
                     found = self.resolve(host, max(0.0, end - time.monotonic()))
-                except Exception:  # a lookup that fails does not resolve
+                except Exception:  # noqa: BLE001 - a lookup that fails does not resolve
                     found = None
                 with lock:
                     answers[host] = found

@@ -49,6 +49,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from core import addresses
 from core.panel.containers import BUILT_IMAGES, built_image_prefix
@@ -287,7 +288,8 @@ class _Way:
         """An instruction's keyword and FROM words: split at the engines' [\\t\\v\\f\\r ]+."""
         if not self.exact:
             return text.split()
-        words, current = [], []
+        words: list[str] = []
+        current: list[str] = []
         for ch in text:
             if ch in _ENGINE_SPACES:
                 if current:
@@ -341,7 +343,7 @@ def _expand(value: str, variables: dict, escape: str, *, where: str, unknown: li
             return ""
         return current
 
-    again = {"where": where, "unknown": unknown, "depth": depth + 1}
+    again: dict[str, Any] = {"where": where, "unknown": unknown, "depth": depth + 1}
     out, i = [], 0
     while i < len(value):
         ch = value[i]
@@ -395,7 +397,9 @@ def _expand(value: str, variables: dict, escape: str, *, where: str, unknown: li
 def _words(text: str, escape: str, space) -> list[str]:
     """Words separated where ``space(ch)``, quotes taken off (quoted parts keep their
     spaces)."""
-    words, current, quote, any_ = [], [], None, False
+    words: list[str] = []
+    current: list[str] = []
+    quote, any_ = None, False
     i = 0
     while i < len(text):
         ch = text[i]
@@ -426,7 +430,8 @@ def _words(text: str, escape: str, space) -> list[str]:
 def _flags(text: str, way: _Way) -> list[tuple[str, str | None]]:
     """The leading ``--name=value`` flags of an instruction's arguments. Only the flags
     are read as words: the rest may be any shell text."""
-    flags, i = [], 0
+    flags: list[tuple[str, str | None]] = []
+    i = 0
     while True:
         while i < len(text) and way.space(text[i]):
             i += 1
@@ -521,8 +526,8 @@ def _logical_lines(lines: list[str], start: int, way: _Way):
         if not stripped or stripped.startswith("#"):
             continue
         first, parts = index, []
-        line = raw
-        body = way.continues(line)
+        line: str | None = raw
+        body = way.continues(raw)
         while body is not None:
             parts.append(body)
             line = None
@@ -567,7 +572,7 @@ def _assignments(rest: str, way: _Way, keyword: str) -> list[tuple[str, str | No
 
 def _read(lines: list[str], start: int, way: _Way) -> list[Reference]:
     found: list[Reference] = []
-    state = {"globals": {}, "stages": [], "scope": None}  # scope: the current stage's ENV values
+    state: dict[str, Any] = {"globals": {}, "stages": [], "scope": None}  # scope: the current stage's ENV values
     for number, instruction in _logical_lines(lines, start, way):
         try:
             _instruction(found, number, instruction, way, state)

@@ -31,6 +31,7 @@ handed and which the steps look at between steps and while they wait; the job th
 removes what it made and ends ``cancelled`` (or ``failed`` "service deleted")."""
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -594,7 +595,7 @@ def run_job(uow, deployer: Deployer, job, *, workdir: str | None = None, cancel=
     except OldCommit as exc:
         end_old_commit(uow, ctx.clock, job, str(exc), gated=ctx.gated, progress=deployer.progress)
         return
-    except Exception as exc:  # the reason goes to the timeline, the job and the service
+    except Exception as exc:  # noqa: BLE001 - the reason goes to the timeline, the job and the service
         if not isinstance(exc, ContainersGone) and _set_removed(ctx):
             exc = ContainersGone(str(exc))  # (the delete's grace first; the reason stays this one)
         if ctx.gated and cancel_reason(ctx.cancel) != DELETED and not isinstance(exc, ContainersGone):
@@ -679,13 +680,14 @@ def retire_old_release(ctx: DeployContext) -> None:
     other uses it. Best effort: an engine error here leaves leftovers (the
     next deploy or the delete removes them), never a failed job."""
     runtime, service_id, settings = ctx.runtime, ctx.service.id, ctx.settings
-    steps = [(lambda: _retire(ctx.clock, runtime, service_id, ctx.serving, ctx.deployer.routes_changed,
-                              settings.drain_seconds, replaced=ctx.replaced)) if ctx.gated
-             else (lambda: _drop_networks(runtime, service_id, ctx.removed)),
-             lambda: keep_images(ctx.uow, runtime, ctx.release)]
+    steps: list[Callable[[], object]] = [
+        (lambda: _retire(ctx.clock, runtime, service_id, ctx.serving, ctx.deployer.routes_changed,
+                         settings.drain_seconds, replaced=ctx.replaced)) if ctx.gated
+        else (lambda: _drop_networks(runtime, service_id, ctx.removed)),
+        lambda: keep_images(ctx.uow, runtime, ctx.release)]
     if not ctx.service.customer_network:  # it may have left its customer's network: the last one out removes it
         steps.append(lambda: networks.drop_if_unused(ctx.uow, runtime, ctx.service.customer_id))
-    steps += [(lambda image=image: runtime.remove_image(image)) for image in ctx.stale]  # an earlier deploy's builds
+    steps += [functools.partial(runtime.remove_image, image) for image in ctx.stale]  # an earlier deploy's builds
     for step in steps:
         try:
             step()
@@ -752,7 +754,7 @@ def _cancelled_as(cancel, reason: str):
         cancel.cancel(reason)
         return cancel
     event = threading.Event()
-    event.reason = reason
+    event.reason = reason  # type: ignore[attr-defined]  # read as the worker's own event's
     event.set()
     return event
 
@@ -777,7 +779,7 @@ def _keep_source(uow, settings: DeploySettings, service) -> None:
         if current is None:  # deleted meanwhile: the job finds out below
             return
         counts = {}
-        if customer is not None:
+        if customer is not None and footprint is not None:  # (a customer is read only for a footprint)
             reserve(uow, quota, customer, footprint, new_service=False,
                     replacing=Footprint(current.memory_mb, current.millicpus, current.containers))
             counts = {"memory_mb": footprint.memory_mb, "millicpus": footprint.millicpus,

@@ -195,7 +195,8 @@ def list_deliveries(uow, caller, endpoint_id: str, page: Page) -> list[Delivery]
 
 def _owners(uow, partner_id: str) -> list[str]:
     """The partner and its ancestors: whose endpoints see its events."""
-    owners, current = [], partner_id
+    owners: list[str] = []
+    current: str | None = partner_id
     while current is not None and current not in owners:
         owners.append(current)
         partner = uow.partners.get(current)

@@ -35,7 +35,7 @@ from core.panel import containerfiles
 from core.panel.containers import built_image_prefix
 from core.panel.pushes import newest
 from core.errors import Invalid
-from core.redaction import redact, redact_url, url_secrets  # noqa: F401 (used here and by the methods)
+from core.redaction import redact, redact_url, url_secrets  # used here and by the methods
 from core.panel.compose import DEFAULT_HOST_PORTS, dump_compose, interpolate, load_compose, parse_compose
 from core.panel.host_keys import changed
 from plugins.source_common import host_keys, hosts

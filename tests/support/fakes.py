@@ -38,12 +38,11 @@ from core.panel import access as panel_access
 from core.partner import partners, tokens
 from core.partner.billing import billable_days, quantity
 from core.panel.compose import compose_parser, dump_compose
-from core.panel.containers import KEPT_IMAGES, SERVICE_LABEL, PortSpec
+from core.panel.containers import KEPT_IMAGES, SERVICE_LABEL
 from core.panel.services import ServiceSummary
 from core.partner.licenses import LicenseSummary
 from ports.billing import Line, LineDetail
 from ports.clock import Clock
-from ports.deploy import Component, DeployPlan
 from ports.licensing import IssuedKey, LicenseServiceError
 from ports.resolver import Resolver
 from ports.runtime import ContainerState, Gone

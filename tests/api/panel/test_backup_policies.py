@@ -44,7 +44,7 @@ class Setup:
 
 
 @pytest.fixture
-def setup(make_app, store, clock, tmp_path, dead_engine):  # noqa: F811
+def setup(make_app, store, clock, tmp_path, dead_engine):
     from tests.support.contract_client import ContractClient
 
     app = make_app(backup_dir=str(tmp_path / "backups"))

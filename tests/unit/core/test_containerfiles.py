@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from core.panel import containerfiles
 from core.panel.containerfiles import (ContainerfileError, allow_private, engine_local, image_refusal, references,
                                        refusal, registry_host, registry_refusal)
 from tests.support.fakes import FakeResolver
