@@ -16,6 +16,9 @@ import pytest
 from core import waits
 from ports.resolver import SystemResolver
 
+# the doors are real: sockets, name lookups (not in `make unit`'s set)
+pytestmark = pytest.mark.sockets
+
 
 @pytest.fixture
 def strict():

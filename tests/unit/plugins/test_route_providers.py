@@ -209,6 +209,7 @@ def test_ill_formed_records_never_reach_the_traefik_file():
         [{"url": "http://127.0.0.1:41001"}]]
 
 
+@pytest.mark.sockets
 def test_a_caddy_that_never_answers_fails_the_sync_within_its_timeout():
     import socket
     import time
@@ -225,6 +226,7 @@ def test_a_caddy_that_never_answers_fails_the_sync_within_its_timeout():
         assert time.monotonic() - started < 3
 
 
+@pytest.mark.sockets
 def test_a_caddy_error_answer_is_a_route_provider_error():
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
