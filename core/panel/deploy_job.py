@@ -276,8 +276,8 @@ def check_images(ctx: DeployContext) -> None:
     release's kept images instead, pulling nothing)."""
     ctx.enter("images", "checking images", 15)
     allow_private = ctx.settings.registry_allow_private
-    refused = None if ctx.target is not None or allow_private else registries_refusal(
-        ctx.plan, resolver=_resolver(ctx.deployer))
+    resolver = ctx.deployer.resolver or _NO_RESOLVER
+    refused = None if ctx.target is not None or allow_private else registries_refusal(ctx.plan, resolver=resolver)
     if refused:  # checked at create and PATCH too; a name may resolve elsewhere now
         raise RuntimeError(refused)
     if ctx.target is not None:
@@ -286,7 +286,7 @@ def check_images(ctx: DeployContext) -> None:
     for image in sorted({c.image for c in ctx.plan.components}):
         try:
             kept = _image(ctx.runtime, image, refresh=ctx.job.kind == "redeploy", cancel=ctx.cancel,
-                          strict=not allow_private, resolver=ctx.deployer.resolver)
+                          strict=not allow_private, resolver=resolver)
         except Exception as exc:  # the engine's or the check's words, and what chose the image
             if (ctx.cancel is None or not ctx.cancel.is_set()) and len(exc.args) == 1 \
                     and isinstance(exc.args[0], str):
@@ -708,13 +708,10 @@ def _own_builds_only(plan, service_id: str) -> None:
         raise RuntimeError(reason)
 
 
-def _resolver(deployer: Deployer):
-    """The deployer's resolver, or one that refuses to be asked (a job built without one
-    fails naming what it lacks, instead of looking the name up itself)."""
-    return deployer.resolver if deployer.resolver is not None else _NO_RESOLVER
-
-
 class _NoResolver:
+    """The resolver of a deployer built without one: asked, it fails the job naming what
+    it lacks (core looks no name up itself)."""
+
     def resolve(self, host: str, timeout: float = 0.0):
         raise RuntimeError(f"cannot look up the registry host {host}: this deploy worker has no resolver")
 
@@ -830,12 +827,13 @@ def image_origin(service, plan, image: str) -> str:
     return f"the image is the compose's service {components} `image:`"
 
 
-def _image(runtime, image: str, *, refresh: bool, cancel=None, strict: bool = False, resolver=None) -> str | None:
+def _image(runtime, image: str, *, refresh: bool, cancel=None, strict: bool = False,
+           resolver=_NO_RESOLVER) -> str | None:
     """Make sure the engine has ``image``: pull it when missing, and on a redeploy pull it
     again so a moved tag brings the latest image. ``localhost/`` images (without a port)
     are the engine's own (local builds) and are never pulled: one that is absent fails
     "image not found". With ``strict`` (``SLIPWAY_REGISTRY_ALLOW_PRIVATE`` off), a pull
-    waits on the registry host resolving now to public addresses only: a host that does
+    waits on the registry host resolving now (``resolver``) to public addresses only: a host that does
     not resolve (or is not public) is never contacted. A redeploy whose pull fails, or
     may not be made, while a copy is at hand goes on with that copy; the message saying
     so is returned."""
@@ -847,8 +845,7 @@ def _image(runtime, image: str, *, refresh: bool, cancel=None, strict: bool = Fa
         return None
     if present and not refresh:
         return None
-    refused = containerfiles.registry_refusal(image, resolve=(resolver or _NO_RESOLVER).resolve,
-                                              strict=True) if strict else None
+    refused = containerfiles.registry_refusal(image, resolve=resolver.resolve, strict=True) if strict else None
     if refused:
         if not present:
             raise RuntimeError(refused)

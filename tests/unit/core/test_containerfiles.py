@@ -330,3 +330,16 @@ def test_the_deploy_job_pulls_nothing_from_a_registry_host_that_does_not_resolve
     assert not [call for call in runtime.calls if call[0] == "pull_image"]
     assert _image(runtime, "nowhere.invalid/x:1", refresh=True, strict=False) is None  # allowed: pulled
     assert [call[0] for call in runtime.calls] == ["pull_image"]
+
+
+def test_a_deploy_without_a_resolver_looks_nothing_up_and_says_so():
+    """Core looks no name up itself: a deployer built without a resolver fails the pull
+    of an image whose registry host needs a lookup, naming what it lacks."""
+    from core.panel.deploy_job import _image
+    from tests.support.fakes import FakeRuntime
+
+    runtime = FakeRuntime()
+    runtime.has_image = lambda image: False
+    with pytest.raises(RuntimeError, match="cannot look up the registry host nowhere.invalid: this deploy worker "
+                                           "has no resolver"):
+        _image(runtime, "nowhere.invalid/x:1", refresh=False, strict=True)
