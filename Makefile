@@ -1,4 +1,5 @@
-# The two front-door commands: `make run` and `make test`. See README.md.
+# The two front-door commands: `make run` and `make test`. See README.md. The fast loop:
+# `make unit` and `make lint` (docs/development.md).
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
@@ -16,8 +17,10 @@ PORT   ?= 8000
 # but loaded the engine so that races between deploys and deletes showed in CI (see
 # docs/development.md). TEST_WORKERS=0 runs in this process alone.
 TEST_WORKERS ?= 4
+# `make unit`'s test processes: its tests compute, they do not wait, so one per core
+UNIT_WORKERS ?= 2
 
-.PHONY: run test bench bench-frontend install install-test constraints clean
+.PHONY: run test unit lint bench bench-frontend install install-test constraints clean
 
 $(STAMP): setup.cfg pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -48,6 +51,19 @@ run: $(STAMP)
 ## run every test; fails when any test fails or when none ran (pytest exit status 5)
 test: $(TEST_STAMP)
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
+
+## the fast tests: the unit tests (core with fakes, ports, plugins, the app's parts) and the
+## contracts' own tests, in $(UNIT_WORKERS) processes, in under a minute; no database server, engine
+## or network: a test that opens a socket fails (tests/support/nosockets.py); those marked
+## `sockets` are left to `make test`
+unit: $(TEST_STAMP)
+	$(PY) -m pytest -p tests.support.nosockets -m 'not sockets' -n $(UNIT_WORKERS) \
+	  tests/unit tests/api/test_contracts.py $(PYTEST_ARGS)
+
+## ruff check . and mypy on core and ports (their rules: pyproject.toml)
+lint: $(TEST_STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy core ports
 
 ## GET /v1/me next to a bare Falcon endpoint, same uvicorn, same load
 bench: $(TEST_STAMP)

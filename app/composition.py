@@ -306,7 +306,7 @@ class Composition:
                             per_customer=c.deploys_per_customer, settle_seconds=c.deploy_settle,
                             health_timeout=c.deploy_health_timeout, drain_seconds=c.deploy_drain,
                             registry_allow_private=c.registry_allow_private, quota=self.quota,
-                            host_ports=c.host_ports, **switch)
+                            host_ports=c.host_ports, resolver=c.resolver, **switch)
 
     @cached_property
     def preview_calls(self) -> EngineCalls:
@@ -428,7 +428,8 @@ class Composition:
 
         c = self.config
         return WebhookWorker(self.store, c.clock, retry_base=c.webhook_retry_base, lease=self.lease,
-                             timeout=c.webhook_timeout, allow_private=c.webhook_allow_private)
+                             timeout=c.webhook_timeout, allow_private=c.webhook_allow_private,
+                             resolver=c.resolver)
 
     @cached_property
     def extension_jobs(self):

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 from app.engine_discovery import find_engine
 from core.panel.compose import host_port_range
 from ports.clock import Clock, SystemClock
+from ports.resolver import Resolver, SystemResolver
 from ports.settings import number
 
 
@@ -369,6 +370,8 @@ class Config:
     #: plugin settings (the environment): each plugin reads its own SLIPWAY_* variables
     settings: dict = field(default_factory=dict)
     clock: Clock = field(default_factory=SystemClock)
+    #: the name lookups core's address rules ask (registries, webhook targets)
+    resolver: Resolver = field(default_factory=SystemResolver)
     #: extra plugin objects registered besides the entry points (tests, embedding)
     plugins: tuple = ()
     load_entrypoints: bool = True

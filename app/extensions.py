@@ -280,7 +280,7 @@ class ExtensionJobs(Background):
                 await self.calls.run(job.run, self.context)
             except asyncio.CancelledError:
                 raise
-            except Exception:  # noqa: BLE001 (the next run is on time)
+            except Exception:  # the next run is on time
                 log.exception("plugin job %s failed", job.name)
             due = started + job.interval
             while (left := due - clock.monotonic()) > 0:
@@ -336,7 +336,7 @@ class OutboxDelivery(Background):
                 busy = await self.calls.run(self.deliver)
             except asyncio.CancelledError:
                 raise
-            except Exception:  # noqa: BLE001 (the database went away: the next round tries again)
+            except Exception:  # the database went away: the next round tries again
                 log.exception("event outbox delivery failed")
                 busy = False
             if not busy:
@@ -390,7 +390,7 @@ class OutboxDelivery(Background):
                                    service_id=row.service_id, customer_id=row.customer_id)
             try:
                 subscriber.handle(event, self.context)
-            except Exception:  # noqa: BLE001 (delivered again later; the events after it wait)
+            except Exception:  # delivered again later; the events after it wait
                 wait = self._backoff.get(subscriber.name, self.RETRY_S / 2) * 2
                 self._backoff[subscriber.name] = min(wait, self.RETRY_MAX_S)
                 self._retry_at[subscriber.name] = self.context.clock.monotonic() + self._backoff[subscriber.name]

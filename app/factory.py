@@ -139,7 +139,7 @@ def create_app(config: Config | None = None, *, store: Store | None = None,
     parts = composition or Composition(config, store=store)
     config = parts.config
     config.require_secret_key()  # no server without the key of the secret variables
-    parts.deploy_methods, parts.billing_models, parts.extensions  # a bad plugin or setting stops start-up now
+    parts.deploy_methods, parts.billing_models, parts.extensions  # noqa: B018 - a bad plugin or setting stops start-up now
     store = parts.store
     parts.serve_events()
     license_service, runtime, deployer = parts.license_service, parts.runtime, parts.deployer
@@ -156,7 +156,7 @@ def create_app(config: Config | None = None, *, store: Store | None = None,
     handlers.update(BillingHandlers(store, config.clock).handlers())
     handlers.update(docs_handlers("partner"))
     handlers.update(WebhookHandlers(store, config.clock, allow_private=config.webhook_allow_private,
-                                    lookups=parts.webhook_lookups).handlers())
+                                    lookups=parts.webhook_lookups, resolver=config.resolver).handlers())
     add_contract_routes(app, partner, PartnerGate(store, config, parts.rates), handlers, parts.idempotency)
 
     routes = parts.extensions.routes  # the plugins' routes (register_routes), in the contract and behind its gate

@@ -120,7 +120,7 @@ def cold_load(browser, base: str, state: dict, path: str) -> dict:
         page.goto(path, wait_until="commit")
         try:
             page.wait_for_selector('[data-testid="service-row"]', timeout=30_000)
-        except Exception:
+        except Exception:  # noqa: BLE001 - whatever the browser raised, the benchmark says what it saw
             raise SystemExit(f"no service row on {path}: {errors}, {page.content()[:300]}")
         first_row_ms = None
         while first_row_ms is None:  # the probe's animation frame (wait_for_function would need eval, which CSP forbids)

@@ -55,7 +55,7 @@ def batch_size(columns: int) -> int:
     """~5000 rows per INSERT, fewer when SQLite would run out of bound parameters."""
     try:
         limit = sqlite3.connect(":memory:").getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
-    except Exception:  # old Python: assume the conservative historic default
+    except Exception:  # noqa: BLE001 - old Python: assume the conservative historic default
         limit = 999
     return max(1, min(BATCH, limit // columns))
 

@@ -8,7 +8,7 @@ connection; on one of the database's threads it holds that thread, and every req
 queued behind it waits. So the units of work mark their transactions
 (:func:`transaction`), the database's worker threads mark themselves
 (:func:`database_thread`), and each door to the outside asks :func:`check` first: the
-resolver (``core.addresses``), git (``plugins.source_common``), the container engine
+resolver (``ports.resolver``), git (``plugins.source_common``), the container engine
 (every method of a ``ports.runtime.ContainerRuntime``) and, under test, every socket
 connect, name lookup and process start (``app.waits``).
 

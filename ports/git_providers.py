@@ -184,8 +184,9 @@ def push_of(document: dict, *, after: str = "after") -> Push | None:
     raw = field(document, after)
     deleted = bool(document.get("deleted")) or raw.strip("0") == ""
     commit = ZERO_COMMIT if deleted else commit_of(raw, after)
-    default = document.get("repository") if isinstance(document.get("repository"), dict) else {}
-    default = default.get("default_branch") if isinstance(default.get("default_branch"), str) else None
+    repository = document.get("repository")
+    repository = repository if isinstance(repository, dict) else {}
+    default = repository.get("default_branch") if isinstance(repository.get("default_branch"), str) else None
     return Push(branch=branch, commit=commit, deleted=deleted, default_branch=default)
 
 

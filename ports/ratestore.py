@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
-from core.ratelimit import Decision  # noqa: F401 (part of the port)
+from core.ratelimit import Decision  # part of the port
 
 
 class RateTable(ABC):

@@ -14,7 +14,7 @@ from datetime import datetime
 
 from core import waits
 
-from core.panel.containers import (  # noqa: F401 (part of the port)
+from core.panel.containers import (  # part of the port
     COMPONENT_LABEL,
     KEPT_IMAGES,
     SERVICE_LABEL,
@@ -93,7 +93,7 @@ def _outside(name: str, method):
         waits.check(f"the container engine's {name}")
         return method(self, *args, **kwargs)
 
-    call.__slipway_outside__ = True
+    call.__slipway_outside__ = True  # type: ignore[attr-defined]  # the mark of a checked method
     return call
 
 

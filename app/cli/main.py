@@ -271,7 +271,7 @@ def answer(argv, environ=None) -> tuple[int, dict | None]:
             if named not in exc.message:
                 document["error"]["message"] = f"{exc.message} ({named})"
             document["error"]["fields"] = dict(exc.fields)
-    except Exception as exc:  # the operator still gets JSON, never a bare traceback
+    except Exception as exc:  # noqa: BLE001 - the operator still gets JSON, never a bare traceback
         status, document = 1, {"error": {"code": "internal-error", "message": f"{type(exc).__name__}: {exc}"}}
     return status, document
 

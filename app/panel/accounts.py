@@ -3,8 +3,6 @@ from __future__ import annotations
 
 from datetime import datetime
 
-import yaml
-
 from app.http.pipeline import Reply
 from app.http.timefmt import parse_rfc3339, rfc3339
 from core.panel import access, customers as panel_customers

@@ -197,7 +197,7 @@ class PostgresBus(InProcessBus):
                             log.warning("ignoring a malformed event on %s", self.channel)
                             continue
                         self._deliver(event)
-            except Exception:  # noqa: BLE001 (the database went away: listen again)
+            except Exception:  # the database went away: listen again
                 if not self._stopping.is_set():
                     log.exception("event listener lost its connection; reconnecting")
                     self._stopping.wait(1.0)

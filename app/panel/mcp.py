@@ -194,7 +194,7 @@ class McpEndpoint:
         self._stopping.set()
         try:
             await task
-        except Exception:  # noqa: BLE001 (the other jobs must still stop)
+        except Exception:  # the other jobs must still stop
             log.exception("the MCP session manager failed")
         finally:
             self.manager = None

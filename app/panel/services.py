@@ -274,7 +274,7 @@ class ServicesHandlers:
                 for image in method.built_images(gone) if method is not None else ():  # git and ai builds
                     try:
                         runtime.remove_image(image)
-                    except Exception:  # best effort: the service is gone either way
+                    except Exception:  # noqa: BLE001 - best effort: the service is gone either way
                         pass
                 self.deleted(gone)  # in the same call: done even if the request gave up waiting
 

@@ -27,9 +27,11 @@ def delivery_json(d) -> dict:
 class WebhookHandlers:
     """The webhook operations of the partner API, one method each. ``lookups``: an
     ``app.engine_calls.EngineCalls`` pool for the URL check's DNS lookups, off the
-    database threads; one partner holds a share of it at most."""
+    database threads; one partner holds a share of it at most. ``resolver``: the lookups
+    themselves (``ports.resolver``)."""
 
-    def __init__(self, store, clock, *, allow_private: bool, lookups):
+    def __init__(self, store, clock, *, allow_private: bool, lookups, resolver):
+        self.resolver = resolver
         self.store, self.clock, self.allow_private, self.lookups = store, clock, allow_private, lookups
 
     def handlers(self) -> dict:
@@ -42,7 +44,7 @@ class WebhookHandlers:
         if problem is not None:
             raise Invalid("invalid webhook url", fields={"url": problem})
         target = await self.lookups.run_for(call.caller.partner.id, webhooks.check_url, call.body["url"],
-                                            allow_private=self.allow_private)
+                                            allow_private=self.allow_private, resolver=self.resolver)
         endpoint = await self.store.run(webhooks.create_endpoint, self.store.uow(), self.clock, call.caller,
                                         target=target, events=call.body.get("events"))
         return Reply(201, endpoint_json(endpoint, with_secret=True))

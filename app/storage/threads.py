@@ -77,7 +77,7 @@ class WorkerThreads:
             loop, future, call = item
             try:
                 outcome = (True, call())
-            except BaseException as exc:  # handed to the awaiting coroutine, not lost
+            except BaseException as exc:  # noqa: BLE001 - handed to the awaiting coroutine, not lost
                 outcome = (False, exc)
             done[loop].append((future, outcome))
             if time.perf_counter() - started > FLUSH_AFTER_SECONDS:

@@ -24,6 +24,7 @@ from app.workers.loop import JobWorker
 from core.panel import deploy_job, deploys
 from core.panel.compose import DEFAULT_HOST_PORTS
 from core.panel.customers import DEFAULT_QUOTA
+from ports.resolver import SystemResolver
 
 log = logging.getLogger("slipway.deployer")
 
@@ -39,7 +40,7 @@ def record_deploy(store, job_id: str, seconds: float) -> None:
         m = metrics()
         m.deploy_jobs.labels(outcome).inc()
         m.deploy_duration.labels(outcome).observe(seconds)
-    except Exception:  # noqa: BLE001 (metrics never fail a deploy)
+    except Exception:  # metrics never fail a deploy
         log.warning("could not record the metrics of deploy job %s", job_id, exc_info=True)
 
 
@@ -65,7 +66,7 @@ class DeployWorker(JobWorker):
                  settle_seconds: float = deploy_job.SETTLE_SECONDS, health_calls=None,
                  routes_changed=lambda: None, health_timeout: float = 120.0,
                  drain_seconds: float = deploy_job.DRAIN_SECONDS, registry_allow_private: bool = False,
-                 quota=None, host_ports: tuple = DEFAULT_HOST_PORTS):
+                 quota=None, host_ports: tuple = DEFAULT_HOST_PORTS, resolver=None):
         self.registry_allow_private = registry_allow_private  # SLIPWAY_REGISTRY_ALLOW_PRIVATE
         self.quota = quota or DEFAULT_QUOTA  # customer limits, checked when a job's source reveals its compose
         self.store, self.clock, self.runtime, self.calls = store, clock, runtime, calls
@@ -79,6 +80,7 @@ class DeployWorker(JobWorker):
         # what every job run here shares: its waits go through ``clock``; SLIPWAY_HOST_PORTS for every method
         self.deployer = deploy_job.Deployer(
             clock, runtime, methods=self.methods, progress=progress, routes_changed=routes_changed,
+            resolver=resolver or SystemResolver(),
             settings=deploy_job.DeploySettings(
                 base_domain=base_domain, health_timeout=health_timeout, settle_seconds=settle_seconds,
                 drain_seconds=drain_seconds, registry_allow_private=registry_allow_private,

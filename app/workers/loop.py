@@ -108,7 +108,7 @@ class WorkerLease(Background):
         if self._held and not busy:  # a job still running in a thread keeps the lease until it goes stale
             try:
                 await self.store.run(self.leases.retire, self.store.uow(), self.id)
-            except Exception:  # it goes stale on its own
+            except Exception:  # noqa: BLE001 - it goes stale on its own
                 pass
             self._held = False
 

@@ -33,7 +33,7 @@ class ProxyRouteSync(Background):
         sync tries again)."""
         try:
             self.sync()
-        except Exception:  # noqa: BLE001
+        except Exception:
             log.exception("could not bring %s up to date", self.provider)
 
     def tasks(self) -> dict:
@@ -48,7 +48,7 @@ class ProxyRouteSync(Background):
                     log.info("%s brought up to date with the route records", self.provider)
             except asyncio.CancelledError:
                 raise
-            except Exception:  # noqa: BLE001 (Caddy down, a file not writable: tried again)
+            except Exception:  # Caddy down, a file not writable: tried again
                 log.exception("could not bring %s up to date", self.provider)
             await asyncio.sleep(self.interval)
 

@@ -31,6 +31,7 @@ from app.engine_calls import EngineCalls
 from app.partner.licensing import event_json
 from app.workers.loop import JobWorker
 from core.partner import webhooks
+from ports.resolver import Resolver, SystemResolver
 
 log = logging.getLogger("slipway.webhooks")
 BODY_CAP = 4096
@@ -107,8 +108,9 @@ class WebhookWorker(JobWorker):
     poll_s = 0.5
 
     def __init__(self, store, clock, *, retry_base: float, timeout: float, allow_private: bool, lease=None,
-                 concurrency: int = 8, verify=True):
+                 concurrency: int = 8, verify=True, resolver: Resolver | None = None):
         self.store, self.clock, self.lease = store, clock, lease
+        self.resolver = resolver or SystemResolver()  # the target's host, looked up again before each attempt
         self.retry_base, self.timeout, self.allow_private = retry_base, timeout, allow_private
         self.concurrency = concurrency
         self.hold = 2 * timeout + 10  # outlives an attempt (see the module's docstring)
@@ -154,7 +156,7 @@ class WebhookWorker(JobWorker):
         reason = url_problem(endpoint.url)
         if reason is not None:  # refused at create; an endpoint stored before that was
             return None, f"not sent: url {reason}"
-        reason, found = webhooks.judge_url(endpoint.url, allow_private=self.allow_private)
+        reason, found = webhooks.judge_url(endpoint.url, allow_private=self.allow_private, resolver=self.resolver)
         if reason is not None:  # the host may resolve elsewhere than at create
             return None, f"not sent: url {reason}"
         if not found:

@@ -120,7 +120,8 @@ def source_principal(uow, *, source: str, subject, role, customer_id, rate_limit
                 raise Unauthorized(f"the auth source {source} answered a customer that does not exist")
     else:
         customer_id = None
-    return SourcePrincipal(key=None, permissions=ROLES[role], source=source, subject=subject, role=role,
+    return SourcePrincipal(key=None, permissions=ROLES[role], source=source,  # type: ignore[arg-type]
+                           subject=subject, role=role,  # (an auth source's caller has no key: its class answers)
                            bound_customer_id=customer_id, rpm=rate_limit_rpm or default_rpm)
 
 

@@ -161,7 +161,7 @@ def queue_backup(uow, clock, service, parse, *, destination: str = "local", sche
     _service_idle(uow, service)
     try:
         volumes = tuple(parse(service.compose, service.variables or {}).volumes)
-    except Exception:  # no compose yet (a git or ai service before its first deploy)
+    except Exception:  # noqa: BLE001 - no compose yet (a git or ai service before its first deploy)
         volumes = ()
     engines = _engines(service)
     volumes = dumps.archived_volumes(_document(service), volumes)
@@ -434,7 +434,7 @@ def recover_interrupted(uow, clock, archives) -> list[str]:
         if service is not None:
             try:
                 archives.remove(backup.destination, archive_key(service.customer_id, service.id, backup.id))
-            except Exception:  # an unreachable destination: its partial upload is never an object anyway
+            except Exception:  # noqa: BLE001 - an unreachable destination: its partial upload is never an object anyway
                 pass
     return [b.id for _, b in failed] + [b.id for b in requeued] + [b.id for b in reverify]
 
@@ -503,11 +503,11 @@ def run_backup(uow, clock, runtime, archives, backup: Backup, budget: Budget | N
                     "backup_id": backup.id, "created_at": backup.created_at.isoformat(),
                     "kind": dumps.backup_kind(engines), "engines": _engine_records(release, engines)}
         size, digest = archives.write(backup.destination, key, manifest, parts, volume_done)
-    except Exception as exc:  # the reason goes to the backup
+    except Exception as exc:  # noqa: BLE001 - the reason goes to the backup
         if key is not None:
             try:  # a destination's put leaves nothing when it fails; this clears what a stranger path left
                 archives.remove(backup.destination, key)
-            except Exception:
+            except Exception:  # noqa: BLE001 - best effort: the reason that matters is the first one
                 pass
         now = clock.now()
         backup = replace(backup, status="failed", error=_failure(budget, exc), updated_at=now)
@@ -543,7 +543,7 @@ def run_verify(uow, clock, archives, backup: Backup, engine_check=None, budget: 
                 engine_check(service, backup, manifest, archives, key, budget=budget)
             else:
                 engine_check(service, backup, manifest, archives, key)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - the reason goes to the verification
         return fail_verification(uow, clock, service, backup, _failure(budget, exc))
     now = clock.now()
     backup = replace(backup, verify_status="completed", verified_at=now, verify_error=None, updated_at=now)
@@ -657,11 +657,11 @@ def _restore(uow, clock, runtime, archives, backup: Backup, service, lease: str,
             _beat(uow, clock, lease)
         for name in restart:
             runtime.start(name)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - the reason goes to the restore, after the stopped containers start again
         for name in restart or ():
             try:
                 runtime.start(name)
-            except Exception:  # best effort: the reason that matters is the first one
+            except Exception:  # noqa: BLE001 - best effort: the reason that matters is the first one
                 pass
         now = clock.now()
         backup = replace(backup, restore_status="failed", restore_error=_failure(budget, exc),
@@ -732,7 +732,7 @@ def _document(service):
     """The service's compose document (None without a readable compose)."""
     try:
         return load_compose(service.compose or "", service.variables or {})
-    except Exception:  # no compose yet, or one that no longer reads: no engine components
+    except Exception:  # noqa: BLE001 - no compose yet, or one that no longer reads: no engine components
         return None
 
 

@@ -1,5 +1,5 @@
 """Which images a service may start from: the rule of compose ``image:`` applied to every
-image reference a build reads. Pure (the registry rule's name lookups are handed in).
+image reference a build reads. Pure (the registry rule's name lookups go through a resolver handed in).
 
 A service runs and builds on images it may use (:func:`image_refusal`): only a reference
 of the docker reference grammar (``[host[:port]/]path[:tag][@digest]``, lower-case path
@@ -49,6 +49,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from core import addresses
 from core.panel.containers import BUILT_IMAGES, built_image_prefix
@@ -213,11 +214,13 @@ def _lookup_name(reference: str) -> str | None:
         return name
 
 
-def registry_refusal(reference: str, *, resolve=addresses.resolve, strict: bool = False) -> str | None:
+def registry_refusal(reference: str, *, resolve, strict: bool = False) -> str | None:
     """Why ``reference`` may not be pulled from its registry (the host is, or resolves
     to, an address that is not public), or None (no registry host, ``localhost``
-    without a port, a public host). A name that does not resolve is refused when
-    ``strict`` (the engine is about to pull or build), else accepted."""
+    without a port, a public host). ``resolve(name)`` answers a name's addresses or None
+    (a resolver's ``resolve``, or the answers of one ``resolve_all``). A name that does
+    not resolve is refused when ``strict`` (the engine is about to pull or build), else
+    accepted."""
     host = registry_host(reference.strip())
     if host is None or host.lower() == "localhost":
         return None
@@ -231,15 +234,15 @@ def registry_refusal(reference: str, *, resolve=addresses.resolve, strict: bool 
     return f"the registry {_short(host)} of {_short(reference)}: {reason}" if reason else None
 
 
-def registries_refusal(images, *, strict: bool, resolve=None,
+def registries_refusal(images, *, strict: bool, resolver: addresses.Resolver,
                        deadline: float = addresses.RESOLVE_TIMEOUT_S) -> str | None:
     """The first refusal of :func:`registry_refusal` among ``images`` ((where, reference)
-    pairs), as ``where: reason``, or None. Each registry host is looked up once, all at
-    the same time, within one overall ``deadline`` (a name not answered by then does not
-    resolve); ``resolve(name)`` replaces the lookup (tests)."""
+    pairs), as ``where: reason``, or None. Each registry host is looked up once by
+    ``resolver``, all at the same time, within one overall ``deadline`` (a name not
+    answered by then does not resolve)."""
     images = list(images)
     names = [name for _, image in images if (name := _lookup_name(image)) is not None]
-    found = addresses.resolve_all(names, deadline=deadline, lookup=resolve)
+    found = resolver.resolve_all(names, deadline=deadline) if names else {}
     for where, image in images:
         reason = registry_refusal(image, resolve=found.get, strict=strict)
         if reason:
@@ -285,7 +288,8 @@ class _Way:
         """An instruction's keyword and FROM words: split at the engines' [\\t\\v\\f\\r ]+."""
         if not self.exact:
             return text.split()
-        words, current = [], []
+        words: list[str] = []
+        current: list[str] = []
         for ch in text:
             if ch in _ENGINE_SPACES:
                 if current:
@@ -339,7 +343,7 @@ def _expand(value: str, variables: dict, escape: str, *, where: str, unknown: li
             return ""
         return current
 
-    again = {"where": where, "unknown": unknown, "depth": depth + 1}
+    again: dict[str, Any] = {"where": where, "unknown": unknown, "depth": depth + 1}
     out, i = [], 0
     while i < len(value):
         ch = value[i]
@@ -393,7 +397,9 @@ def _expand(value: str, variables: dict, escape: str, *, where: str, unknown: li
 def _words(text: str, escape: str, space) -> list[str]:
     """Words separated where ``space(ch)``, quotes taken off (quoted parts keep their
     spaces)."""
-    words, current, quote, any_ = [], [], None, False
+    words: list[str] = []
+    current: list[str] = []
+    quote, any_ = None, False
     i = 0
     while i < len(text):
         ch = text[i]
@@ -424,7 +430,8 @@ def _words(text: str, escape: str, space) -> list[str]:
 def _flags(text: str, way: _Way) -> list[tuple[str, str | None]]:
     """The leading ``--name=value`` flags of an instruction's arguments. Only the flags
     are read as words: the rest may be any shell text."""
-    flags, i = [], 0
+    flags: list[tuple[str, str | None]] = []
+    i = 0
     while True:
         while i < len(text) and way.space(text[i]):
             i += 1
@@ -519,8 +526,8 @@ def _logical_lines(lines: list[str], start: int, way: _Way):
         if not stripped or stripped.startswith("#"):
             continue
         first, parts = index, []
-        line = raw
-        body = way.continues(line)
+        line: str | None = raw
+        body = way.continues(raw)
         while body is not None:
             parts.append(body)
             line = None
@@ -565,7 +572,7 @@ def _assignments(rest: str, way: _Way, keyword: str) -> list[tuple[str, str | No
 
 def _read(lines: list[str], start: int, way: _Way) -> list[Reference]:
     found: list[Reference] = []
-    state = {"globals": {}, "stages": [], "scope": None}  # scope: the current stage's ENV values
+    state: dict[str, Any] = {"globals": {}, "stages": [], "scope": None}  # scope: the current stage's ENV values
     for number, instruction in _logical_lines(lines, start, way):
         try:
             _instruction(found, number, instruction, way, state)
@@ -677,7 +684,7 @@ def references(text: str) -> list[Reference]:
 
 
 def references_refusal(found: list[Reference], service_id: str, *, allow_private_registries: bool,
-                       resolve=None, strict: bool = True) -> str | None:
+                       resolver: addresses.Resolver, strict: bool = True) -> str | None:
     """Why the service ``service_id`` may not build on the references ``found`` (the
     line and what it names), or None. ``strict``: a registry host that does not resolve
     is refused (the build is about to pull)."""
@@ -687,10 +694,10 @@ def references_refusal(found: list[Reference], service_id: str, *, allow_private
             return f"{ref.where()}: {reason}"
     if allow_private_registries:
         return None
-    return registries_refusal([(ref.where(), ref.image) for ref in found], strict=strict, resolve=resolve)
+    return registries_refusal([(ref.where(), ref.image) for ref in found], strict=strict, resolver=resolver)
 
 
-def refusal(text: str, service_id: str, *, allow_private_registries: bool, resolve=None,
+def refusal(text: str, service_id: str, *, allow_private_registries: bool, resolver: addresses.Resolver,
             strict: bool = True) -> str | None:
     """Why the service ``service_id`` may not build from the Containerfile ``text`` (the
     line and what it names), or None."""
@@ -699,7 +706,7 @@ def refusal(text: str, service_id: str, *, allow_private_registries: bool, resol
     except ContainerfileError as exc:
         return f"cannot be read for the images it starts from: {exc}"
     return references_refusal(found, service_id, allow_private_registries=allow_private_registries,
-                              resolve=resolve, strict=strict)
+                              resolver=resolver, strict=strict)
 
 
 ALLOW_PRIVATE = "SLIPWAY_REGISTRY_ALLOW_PRIVATE"

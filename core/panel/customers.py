@@ -134,7 +134,7 @@ def parse_limits(raw, current: Limits | None = None) -> Limits:
     unknown = sorted(set(raw) - set(LIMIT_MAX))
     if unknown:
         problems[f"limits.{unknown[0]}"] = "is not a limit (services, memory_mb, cpus, containers)"
-    values = {}
+    values: dict[str, int | None] = {}
     for key in LIMIT_MAX:
         if key not in raw:
             continue

@@ -31,6 +31,7 @@ handed and which the steps look at between steps and while they wait; the job th
 removes what it made and ends ``cancelled`` (or ``failed`` "service deleted")."""
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -87,7 +88,8 @@ class Deployer:
     """What every deploy job of a worker shares. ``methods``: deploy methods by name (their
     ``prepare`` is the ``source`` step); ``progress(job, step, message, percent)``
     announces progress; ``routes_changed()`` returns once the reverse proxy serves the
-    route records (after a switch)."""
+    route records (after a switch); ``resolver`` looks registry hosts up
+    (:class:`core.addresses.Resolver`; None: a job that must look one up fails saying so)."""
 
     clock: Any
     runtime: Any
@@ -95,6 +97,7 @@ class Deployer:
     methods: Mapping = field(default_factory=dict)
     progress: Callable = _nothing
     routes_changed: Callable = _nothing
+    resolver: Any = None
 
     def run(self, uow, job, *, workdir: str | None = None, cancel=None) -> None:
         run_job(uow, self, job, workdir=workdir, cancel=cancel)
@@ -273,7 +276,8 @@ def check_images(ctx: DeployContext) -> None:
     release's kept images instead, pulling nothing)."""
     ctx.enter("images", "checking images", 15)
     allow_private = ctx.settings.registry_allow_private
-    refused = None if ctx.target is not None or allow_private else registries_refusal(ctx.plan)
+    resolver = ctx.deployer.resolver or _NO_RESOLVER
+    refused = None if ctx.target is not None or allow_private else registries_refusal(ctx.plan, resolver=resolver)
     if refused:  # checked at create and PATCH too; a name may resolve elsewhere now
         raise RuntimeError(refused)
     if ctx.target is not None:
@@ -282,7 +286,7 @@ def check_images(ctx: DeployContext) -> None:
     for image in sorted({c.image for c in ctx.plan.components}):
         try:
             kept = _image(ctx.runtime, image, refresh=ctx.job.kind == "redeploy", cancel=ctx.cancel,
-                          strict=not allow_private)
+                          strict=not allow_private, resolver=resolver)
         except Exception as exc:  # the engine's or the check's words, and what chose the image
             if (ctx.cancel is None or not ctx.cancel.is_set()) and len(exc.args) == 1 \
                     and isinstance(exc.args[0], str):
@@ -591,7 +595,7 @@ def run_job(uow, deployer: Deployer, job, *, workdir: str | None = None, cancel=
     except OldCommit as exc:
         end_old_commit(uow, ctx.clock, job, str(exc), gated=ctx.gated, progress=deployer.progress)
         return
-    except Exception as exc:  # the reason goes to the timeline, the job and the service
+    except Exception as exc:  # noqa: BLE001 - the reason goes to the timeline, the job and the service
         if not isinstance(exc, ContainersGone) and _set_removed(ctx):
             exc = ContainersGone(str(exc))  # (the delete's grace first; the reason stays this one)
         if ctx.gated and cancel_reason(ctx.cancel) != DELETED and not isinstance(exc, ContainersGone):
@@ -676,13 +680,14 @@ def retire_old_release(ctx: DeployContext) -> None:
     other uses it. Best effort: an engine error here leaves leftovers (the
     next deploy or the delete removes them), never a failed job."""
     runtime, service_id, settings = ctx.runtime, ctx.service.id, ctx.settings
-    steps = [(lambda: _retire(ctx.clock, runtime, service_id, ctx.serving, ctx.deployer.routes_changed,
-                              settings.drain_seconds, replaced=ctx.replaced)) if ctx.gated
-             else (lambda: _drop_networks(runtime, service_id, ctx.removed)),
-             lambda: keep_images(ctx.uow, runtime, ctx.release)]
+    steps: list[Callable[[], object]] = [
+        (lambda: _retire(ctx.clock, runtime, service_id, ctx.serving, ctx.deployer.routes_changed,
+                         settings.drain_seconds, replaced=ctx.replaced)) if ctx.gated
+        else (lambda: _drop_networks(runtime, service_id, ctx.removed)),
+        lambda: keep_images(ctx.uow, runtime, ctx.release)]
     if not ctx.service.customer_network:  # it may have left its customer's network: the last one out removes it
         steps.append(lambda: networks.drop_if_unused(ctx.uow, runtime, ctx.service.customer_id))
-    steps += [(lambda image=image: runtime.remove_image(image)) for image in ctx.stale]  # an earlier deploy's builds
+    steps += [functools.partial(runtime.remove_image, image) for image in ctx.stale]  # an earlier deploy's builds
     for step in steps:
         try:
             step()
@@ -703,7 +708,23 @@ def _own_builds_only(plan, service_id: str) -> None:
         raise RuntimeError(reason)
 
 
-def registries_refusal(plan, *, resolve=None) -> str | None:
+class _NoResolver:
+    """The resolver of a deployer built without one: asked, it fails the job naming what
+    it lacks (core looks no name up itself)."""
+
+    def resolve(self, host: str, timeout: float = 0.0):
+        raise RuntimeError(f"cannot look up the registry host {host}: this deploy worker has no resolver")
+
+    def resolve_all(self, hosts, *, deadline: float = 0.0):
+        for host in hosts:
+            self.resolve(host)
+        return {}
+
+
+_NO_RESOLVER = _NoResolver()
+
+
+def registries_refusal(plan, *, resolver) -> str | None:
     """Why an image of ``plan`` may not be used (its registry host is, or resolves to, an
     address that is not public), naming the service, or None. The hosts are looked up at
     once, within one deadline (:func:`core.panel.containerfiles.registries_refusal`); a
@@ -711,7 +732,7 @@ def registries_refusal(plan, *, resolve=None) -> str | None:
     (:func:`_image`)."""
     return containerfiles.registries_refusal(
         [(f"services.{component.name}.image", component.image) for component in plan.components],
-        strict=False, resolve=resolve)
+        strict=False, resolver=resolver)
 
 
 def _requested(cancel):
@@ -730,7 +751,7 @@ def _cancelled_as(cancel, reason: str):
         cancel.cancel(reason)
         return cancel
     event = threading.Event()
-    event.reason = reason
+    event.reason = reason  # type: ignore[attr-defined]  # read as the worker's own event's
     event.set()
     return event
 
@@ -755,7 +776,7 @@ def _keep_source(uow, settings: DeploySettings, service) -> None:
         if current is None:  # deleted meanwhile: the job finds out below
             return
         counts = {}
-        if customer is not None:
+        if customer is not None and footprint is not None:  # (a customer is read only for a footprint)
             reserve(uow, quota, customer, footprint, new_service=False,
                     replacing=Footprint(current.memory_mb, current.millicpus, current.containers))
             counts = {"memory_mb": footprint.memory_mb, "millicpus": footprint.millicpus,
@@ -806,12 +827,13 @@ def image_origin(service, plan, image: str) -> str:
     return f"the image is the compose's service {components} `image:`"
 
 
-def _image(runtime, image: str, *, refresh: bool, cancel=None, strict: bool = False) -> str | None:
+def _image(runtime, image: str, *, refresh: bool, cancel=None, strict: bool = False,
+           resolver=_NO_RESOLVER) -> str | None:
     """Make sure the engine has ``image``: pull it when missing, and on a redeploy pull it
     again so a moved tag brings the latest image. ``localhost/`` images (without a port)
     are the engine's own (local builds) and are never pulled: one that is absent fails
     "image not found". With ``strict`` (``SLIPWAY_REGISTRY_ALLOW_PRIVATE`` off), a pull
-    waits on the registry host resolving now to public addresses only: a host that does
+    waits on the registry host resolving now (``resolver``) to public addresses only: a host that does
     not resolve (or is not public) is never contacted. A redeploy whose pull fails, or
     may not be made, while a copy is at hand goes on with that copy; the message saying
     so is returned."""
@@ -823,7 +845,7 @@ def _image(runtime, image: str, *, refresh: bool, cancel=None, strict: bool = Fa
         return None
     if present and not refresh:
         return None
-    refused = containerfiles.registry_refusal(image, strict=True) if strict else None
+    refused = containerfiles.registry_refusal(image, resolve=resolver.resolve, strict=True) if strict else None
     if refused:
         if not present:
             raise RuntimeError(refused)

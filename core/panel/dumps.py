@@ -276,7 +276,7 @@ def _restore_redis(runtime, clock, container: str, chunks, size: int) -> None:
         runtime.exec_run(container, ("cp", "-p", path, aof.removeprefix("aof=")))
     try:
         runtime.exec_run(container, ("sh", "-c", _REDIS_SHUTDOWN))
-    except Exception:  # the command dies with the container it stops (exit status 137); the wait below decides
+    except Exception:  # noqa: BLE001 - the command dies with the container it stops (exit status 137); the wait below decides
         pass
     deadline = clock.monotonic() + STOP_S
     while (state := runtime.inspect(container)) is not None and state.running:
@@ -362,6 +362,6 @@ def verify_dump(runtime, kind: str, image: str, chunks, size: int, of: str = "")
 def _quietly(call, *args) -> None:
     try:
         call(*args)
-    except Exception:  # a leftover carries the helper label; the reason that matters is the first one
+    except Exception:  # noqa: BLE001 - a leftover carries the helper label; the reason that matters is the first one
         pass
 

@@ -42,6 +42,7 @@ from __future__ import annotations
 import secrets as random
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from core.errors import Conflict, Invalid, NotFound
 from core.panel import services
@@ -320,7 +321,8 @@ def run_job(uow, clock, job: PreviewJob, react=None) -> dict:
     the database's). A reaction that raises ends the job ``failed`` with the reason on
     the parent's timeline; a parent deleted meanwhile ends it ``done`` (nothing to do)."""
     react = react or on_pull_request
-    pr = PullRequestFields(**{name: job.request.get(name) for name in REQUEST_FIELDS})
+    fields: dict[str, Any] = {name: job.request.get(name) for name in REQUEST_FIELDS}
+    pr = PullRequestFields(**fields)
     state = "done"
     try:
         answer = react(uow, clock, job.service_id, pr)

@@ -151,7 +151,7 @@ def service_logs(runtime, states, origins: dict, tail: int, since=None) -> list:
     container listed in ``states`` that is gone when its lines are read (the old set of a
     deploy that retires it just then, a replica the engine replaced) has none to give:
     it is skipped, not an error of the whole read."""
-    lines = []
+    lines: list = []
     for state in states:
         try:
             read = runtime.logs(state.id, tail=tail, since=since)

@@ -268,6 +268,7 @@ def create_service(uow, clock, principal, request: dict, methods: dict, catalog:
         problems["auto_deploy"] = f"{method.name} services are not deployed on push (git and ai are)"
     if problems:
         raise Invalid("invalid service", fields=problems)
+    assert method is not None  # (else a problem above)
     if principal.customer_id is not None and request["customer_id"] != principal.customer_id:
         raise Forbidden("a customer key creates services for its own customer only")
     if turns_previews_on(request):
@@ -410,7 +411,7 @@ def stop_together(runtime, container_ids: list, **stop) -> None:
     with ThreadPoolExecutor(max_workers=min(len(container_ids), STOP_FAN_OUT),
                             thread_name_prefix="slipway-stop") as pool:
         futures = [pool.submit(_unless_gone, runtime.stop, container_id, **stop) for container_id in container_ids]
-    failed = [f.exception() for f in futures if f.exception() is not None]
+    failed = [exc for f in futures if (exc := f.exception()) is not None]
     if failed:
         raise failed[0]
 
@@ -740,6 +741,7 @@ def patch_service(uow, clock, principal, service_id: str, body: dict, methods: d
                    "customer_id": found.customer_id, "name": found.name, "deploy_method": found.deploy_method}
         request = {k: v for k, v in request.items() if v is not None}
         request.update(settings)
+        assert method is not None  # (else its fields were problems above)
         plan = method.plan(request, catalog)
         _images_allowed(plan, found.id, method)
         if "git_branch" in settings:

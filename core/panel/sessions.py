@@ -20,6 +20,7 @@ import hmac
 import re
 import secrets
 from dataclasses import dataclass, replace
+from typing import Any
 from datetime import datetime, timedelta
 
 from core.errors import Forbidden, Invalid, NotFound, Unauthorized
@@ -65,8 +66,10 @@ class SessionPrincipal(Principal):
     """A caller authenticated by a browser session: the user's role's permissions (a
     session has no denied permissions). ``key`` is None."""
 
-    session: PanelSession | None = None
-    user: PanelUser | None = None
+    # a PanelSession and its PanelUser (a KeySessionPrincipal's: a KeySession, no user);
+    # defaults only because Principal's last field has one
+    session: Any = None
+    user: Any = None
 
     @property
     def customer_id(self) -> str | None:
@@ -280,7 +283,8 @@ def authenticate_session(uow, clock, secret: str | None, *, users: bool = True) 
     if not hmac.compare_digest(session.id, _hash(secret)) or session.revoked_at is not None \
             or session.expires_at <= clock.now() or user is None:
         raise Unauthorized(SESSION_UNAUTHORIZED)
-    return SessionPrincipal(key=None, permissions=ROLES[user.role], session=session, user=user)
+    return SessionPrincipal(key=None, permissions=ROLES[user.role], session=session,  # type: ignore[arg-type]
+                            user=user)  # (a session has no key: its class answers for one)
 
 
 def revoke_session(uow, clock, secret: str | None) -> bool:
@@ -317,7 +321,7 @@ def lapsed(uow, clock, principals) -> list:
         sessions = uow.panel_sessions.get_many_with_users(session_ids) if session_ids else {}
         key_sessions = uow.panel_key_sessions.get_many(key_session_ids) if key_session_ids else {}
     now = clock.now()
-    reasons = []
+    reasons: list[str | None] = []
     for p in principals:
         if isinstance(p, KeySessionPrincipal):  # the session first, then its key
             session = key_sessions.get(p.session.id)

@@ -10,7 +10,7 @@ import calendar
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
 from decimal import ROUND_HALF_UP, Decimal
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 BILLABLE_STATES = ("active", "suspended")
 TERMINAL_STATES = ("terminated", "expired")
@@ -43,6 +43,10 @@ class Period:
     @property
     def label(self) -> str:
         return self.start.strftime("%Y-%m")
+
+
+#: whose a billable day is: (partner, contract), as the ledger events name them
+Owner = tuple[str | None, str | None]
 
 
 class Change(NamedTuple):
@@ -78,7 +82,7 @@ def change_from_event(event_id: int, at: datetime, event: str, partner_id: str, 
     return Change(event_id, on, event)
 
 
-def billable_days(history: LicenseHistory, period: Period, today: date) -> dict[tuple[str, str], int]:
+def billable_days(history: LicenseHistory, period: Period, today: date) -> dict[Owner, int]:
     """Days of ``period`` (up to and including ``today``) on which the license is billable,
     per owner ``(partner, contract)``.
 
@@ -138,7 +142,7 @@ def _segment_days(start: date, end: date, state, terminal: bool, first: date, la
 _ONE_DAY = timedelta(days=1)
 
 
-def _owned_days(history: LicenseHistory, issued: Change, first: date, last: date) -> dict[tuple[str, str], int]:
+def _owned_days(history: LicenseHistory, issued: Change, first: date, last: date) -> dict[Owner, int]:
     """``billable_days`` for a license that may have changed hands: the period cut at every
     state change and every transfer."""
     # state at the end of each change day, and the days something turned terminal
@@ -154,14 +158,14 @@ def _owned_days(history: LicenseHistory, issued: Change, first: date, last: date
             states.append((c.on, new))
         if new in TERMINAL_STATES:
             terminal_days.add(c.on)
-    owners = [(issued.on, 0, (issued.partner, issued.contract))]
+    owners: list[tuple[Any, int, Owner]] = [(issued.on, 0, (issued.partner, issued.contract))]
     owners += sorted((c.effective, c.id, (c.to_partner, c.to_contract)) for c in history.changes
                      if c.event == "license.transferred_in")
     cuts = {first, last + timedelta(days=1)}
     cuts.update(d for d, _ in states if first < d <= last)
     cuts.update(d for d, _, _ in owners if first < d <= last)
     bounds = sorted(cuts)
-    result: dict[tuple[str, str], int] = {}
+    result: dict[Owner, int] = {}
     si = oi = 0
     state = owner = None
     for a, b in zip(bounds, bounds[1:]):

@@ -71,7 +71,7 @@ class Note:
     customer_id: str
     author: str
     body: str
-    at: datetime = field(default=None)
+    at: datetime | None = field(default=None)
 
 
 def _check_customer_values(values: dict) -> None:

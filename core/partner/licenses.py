@@ -34,8 +34,9 @@ class License:
     terminated_at: datetime | None = None
 
 
-class LicenseSummary(namedtuple("LicenseSummary", [f.name for f in fields(License)],
-                                defaults=[f.default for f in fields(License) if f.default is not MISSING])):
+class LicenseSummary(namedtuple("LicenseSummary", [f.name for f in fields(License)],  # type: ignore[misc]
+                                defaults=[f.default for f in fields(License)  # type: ignore[misc]
+                                          if f.default is not MISSING])):  # (the fields are License's)
     """A license as a list page shows it (``GET /v1/licenses``): the fields of ``License``,
     in its order and with its defaults, read into an immutable tuple. A read model: the
     page decides nothing with it, and fifty of them cost a fraction of fifty frozen
@@ -45,7 +46,7 @@ class LicenseSummary(namedtuple("LicenseSummary", [f.name for f in fields(Licens
 
     @classmethod
     def of(cls, lic: License) -> "LicenseSummary":
-        return cls._make(getattr(lic, name) for name in cls._fields)
+        return cls._make(getattr(lic, name) for name in cls._fields)  # type: ignore[var-annotated]
 
 
 #: the license service is called inside the license's transaction (its answer and the
@@ -103,7 +104,7 @@ def issue_license(uow, clock, service, caller, *, customer_id: str, contract_id:
             try:
                 with waits.allowed(LICENSE_SERVICE):
                     service.revoke(issued.service_license_id)
-            except Exception:  # best effort; the original error is what the caller needs
+            except Exception:  # noqa: BLE001 - best effort; the original error is what the caller needs
                 pass
         raise
     return lic, issued.key

@@ -8,7 +8,7 @@ from datetime import date, datetime
 from core.partner import ledger
 from core.errors import Conflict, Invalid, NotFound
 from core import waits
-from core.partner.licenses import FINAL, LICENSE_SERVICE, service_metadata
+from core.partner.licenses import FINAL, LICENSE_SERVICE, License, service_metadata
 from core.partner.scope import Page, subtree, visible
 
 
@@ -31,7 +31,8 @@ class Transfer:
 
 
 def transfer_license(uow, clock, caller, *, license_id: str, to_partner_id: str, to_customer_id: str,
-                     to_contract_id: str, reason: str = "", effective_at: datetime | None = None) -> Transfer:
+                     to_contract_id: str, reason: str = "", effective_at: datetime | None = None
+                     ) -> tuple[Transfer, License]:
     """Move the license in one transaction (license, transfer record, both ledger events).
     The license-service metadata sync is a separate, best-effort step: ``sync_transfer``."""
     today = clock.now().date()
@@ -84,7 +85,7 @@ def sync_transfer(uow, service, transfer: Transfer, moved) -> str | None:
         with waits.allowed(LICENSE_SERVICE):
             service.update_metadata(moved.license_service_license_id, service_metadata(moved))
         return None
-    except Exception as exc:  # best effort by design: the move is already committed
+    except Exception as exc:  # noqa: BLE001 - best effort by design: the move is already committed
         message = f"{type(exc).__name__}: {exc}"[:500]
         with uow:
             uow.transfers.set_sync_error(transfer.id, message)

@@ -79,10 +79,10 @@ def new_secret() -> str:
 # --- the SSRF rule -----------------------------------------------------------------------------
 
 
-def judge_url(url: str, *, allow_private: bool, resolve=None) -> tuple[str | None, list[str]]:
-    """(why deliveries may not go to ``url`` now or None, the addresses its host has now).
-    A name that does not resolve is judged public (its delivery will fail, and be judged
-    again)."""
+def judge_url(url: str, *, allow_private: bool, resolver: addresses.Resolver) -> tuple[str | None, list[str]]:
+    """(why deliveries may not go to ``url`` now or None, the addresses its host has now,
+    as ``resolver`` answers). A name that does not resolve is judged public (its delivery
+    will fail, and be judged again)."""
     if not isinstance(url, str) or len(url) > MAX_URL_LENGTH:
         return f"must be a URL of at most {MAX_URL_LENGTH} characters", []
     try:
@@ -98,7 +98,7 @@ def judge_url(url: str, *, allow_private: bool, resolve=None) -> tuple[str | Non
     try:
         found = [str(ipaddress.ip_address(host.split("%", 1)[0]))]
     except ValueError:
-        found = (resolve or addresses.resolve)(host) or []
+        found = resolver.resolve(host) or []
     private = addresses.refusal(host, found, "only public hosts are allowed (over https)")
     if private is not None:
         return (None if allow_private else private), found
@@ -107,9 +107,9 @@ def judge_url(url: str, *, allow_private: bool, resolve=None) -> tuple[str | Non
     return None, found
 
 
-def url_refusal(url: str, *, allow_private: bool, resolve=None) -> str | None:
+def url_refusal(url: str, *, allow_private: bool, resolver: addresses.Resolver) -> str | None:
     """Why deliveries may not go to ``url`` now, or None (``judge_url``)."""
-    return judge_url(url, allow_private=allow_private, resolve=resolve)[0]
+    return judge_url(url, allow_private=allow_private, resolver=resolver)[0]
 
 
 # --- endpoints (the API) -----------------------------------------------------------------------
@@ -133,10 +133,11 @@ class Target:
     url: str
 
 
-def check_url(url: str, *, allow_private: bool, resolve=None) -> Target:
-    """``Invalid`` on ``url`` unless it passes the rule. May wait for DNS (up to
-    ``core.addresses.RESOLVE_TIMEOUT_S``): run it apart from database work."""
-    reason = url_refusal(url, allow_private=allow_private, resolve=resolve)
+def check_url(url: str, *, allow_private: bool, resolver: addresses.Resolver) -> Target:
+    """``Invalid`` on ``url`` unless it passes the rule. May wait for ``resolver`` (the
+    system's waits up to ``core.addresses.RESOLVE_TIMEOUT_S``): run it apart from
+    database work."""
+    reason = url_refusal(url, allow_private=allow_private, resolver=resolver)
     if reason is not None:
         raise Invalid("invalid webhook url", fields={"url": reason})
     return Target(url)
@@ -194,7 +195,8 @@ def list_deliveries(uow, caller, endpoint_id: str, page: Page) -> list[Delivery]
 
 def _owners(uow, partner_id: str) -> list[str]:
     """The partner and its ancestors: whose endpoints see its events."""
-    owners, current = [], partner_id
+    owners: list[str] = []
+    current: str | None = partner_id
     while current is not None and current not in owners:
         owners.append(current)
         partner = uow.partners.get(current)

@@ -17,6 +17,7 @@ from core.errors import Invalid
 from core.panel import containerfiles
 from ports import hookimpl
 from ports.deploy import DeployMethod, DeployPlan
+from ports.resolver import Resolver, SystemResolver
 
 
 class ComposeDeploy(DeployMethod):
@@ -27,8 +28,9 @@ class ComposeDeploy(DeployMethod):
                        "variables": {"type": "object", "additionalProperties": {"type": "string"}}},
     }
 
-    def __init__(self):
+    def __init__(self, resolver: Resolver | None = None):
         self.registry_allow_private = False
+        self.resolver = resolver or SystemResolver()  # the registry hosts' lookups
 
     def configure(self, settings, plugins) -> None:
         self.registry_allow_private = containerfiles.allow_private(settings)
@@ -42,7 +44,8 @@ class ComposeDeploy(DeployMethod):
                               fields={"compose": f"services.{component.name}.image: {reason}"})
         if not self.registry_allow_private:  # plan runs off the event loop; one deadline for every lookup
             reason = containerfiles.registries_refusal(
-                [(f"services.{c.name}.image", c.image) for c in plan.components], strict=False)
+                [(f"services.{c.name}.image", c.image) for c in plan.components], strict=False,
+                resolver=self.resolver)
             if reason:
                 raise Invalid("invalid compose definition", fields={"compose": reason})
         return plan

@@ -20,12 +20,20 @@ import re
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
-from core.addresses import RESOLVE_TIMEOUT_S, not_public, resolve  # noqa: F401 (this module's API)
+from core.addresses import RESOLVE_TIMEOUT_S, not_public  # noqa: F401 (this module's API)
 from core.addresses import refusal as addresses_refusal
+from ports.resolver import SystemResolver
 
 ALLOW_PRIVATE = "SLIPWAY_GIT_ALLOW_PRIVATE"
 DEFAULT_PORTS = {"https": 443, "http": 80, "ssh": 22, "git": 9418}
 _SCP_HOST = re.compile(r"^(?:(?P<user>[A-Za-z0-9._~-]+)@)?(?P<host>[A-Za-z0-9.-]+):")
+#: the lookups of repository and registry hosts (the port ``ports.resolver``: the C library's)
+RESOLVER = SystemResolver()
+
+
+def resolve(host: str, timeout: float = RESOLVE_TIMEOUT_S) -> list[str] | None:
+    """The addresses ``host`` resolves to now, or None (:data:`RESOLVER`)."""
+    return RESOLVER.resolve(host, timeout)
 
 
 class HostRefused(Exception):

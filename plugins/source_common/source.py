@@ -35,7 +35,7 @@ from core.panel import containerfiles
 from core.panel.containers import built_image_prefix
 from core.panel.pushes import newest
 from core.errors import Invalid
-from core.redaction import redact, redact_url, url_secrets  # noqa: F401 (used here and by the methods)
+from core.redaction import redact, redact_url, url_secrets  # used here and by the methods
 from core.panel.compose import DEFAULT_HOST_PORTS, dump_compose, interpolate, load_compose, parse_compose
 from core.panel.host_keys import changed
 from plugins.source_common import host_keys, hosts
@@ -693,7 +693,7 @@ def check_containerfile(context: str, dockerfile: str | None, inline: str | None
     except containerfiles.ContainerfileError as exc:
         raise SourceError(f"{where}: {shown} cannot be read for the images it starts from: {exc}") from None
     reason = containerfiles.references_refusal(found, service_id, allow_private_registries=allow_private,
-                                               strict=False)
+                                               resolver=hosts.RESOLVER, strict=False)
     if reason:
         raise SourceError(f"{where}: {shown} {reason}")
     absent = []
@@ -705,7 +705,8 @@ def check_containerfile(context: str, dockerfile: str | None, inline: str | None
                               "the engine's own images; they are never pulled)")
         absent.append((ref.where(), ref.image))
     # the build is about to pull what the engine lacks: a registry host that does not resolve is refused too
-    reason = None if allow_private or not absent else containerfiles.registries_refusal(absent, strict=True)
+    reason = None if allow_private or not absent else containerfiles.registries_refusal(
+        absent, strict=True, resolver=hosts.RESOLVER)
     if reason:
         raise SourceError(f"{where}: {shown} {reason}")
     return dockerfile

@@ -4,6 +4,7 @@ transfers, the ledger, webhook endpoints and deliveries, statements. The convent
 keep are in the package's docstring."""
 from __future__ import annotations
 
+import builtins
 from abc import abstractmethod
 from typing import Protocol
 
@@ -202,7 +203,7 @@ class TransferRepository(Protocol):
         """Record why the license service could not be told about the transfer."""
 
     @abstractmethod
-    def sync_failures(self) -> list[Transfer]:
+    def sync_failures(self) -> builtins.list[Transfer]:  # (``list`` is a method of this class)
         """Transfers with a ``sync_error``, oldest first (for the operator)."""
 
 

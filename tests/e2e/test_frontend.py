@@ -129,7 +129,7 @@ class Watched:
         for response in self._server_errors:
             try:
                 bodies.append(f"{response.url}: {response.text()[:500]}")
-            except Exception as exc:  # the body may be gone after a navigation
+            except Exception as exc:  # noqa: BLE001 - the body may be gone after a navigation
                 bodies.append(f"{response.url}: (body unavailable: {exc})")
         return bodies
 

@@ -23,6 +23,7 @@ import standardwebhooks
 
 from core.partner import ledger, tokens, webhooks
 from core.partner.scope import Page
+from ports.resolver import SystemResolver
 from tests.support.partners import World
 from tests.support.servers import Server
 from tests.support.silent import close_listener, silent_listener
@@ -305,14 +306,13 @@ def _attempt(store, clock, **worker_settings):
 def test_the_address_is_checked_again_at_delivery(store, clock, queue, monkeypatch, receivers):
     """The name resolved to a public address when the endpoint was made and to loopback
     when the delivery goes: the attempt fails saying so, nothing is sent."""
-    from core import addresses
-
     caller, event = queue
     receiver = receivers()
     port = receiver.server.server_address[1]
     answers = {"hooks.example.test": ["93.184.215.14"]}
-    monkeypatch.setattr(addresses, "resolve", lambda host, timeout=0: answers.get(host))
-    target = webhooks.check_url(f"https://hooks.example.test:{port}/hook", allow_private=False)
+    monkeypatch.setattr(SystemResolver, "resolve", lambda self, host, timeout=0: answers.get(host))
+    target = webhooks.check_url(f"https://hooks.example.test:{port}/hook", allow_private=False,
+                                resolver=SystemResolver())
     endpoint = webhooks.create_endpoint(store.uow(), clock, caller, target=target)
     event()
     answers["hooks.example.test"] = ["127.0.0.1"]  # DNS changed
@@ -327,13 +327,12 @@ def test_the_address_is_checked_again_at_delivery(store, clock, queue, monkeypat
 def test_the_attempt_connects_to_the_address_it_checked(store, clock, queue, monkeypatch, receivers):
     """The name exists only in the check's answers: the delivery arrives because it is
     sent to the checked address, with the name kept in Host."""
-    from core import addresses
-
     caller, event = queue
     receiver = receivers()
     port = receiver.server.server_address[1]
-    monkeypatch.setattr(addresses, "resolve", lambda host, timeout=0: ["127.0.0.1"] if host == "pinned.test" else None)
-    target = webhooks.check_url(f"http://pinned.test:{port}/hook", allow_private=True)
+    monkeypatch.setattr(SystemResolver, "resolve",
+                        lambda self, host, timeout=0: ["127.0.0.1"] if host == "pinned.test" else None)
+    target = webhooks.check_url(f"http://pinned.test:{port}/hook", allow_private=True, resolver=SystemResolver())
     endpoint = webhooks.create_endpoint(store.uow(), clock, caller, target=target)
     receiver.secret = endpoint.secret
     event()
@@ -346,8 +345,6 @@ def test_over_https_the_pinned_attempt_still_checks_the_certificate_of_the_name(
                                                                                 receivers, tmp_path):
     """TLS to the checked address with the name as SNI: a certificate for the name
     passes, one for another name fails the attempt."""
-    from core import addresses
-
     caller, event = queue
     names = ("pinned.test", "someone-else.test")
     for name in names:
@@ -357,7 +354,8 @@ def test_over_https_the_pinned_attempt_still_checks_the_certificate_of_the_name(
     trusting_both = ssl.create_default_context()  # both self-signed certificates are trusted: only the name differs
     for name in names:
         trusting_both.load_verify_locations(cafile=str(tmp_path / f"{name}.pem"))
-    monkeypatch.setattr(addresses, "resolve", lambda host, timeout=0: ["127.0.0.1"] if host == "pinned.test" else None)
+    monkeypatch.setattr(SystemResolver, "resolve",
+                        lambda self, host, timeout=0: ["127.0.0.1"] if host == "pinned.test" else None)
     results = {}
     for name in names:  # the receiver at pinned.test's address presents this name's certificate
         receiver = receivers()
@@ -365,7 +363,7 @@ def test_over_https_the_pinned_attempt_still_checks_the_certificate_of_the_name(
         server_side.load_cert_chain(tmp_path / f"{name}.pem", tmp_path / f"{name}.key")
         receiver.server.socket = server_side.wrap_socket(receiver.server.socket, server_side=True)
         port = receiver.server.server_address[1]
-        target = webhooks.check_url(f"https://pinned.test:{port}/hook", allow_private=True)
+        target = webhooks.check_url(f"https://pinned.test:{port}/hook", allow_private=True, resolver=SystemResolver())
         endpoint = webhooks.create_endpoint(store.uow(), clock, caller, target=target)
         receiver.secret = endpoint.secret
         event()
@@ -384,7 +382,7 @@ def test_over_https_the_pinned_attempt_still_checks_the_certificate_of_the_name(
 def test_a_receiver_that_never_answers_fails_the_attempt_and_redirects_are_not_followed(store, clock, queue):
     caller, event = queue
     with silent_listener() as (host, port):
-        target = webhooks.check_url(f"http://{host}:{port}/hook", allow_private=True)
+        target = webhooks.check_url(f"http://{host}:{port}/hook", allow_private=True, resolver=SystemResolver())
         webhooks.create_endpoint(store.uow(), clock, caller, target=target)
         event()
         delivery = _attempt(store, clock, allow_private=True, timeout=0.5)
@@ -486,7 +484,7 @@ def test_a_receiver_that_trickles_its_answer_is_cut_off_at_the_timeout(store, cl
     caller, event = queue
     trickle = _Trickling(seconds=6.0)  # twelve times the timeout below
     try:
-        target = webhooks.check_url(trickle.url, allow_private=True)
+        target = webhooks.check_url(trickle.url, allow_private=True, resolver=SystemResolver())
         webhooks.create_endpoint(store.uow(), clock, caller, target=target)
         event()
         delivery = _attempt(store, clock, allow_private=True, timeout=0.5)

@@ -293,5 +293,5 @@ def test_a_verification_runs_the_image_the_backed_up_release_ran(serve, tmp_path
         for tag in (image_a, image_b):
             try:
                 panel.engine.remove_image(tag)
-            except Exception:  # in use by a container the teardown removes; the tag is this test's own
+            except Exception:  # noqa: BLE001 - in use by a container the teardown removes; the tag is this test's own
                 pass

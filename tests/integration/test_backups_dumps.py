@@ -180,7 +180,7 @@ def wait_for(check, what: str, seconds: float = 120):
             result = check()
             if result:
                 return result
-        except Exception as exc:  # the server is still starting
+        except Exception as exc:  # noqa: BLE001 - the server is still starting
             result = exc
         assert time.monotonic() < deadline, f"{what}: {result!r}"
         time.sleep(0.3)
@@ -272,7 +272,7 @@ def test_a_postgres_backup_taken_while_a_client_writes_restores_consistently(pan
     def write():
         try:
             panel.engine.exec_run(db, ["sh", "-c", writer], user="postgres")
-        except Exception as exc:  # reported by the test below
+        except Exception as exc:  # noqa: BLE001 - reported by the test below
             errors.append(exc)
 
     thread = threading.Thread(target=write, daemon=True)

@@ -39,7 +39,7 @@ def _wait(what: str, check, seconds: float = 180):
     while True:
         try:
             found = check()
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the check is asked again until the deadline
             found, last = None, exc
         else:
             last = found

@@ -26,7 +26,7 @@ class Counting:
         return counted
 
 
-def test_a_page_asks_the_engine_once_and_the_next_pages_not_at_all(runtime, service):  # noqa: F811
+def test_a_page_asks_the_engine_once_and_the_next_pages_not_at_all(runtime, service):
     service.run("web", "sleep", "600")
     wait_for(lambda: Resources(runtime, ttl=0).for_page([service.id])[service.id]["memory_usage_mb"] > 0,
              "the container to run")  # a swarm starts its task after the call
@@ -42,7 +42,7 @@ def test_a_page_asks_the_engine_once_and_the_next_pages_not_at_all(runtime, serv
     assert again == first and len(engine.calls) == asked  # answered from what was sampled
 
 
-def test_with_no_time_to_keep_every_page_asks_the_engine(runtime, service):  # noqa: F811
+def test_with_no_time_to_keep_every_page_asks_the_engine(runtime, service):
     service.run("web", "sleep", "600")
     engine = Counting(runtime)
     resources = Resources(engine, ttl=0)

@@ -16,7 +16,6 @@ from dataclasses import replace
 
 from app.composition import Composition
 from app.http.ratestore import MemoryRateStore
-from app.pluginmanager import make_plugin_manager
 from plugins.ratestore_redis import PREFIX, TIMEOUT, RedisFactory, RedisRateStore
 from tests.support.processes import free_port
 

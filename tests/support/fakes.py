@@ -20,13 +20,15 @@ Several units of work may share one ``FakeStore`` (``uow.fork()``) to show what 
 of another's uncommitted or committed writes.
 
 Below it: fakes of the other ports the use cases call (license service, billing model,
-deploy method and compose parser, container runtime, backup archives), and two builders
+deploy method and compose parser, container runtime, backup archives; the resolver is
+above, beside the clocks), and two builders
 of callers (``caller_of``, ``principal_of``).
 """
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import ipaddress
 import itertools
 import time
 from dataclasses import dataclass, field, replace
@@ -36,13 +38,13 @@ from core.panel import access as panel_access
 from core.partner import partners, tokens
 from core.partner.billing import billable_days, quantity
 from core.panel.compose import compose_parser, dump_compose
-from core.panel.containers import KEPT_IMAGES, SERVICE_LABEL, PortSpec
+from core.panel.containers import KEPT_IMAGES, SERVICE_LABEL
 from core.panel.services import ServiceSummary
 from core.partner.licenses import LicenseSummary
 from ports.billing import Line, LineDetail
 from ports.clock import Clock
-from ports.deploy import Component, DeployPlan
 from ports.licensing import IssuedKey, LicenseServiceError
+from ports.resolver import Resolver
 from ports.runtime import ContainerState, Gone
 
 
@@ -98,6 +100,34 @@ class DrivenClock(FakeClock):
             self.advance(max(0.0, moment - self._mono))
             action()
         self.advance(end - self._mono)
+
+
+class FakeResolver(Resolver):
+    """A resolver that answers at once from ``answers`` ({name: addresses}); any other
+    name does not resolve (None), as on a machine without DNS. An address written out
+    answers itself. ``asked`` lists every name looked up."""
+
+    def __init__(self, answers: dict | None = None):
+        self.answers = dict(answers or {})
+        self.asked: list = []
+
+    def resolve(self, host: str, timeout: float = 0.0) -> list[str] | None:
+        if _address(host):
+            return [host.strip("[]")]
+        self.asked.append(host)
+        found = self.answers.get(host)
+        return list(found) if found is not None else None
+
+    def resolve_all(self, hosts, *, deadline: float = 0.0, workers: int = 8) -> dict:
+        return {host: self.resolve(host) for host in dict.fromkeys(hosts)}
+
+
+def _address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return True
 
 
 class IntegrityError(Exception):

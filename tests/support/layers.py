@@ -1,7 +1,8 @@
 """The layer rules of Slipway, checked on the source (every import statement, also those
 inside functions): app -> plugins -> ports -> core, arrows pointing down only.
 
-- core imports no ports, plugins or app, and no framework or engine client;
+- core imports no ports, plugins or app, no framework or engine client, and no socket
+  or subprocess (it does no I/O);
 - core.partner and core.panel import nothing of each other;
 - ports imports no plugins or app;
 - plugins import no app, and no other plugin's modules (only the shared helper packages);
@@ -21,6 +22,9 @@ SHARED_PLUGIN_HELPERS = ("plugins.runtime_common", "plugins.source_common")
 #: libraries core must not import (it is plain Python; ruamel.yaml reads compose text)
 FRAMEWORKS = ("falcon", "peewee", "pluggy", "podman", "docker", "uvicorn", "httpx", "psycopg2", "websockets",
               "authlib")
+#: standard-library doors to the outside core must not open: it does no I/O (name lookups
+#: go through ports.resolver, the engine through ports.runtime)
+OUTSIDE = ("socket", "subprocess")
 
 
 def _within(name: str, package: str) -> bool:
@@ -63,6 +67,8 @@ def rule_broken(source: str, target: str) -> str | None:
                 return f"core imports {layer}"
         if any(_within(target, lib) for lib in FRAMEWORKS):
             return "core imports a framework"
+        if any(_within(target, lib) for lib in OUTSIDE):
+            return "core does I/O"
         for one, other in (("core.partner", "core.panel"), ("core.panel", "core.partner")):
             if _within(source, one) and _within(target, other):
                 return f"{one} imports {other}"

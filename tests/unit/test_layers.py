@@ -30,6 +30,7 @@ def tree(tmp_path):
     ("core/panel/services.py", "from plugins.deploy_compose import ComposeDeploy", "core imports plugins"),
     ("core/partner/ledger.py", "import app.config", "core imports app"),
     ("core/ratelimit.py", "import falcon", "core imports a framework"),
+    ("core/addresses.py", "import socket", "core does I/O"),
     ("core/partner/licenses.py", "from core.panel import services", "core.partner imports core.panel"),
     ("core/panel/backups.py", "from core.partner.scope import Page", "core.panel imports core.partner"),
     ("core/panel/compose/loader.py", "from ...partner import ledger", "core.panel imports core.partner"),

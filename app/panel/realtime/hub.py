@@ -104,7 +104,7 @@ class Hub:
         try:
             reasons = await self.store.run(panel_sessions.lapsed, self.store.uow(transaction=False), self.clock,
                                            [principal for _, principal in held])
-        except Exception:  # noqa: BLE001 (the database hiccupped: look again next round)
+        except Exception:  # the database hiccupped: look again next round
             log.warning("could not re-check the credentials of open WebSockets", exc_info=True)
             return
         for (outbox, _), reason in zip(held, reasons):
@@ -176,7 +176,7 @@ class Hub:
             while self._everything:
                 try:
                     running = await self.store.run(_running_services, self.store.uow(write=False))
-                except Exception:  # noqa: BLE001 (try again next round)
+                except Exception:  # try again next round
                     log.exception("could not list running services for log following")
                     running = None
                 if running is not None:

@@ -56,7 +56,7 @@ class ServiceFollower:
         while not self._stopped:
             try:
                 running = await self.calls.run(self._running)
-            except Exception:  # noqa: BLE001 (the engine hiccupped: look again later)
+            except Exception:  # the engine hiccupped: look again later
                 log.warning("listing containers of %s failed", self.service_id, exc_info=True)
                 running = []
             await self._describe(running)
@@ -86,7 +86,7 @@ class ServiceFollower:
         try:
             self._origins = await self.calls.run(self.describe, running)
             self._seen = {c: self._seen.get(c, now) for c in running}
-        except Exception:  # noqa: BLE001 (lines go unlabelled until the next look)
+        except Exception:  # lines go unlabelled until the next look
             log.warning("reading the origins of %s's containers failed", self.service_id, exc_info=True)
 
     def _deliver(self, container_id: str, line) -> None:

@@ -44,5 +44,5 @@ class DeployProgress:
                     uow.commit()
             else:
                 self.bus.publish(event)
-        except Exception:  # noqa: BLE001 (progress is informative: never fail the deploy for it)
+        except Exception:  # progress is informative: never fail the deploy for it
             log.exception("could not publish deploy progress of %s", job.id)

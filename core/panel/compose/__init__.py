@@ -239,7 +239,8 @@ def _command(value, where: str):
 
 
 def _start_order(components: dict) -> list:
-    order, state = [], {}
+    order: list = []
+    state: dict[str, str] = {}
 
     def visit(name, chain):
         if state.get(name) == "done":
@@ -358,7 +359,8 @@ def compose_parser(host_ports: tuple[int, int] = DEFAULT_HOST_PORTS):
     """``parse(text, variables)``: :func:`parse_compose` with the operator's host-port range
     (``SLIPWAY_HOST_PORTS``, read once into the app's configuration), the one reading of
     compose for the deploy jobs, the API and backups whatever the deploy method."""
-    return functools.partial(parse_compose, host_ports=tuple(host_ports))
+    low, high = host_ports
+    return functools.partial(parse_compose, host_ports=(low, high))
 
 
 __all__ = ["Component", "DeployPlan", "compose_parser", "DEFAULT_HOST_PORTS", "MAX_BYTES", "MAX_NODES", "SERVICE_KEYS",

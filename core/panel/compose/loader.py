@@ -81,7 +81,9 @@ class _Budget:
 def _template(text: str, i: int, nested: int) -> tuple[list, int]:
     """Parse ``text`` from ``i`` into literal strings and ``(name, operator, argument)``
     parts; inside ``${NAME<op>...}`` (``nested`` > 0) it stops after the closing brace."""
-    parts, literal, braces, n = [], [], 0, len(text)
+    parts: list = []
+    literal: list[str] = []
+    braces, n = 0, len(text)
     while i < n:
         ch = text[i]
         if nested and ch == "}":
@@ -193,7 +195,7 @@ class _Scanner(Scanner):
     ``MAX_DEPTH`` deep while it reads them: it checks every open level on each token, so
     128 KiB of ``[`` would otherwise cost it seconds of CPU."""
 
-    def fetch_flow_collection_start(self, TokenClass, to_push) -> None:  # noqa: N803 (ruamel's name)
+    def fetch_flow_collection_start(self, TokenClass, to_push) -> None:  # ruamel's name
         if self.flow_level >= MAX_DEPTH:
             raise ScannerError(None, None, f"flow collections nested more than {MAX_DEPTH} levels deep",
                                self.reader.get_mark())
@@ -250,7 +252,9 @@ def check_size(root) -> int:
     is the very node object its anchor names, so each distinct node is measured once);
     refuses, as soon as it knows, a count over ``MAX_NODES``, a depth over ``MAX_DEPTH``
     and an alias inside its own anchor."""
-    sizes, depths, on_path = {}, {}, set()
+    sizes: dict[int, int] = {}
+    depths: dict[int, int] = {}
+    on_path: set = set()
     stack = [(root, False)]
     while stack:
         node, finished = stack.pop()
@@ -421,7 +425,7 @@ def dump_compose(document) -> str:
     writer = YAML(typ="safe", pure=True)
     writer.Representer = _Representer
     writer.default_flow_style = False
-    writer.sort_base_mapping_type_on_output = False
+    writer.sort_base_mapping_type_on_output = False  # type: ignore[assignment]  # ruamel declares it None
     writer.width = 4096
     out = io.StringIO()
     writer.dump(document, out)

@@ -6,7 +6,6 @@ from __future__ import annotations
 from abc import abstractmethod
 from typing import Protocol
 
-from core.panel.access import ApiKey
 from core.panel.sessions import KeySession, PanelSession, PanelUser, PendingLogin
 
 

@@ -12,6 +12,7 @@ import pytest
 from core.errors import NotFound
 from core.panel import access, backup_policies, customers, deploys
 from core.panel.deploy_job import Deployer, run_job
+from tests.support.fakes import FakeResolver
 from tests.api.panel.test_backups import WITH_VOLUME, dead_engine  # noqa: F401 (a fixture)
 
 POLICY = {"schedule": "30 3 * * *", "destination": "local", "keep_last": 7, "verify": True}
@@ -33,7 +34,8 @@ class Setup:
             "name": name, "customer_id": (customer or self.acme).id, "deploy_method": "compose",
             "compose": WITH_VOLUME}).json
         job = deploys.claim_next(self.store.uow(), self.clock)
-        run_job(self.store.uow(), Deployer(self.clock, self.dead), job)  # fails (no engine): not deploying
+        run_job(self.store.uow(), Deployer(self.clock, self.dead,
+                                           resolver=FakeResolver()), job)  # fails (no engine): not deploying
         return created["id"]
 
     def put(self, service_id, body, expect=200, token=None):
@@ -42,7 +44,7 @@ class Setup:
 
 
 @pytest.fixture
-def setup(make_app, store, clock, tmp_path, dead_engine):  # noqa: F811
+def setup(make_app, store, clock, tmp_path, dead_engine):
     from tests.support.contract_client import ContractClient
 
     app = make_app(backup_dir=str(tmp_path / "backups"))

@@ -129,7 +129,10 @@ def test_list_query_parameters(setup, clock):
         clock.advance(1)
         _create(client, admin, name=name, customer_id=customer.id, deploy_method="compose",
                 compose="services:\n  a: {image: x}\n")
-    names = lambda **p: [s["name"] for s in client.get("/api/services", token=admin, params=p, expect=200).json["data"]]
+
+    def names(**p):
+        return [s["name"] for s in client.get("/api/services", token=admin, params=p, expect=200).json["data"]]
+
     assert names() == ["bravo", "alpha", "charlie"]
     assert names(sort="name") == ["alpha", "bravo", "charlie"]
     assert names(sort="name", order="desc") == ["charlie", "bravo", "alpha"]

@@ -25,6 +25,7 @@ def _listening(path):
     return sock
 
 
+@pytest.mark.sockets
 def test_the_rootless_podman_socket_is_found(runtime_dir):
     path = os.path.join(runtime_dir, "podman", "podman.sock")
     with _listening(path):

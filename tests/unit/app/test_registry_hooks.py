@@ -158,4 +158,4 @@ def test_hook_register_git_providers():
                                plugins=(_plugin("register_git_providers", "probe"),
                                         _plugin("register_git_providers", "probe"))))
     with pytest.raises(ConfigError, match="two plugins provide git provider 'probe'"):
-        twice.git_providers
+        twice.git_providers  # noqa: B018 - builds it: the second provider is refused

@@ -13,7 +13,11 @@ import subprocess
 
 import pytest
 
-from core import addresses, waits
+from core import waits
+from ports.resolver import SystemResolver
+
+# the doors are real: sockets, name lookups (not in `make unit`'s set)
+pytestmark = pytest.mark.sockets
 
 
 @pytest.fixture
@@ -31,8 +35,8 @@ def _doors(tmp_path):
 
     engine = PodmanRuntime(f"unix://{tmp_path}/no-engine.sock")
     return {
-        "the resolver": lambda: addresses.resolve("example.invalid", timeout=0.01),
-        "the resolver, many names": lambda: addresses.resolve_all(["a.invalid", "b.invalid"], deadline=0.01),
+        "the resolver": lambda: SystemResolver().resolve("example.invalid", timeout=0.01),
+        "the resolver, many names": lambda: SystemResolver().resolve_all(["a.invalid", "b.invalid"], deadline=0.01),
         "the engine": lambda: engine.containers("svc_x"),
         "git": lambda: _run_git(["--version"], cwd=None, timeout=5, url="", what="asking its version", env={}),
         "a socket": lambda: socket.create_connection(("127.0.0.1", 9), timeout=0.01),
@@ -87,7 +91,7 @@ def test_outside_a_transaction_each_door_goes_through(store, strict, tmp_path, d
 def test_an_address_written_out_is_read_not_looked_up(store, strict):
     with store.uow() as uow:
         uow.services.get("svc_nothing")
-        assert addresses.resolve("127.0.0.1") == ["127.0.0.1"]
+        assert SystemResolver().resolve("127.0.0.1") == ["127.0.0.1"]
 
 
 def test_not_strict_it_is_logged_once_and_goes_on(store, tmp_path, caplog):
@@ -98,7 +102,7 @@ def test_not_strict_it_is_logged_once_and_goes_on(store, tmp_path, caplog):
         with caplog.at_level(logging.WARNING, logger="slipway.waits"), store.uow() as uow:
             uow.services.get("svc_nothing")
             for _ in range(3):
-                assert addresses.resolve(name, timeout=2) is None
+                assert SystemResolver().resolve(name, timeout=2) is None
     finally:
         waits.set_strict(was)
     said = [r.getMessage() for r in caplog.records if r.name == "slipway.waits"]

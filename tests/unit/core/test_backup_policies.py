@@ -13,7 +13,7 @@ from core.panel import backup_policies, backups, services
 from core.panel.backup_policies import Destinations
 from core.panel.customers import Quota
 from core.panel.deploy_job import Deployer, DeploySettings, run_job
-from tests.support.fakes import FakeArchives, parse, principal_of
+from tests.support.fakes import FakeArchives, FakeResolver, parse, principal_of
 
 QUOTA = Quota(read_compose=parse)
 PLACES = Destinations(frozenset({"local", "offsite"}), default="local")
@@ -29,7 +29,7 @@ def _service(uow, clock, admin, customer, methods, runtime, name="db", volumes=(
     service, job = services.create_service(
         uow, clock, admin, {"name": name, "deploy_method": "compose", "customer_id": customer.id,
                             "components": [("db", 64, volumes)]}, methods, {}, QUOTA)
-    run_job(uow, Deployer(clock, runtime, DeploySettings(settle_seconds=0)), job)
+    run_job(uow, Deployer(clock, runtime, DeploySettings(settle_seconds=0), resolver=FakeResolver()), job)
     return services.get_service(uow, admin, service.id)
 
 

@@ -3,13 +3,11 @@ stage, ARG defaults applied, stages of the same file left out; the image rule a 
 ``image:`` follows; the registry rule (a name lookup handed in, no network)."""
 from __future__ import annotations
 
-import threading
-
 import pytest
 
-from core.panel import containerfiles
 from core.panel.containerfiles import (ContainerfileError, allow_private, engine_local, image_refusal, references,
                                        refusal, registry_host, registry_refusal)
+from tests.support.fakes import FakeResolver
 
 OWN = "svc_own"
 
@@ -21,7 +19,7 @@ def refs(text):
 def why(text, **kwargs):
     """The refusal at create (a name that does not resolve is accepted)."""
     return refusal(text, OWN, allow_private_registries=kwargs.pop("allow", False),
-                   resolve=kwargs.pop("resolve", lambda host: None), strict=False)
+                   resolver=FakeResolver(kwargs.pop("answers", {})), strict=False)
 
 
 @pytest.mark.parametrize("image", ["3f", "3F", "sha256:3f", "SHA256:ab12", "0", "a" * 64, "cafe"])
@@ -156,8 +154,8 @@ def test_private_registries_are_refused_and_unresolved_names_accepted():
     assert "localhost resolves to 127.0.0.1" in registry_refusal("localhost:5000/x", resolve={"localhost": [
         "127.0.0.1"]}.get)
     text = "FROM registry.corp.example/team/base:1\n"
-    assert why(text, resolve=resolve).startswith("line 1 (FROM registry.corp.example/team/base:1): the registry")
-    assert why(text, resolve=resolve, allow=True) is None
+    assert why(text, answers=lookups).startswith("line 1 (FROM registry.corp.example/team/base:1): the registry")
+    assert why(text, answers=lookups, allow=True) is None
 
 
 def test_localhost_without_a_port_is_the_engines_own():
@@ -300,52 +298,13 @@ def test_a_text_over_one_mib_is_not_read():
 # --- registries: one deadline for every lookup; at job time a name must resolve -------------
 
 
-def test_registry_hosts_are_looked_up_once_each_at_the_same_time_within_one_deadline(monkeypatch):
-    """A compose of 100 components naming hosts whose DNS never answers waits one
-    deadline, not 100 of them; each host is looked up once; unanswered names are
-    accepted at create and refused when the engine is about to pull."""
-    from core import addresses
-    gate, asked, lock = threading.Event(), [], threading.Lock()
-
-    def never(host, timeout=addresses.RESOLVE_TIMEOUT_S):
-        with lock:
-            asked.append(host)
-        gate.wait()  # a resolver that never answers (let go at the end)
-        return None
-
-    monkeypatch.setattr(addresses, "resolve", never)
-    images = [(f"services.s{i}.image", f"r{i % 50}.stalled.example/app:{i}") for i in range(100)]
-    try:
-        assert containerfiles.registries_refusal(images, strict=False, deadline=0.3) is None
-        assert len(asked) == len(set(asked)) <= 8  # each once, eight at a time, none started after the deadline
-        reason = containerfiles.registries_refusal(images, strict=True, deadline=0.3)
-        assert reason.startswith("services.s0.image: the registry host r0.stalled.example of ") \
-            and "does not resolve" in reason, reason
-    finally:
-        gate.set()
-
-
-def test_resolve_all_answers_each_distinct_name_once():
-    seen = []
-
-    def lookup(host):
-        seen.append(host)
-        return {"a.example": ["93.184.216.34"], "b.example": ["10.0.0.1"]}.get(host)
-
-    from core.addresses import resolve_all
-    found = resolve_all(["a.example", "b.example", "a.example", "c.example"], deadline=30, lookup=lookup)
-    assert found == {"a.example": ["93.184.216.34"], "b.example": ["10.0.0.1"], "c.example": None}
-    assert sorted(seen) == ["a.example", "b.example", "c.example"]
-    assert resolve_all([], deadline=1) == {}
-
-
 def test_at_job_time_a_registry_host_that_does_not_resolve_is_refused():
     text = "FROM nowhere.invalid/team/base:1\n"
     assert why(text) is None  # at create: accepted (the lookup answers nothing)
-    strict = refusal(text, OWN, allow_private_registries=False, resolve=lambda host: None, strict=True)
+    strict = refusal(text, OWN, allow_private_registries=False, resolver=FakeResolver(), strict=True)
     assert strict.startswith("line 1 (FROM nowhere.invalid/team/base:1): the registry host nowhere.invalid of")
     assert "does not resolve" in strict
-    assert refusal(text, OWN, allow_private_registries=True, resolve=lambda host: None, strict=True) is None
+    assert refusal(text, OWN, allow_private_registries=True, resolver=FakeResolver(), strict=True) is None
     assert "does not resolve" in registry_refusal("nowhere.invalid:5000/x", resolve=lambda host: None, strict=True)
     assert registry_refusal("10.0.0.8/x", resolve=lambda host: None, strict=True).endswith(
         "10.0.0.8 is a private address; only public registries are allowed")
@@ -360,14 +319,27 @@ def test_the_deploy_job_pulls_nothing_from_a_registry_host_that_does_not_resolve
     from tests.support.fakes import FakeRuntime
 
     plan = parse_compose("services:\n  a:\n    image: nowhere.invalid/x:1\n  b:\n    image: busybox\n")
-    assert registries_refusal(plan, resolve=lambda host: None) is None
+    assert registries_refusal(plan, resolver=FakeResolver()) is None
     runtime = FakeRuntime()
     runtime.has_image = lambda image: False
     with pytest.raises(RuntimeError, match="the registry host nowhere.invalid of .* does not resolve"):
-        _image(runtime, "nowhere.invalid/x:1", refresh=False, strict=True)
+        _image(runtime, "nowhere.invalid/x:1", refresh=False, strict=True, resolver=FakeResolver())
     runtime.has_image = lambda image: True
-    kept = _image(runtime, "nowhere.invalid/x:1", refresh=True, strict=True)
+    kept = _image(runtime, "nowhere.invalid/x:1", refresh=True, strict=True, resolver=FakeResolver())
     assert kept.startswith("not pulling nowhere.invalid/x:1") and "deploying the copy the engine has" in kept
     assert not [call for call in runtime.calls if call[0] == "pull_image"]
     assert _image(runtime, "nowhere.invalid/x:1", refresh=True, strict=False) is None  # allowed: pulled
     assert [call[0] for call in runtime.calls] == ["pull_image"]
+
+
+def test_a_deploy_without_a_resolver_looks_nothing_up_and_says_so():
+    """Core looks no name up itself: a deployer built without a resolver fails the pull
+    of an image whose registry host needs a lookup, naming what it lacks."""
+    from core.panel.deploy_job import _image
+    from tests.support.fakes import FakeRuntime
+
+    runtime = FakeRuntime()
+    runtime.has_image = lambda image: False
+    with pytest.raises(RuntimeError, match="cannot look up the registry host nowhere.invalid: this deploy worker "
+                                           "has no resolver"):
+        _image(runtime, "nowhere.invalid/x:1", refresh=False, strict=True)

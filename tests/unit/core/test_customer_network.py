@@ -11,7 +11,7 @@ from core.errors import Forbidden, Invalid
 from core.panel import networks, secrets, services
 from core.panel.customers import Quota
 from core.panel.deploy_job import Deployer, DeploySettings, run_job
-from tests.support.fakes import parse
+from tests.support.fakes import FakeResolver, parse
 
 COMPOSE = ("services:\n  web:\n    image: localhost/busybox:latest\n    ports: ['8080', '8443']\n"
            "  worker:\n    image: localhost/busybox:latest\n")
@@ -75,7 +75,8 @@ def test_a_deploy_attaches_its_containers_and_the_last_one_out_removes_the_netwo
     specs, run = [], runtime.run
     runtime.run = lambda spec: specs.append(spec) or run(spec)
     runtime.remove_network = lambda name: runtime.calls.append(("remove_network", name))
-    run_job(uow, Deployer(clock, runtime, DeploySettings(registry_allow_private=True, quota=quota)), job)
+    run_job(uow, Deployer(clock, runtime, DeploySettings(registry_allow_private=True, quota=quota),
+                          resolver=FakeResolver()), job)
     net = f"slw-net-{customer.id}"
     assert ("create_network", net) in runtime.calls
     assert [s.networks for s in specs] == [((net, ("web", "web-web")),)]

@@ -16,7 +16,7 @@ from core.panel.customers import Quota
 from core.panel.containers import TAKE_BACK_SUFFIX
 from core.panel.deploy_job import (DELETE_GRACE_SECONDS, DELETE_REMOVAL_SECONDS, STEPS, Deployer,
                                    DeploySettings, run_job)
-from tests.support.fakes import parse
+from tests.support.fakes import FakeResolver, parse
 
 QUOTA = Quota(services=20, memory_mb=4096, cpus=4, read_compose=parse)
 DOMAIN = "apps.example.test"
@@ -38,7 +38,8 @@ class Moments:
 
 
 def _run(uow, clock, runtime, job, *, cancel=None, routes_changed=lambda: None, **settings):
-    deployer = Deployer(clock, runtime, replace(SETTINGS, **settings), routes_changed=routes_changed)
+    deployer = Deployer(clock, runtime, replace(SETTINGS, **settings), routes_changed=routes_changed,
+                        resolver=FakeResolver())
     run_job(uow, deployer, job, cancel=cancel)
     with uow:
         return uow.services.get(job.service_id), uow.deploy_jobs.get(job.id)

@@ -9,7 +9,7 @@ from core.panel.compose.plan import DeployPlan
 from core.panel.customers import Quota
 from core.panel.deploy_job import Deployer, DeploySettings, run_job
 from ports.deploy import Prepared
-from tests.support.fakes import compose_of, parse
+from tests.support.fakes import FakeResolver, compose_of, parse
 
 QUOTA = Quota(services=20, memory_mb=4096, cpus=4, read_compose=parse)
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
@@ -38,7 +38,8 @@ class SshMethod:
 
 def _run(uow, clock, runtime, job, method):
     settings = DeploySettings(settle_seconds=0, drain_seconds=0, quota=QUOTA, registry_allow_private=True)
-    run_job(uow, Deployer(clock, runtime, settings, methods={"git": method}), job, workdir="/nonexistent-work")
+    run_job(uow, Deployer(clock, runtime, settings, methods={"git": method},
+                          resolver=FakeResolver()), job, workdir="/nonexistent-work")
     with uow:
         return uow.services.get(job.service_id), uow.deploy_jobs.get(job.id)
 

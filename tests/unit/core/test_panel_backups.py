@@ -10,7 +10,7 @@ from core.panel import backups, deploys, services, leases
 from core.errors import Conflict, Forbidden, NotFound
 from core.panel.customers import Quota
 from core.panel.deploy_job import Deployer, DeploySettings, run_job
-from tests.support.fakes import FakeArchives, parse, principal_of
+from tests.support.fakes import FakeArchives, FakeResolver, parse, principal_of
 
 QUOTA = Quota(read_compose=parse)
 
@@ -26,7 +26,7 @@ def running(uow, clock, admin, customer, methods, runtime):
     service, job = services.create_service(
         uow, clock, admin, {"name": "db", "deploy_method": "compose", "customer_id": customer.id,
                             "components": [("db", 64, ("data",)), ("side", 16, ())]}, methods, {}, QUOTA)
-    run_job(uow, Deployer(clock, runtime, DeploySettings(settle_seconds=0)), job)
+    run_job(uow, Deployer(clock, runtime, DeploySettings(settle_seconds=0), resolver=FakeResolver()), job)
     return services.get_service(uow, admin, service.id)
 
 

@@ -10,7 +10,7 @@ from core.panel import deploys, customers as panel_customers, routes, services, 
 from core.panel.deploy_job import Deployer, DeploySettings, run_job
 from core.errors import Conflict, Forbidden, Invalid, NotFound
 from core.panel.customers import Quota
-from tests.support.fakes import compose_of, parse, principal_of
+from tests.support.fakes import FakeResolver, compose_of, parse, principal_of
 
 QUOTA = Quota(services=20, memory_mb=4096, cpus=4, read_compose=parse)
 DOMAIN = "apps.example.test"
@@ -22,7 +22,8 @@ def _create(uow, clock, principal, customer, methods, name="web", components=Non
 
 
 def _deploy(uow, clock, runtime, job):
-    run_job(uow, Deployer(clock, runtime, DeploySettings(base_domain=DOMAIN, settle_seconds=0)), job)
+    run_job(uow, Deployer(clock, runtime, DeploySettings(base_domain=DOMAIN, settle_seconds=0),
+                          resolver=FakeResolver()), job)
     with uow:
         return uow.services.get(job.service_id)
 

@@ -9,14 +9,12 @@ import pytest
 from core.errors import Invalid
 from core.partner import ledger, webhooks
 from core.partner.scope import Page
-from tests.support.fakes import caller_of
+from tests.support.fakes import FakeResolver, caller_of
 
 DNS = {"public.example": ["93.184.215.14"], "rebound.example": ["93.184.215.14", "10.0.0.8"],
        "mapped.example": ["::ffff:169.254.169.254"]}
 
-
-def resolve(host):
-    return DNS.get(host)
+RESOLVER = FakeResolver(DNS)
 
 
 @pytest.mark.parametrize("url, private_ok, refused", [
@@ -34,7 +32,7 @@ def resolve(host):
     ("https://[::ffff:fec0::1]/", False, "not a valid URL"),
 ])
 def test_url_rule(url, private_ok, refused):
-    reason = webhooks.url_refusal(url, allow_private=private_ok, resolve=resolve)
+    reason = webhooks.url_refusal(url, allow_private=private_ok, resolver=RESOLVER)
     if refused is None:
         assert reason is None
     else:
@@ -42,7 +40,7 @@ def test_url_rule(url, private_ok, refused):
 
 
 def _target(url):
-    return webhooks.check_url(url, allow_private=False, resolve=resolve)
+    return webhooks.check_url(url, allow_private=False, resolver=RESOLVER)
 
 
 def test_check_url_refuses_with_the_field_named():

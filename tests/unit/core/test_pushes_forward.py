@@ -15,7 +15,7 @@ from core.panel.customers import Quota
 from core.panel.deploy_job import Deployer, DeploySettings, run_job
 from ports.deploy import Prepared
 from ports.git_providers import GitEvent, Push
-from tests.support.fakes import compose_of, parse
+from tests.support.fakes import FakeResolver, compose_of, parse
 
 QUOTA = Quota(services=20, memory_mb=4096, cpus=4, read_compose=parse)
 C = ["%040x" % (0xC0FFEE0 + n) for n in range(8)]  # C[0] <- C[1] <- ... <- C[5] on main; C[6], C[7] off it
@@ -73,7 +73,8 @@ def _run(uow, clock, runtime, git, job, tmp_path):
     settings = DeploySettings(settle_seconds=0, drain_seconds=0)
     work = tmp_path / job.id
     work.mkdir()
-    run_job(uow, Deployer(clock, runtime, settings, methods={"git": git}), job, workdir=str(work))
+    run_job(uow, Deployer(clock, runtime, settings, methods={"git": git},
+                          resolver=FakeResolver()), job, workdir=str(work))
     with uow:
         return uow.services.get(job.service_id), uow.deploy_jobs.get(job.id)
 

@@ -11,7 +11,7 @@ from core.panel import deploys, releases, routes, services
 from core.panel.containers import JOB_LABEL, ContainerSpec, keep_tag
 from core.panel.deploy_job import Deployer, DeploySettings, run_job
 from core.panel.customers import Quota
-from tests.support.fakes import parse, principal_of
+from tests.support.fakes import FakeResolver, parse, principal_of
 
 QUOTA = Quota(services=20, memory_mb=4096, cpus=4, read_compose=parse)
 DOMAIN = "apps.example.test"
@@ -25,7 +25,8 @@ def _create(uow, clock, principal, customer, methods, name="web"):
 
 def _run(uow, clock, runtime, job, cancel=None, routes_changed=lambda: None, **settings):
     settings = DeploySettings(**{"base_domain": DOMAIN, "settle_seconds": 0, "drain_seconds": 0, **settings})
-    run_job(uow, Deployer(clock, runtime, settings, routes_changed=routes_changed), job, cancel=cancel)
+    run_job(uow, Deployer(clock, runtime, settings, routes_changed=routes_changed,
+                          resolver=FakeResolver()), job, cancel=cancel)
     with uow:
         return uow.services.get(job.service_id), uow.deploy_jobs.get(job.id)
 

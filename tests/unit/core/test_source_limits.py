@@ -10,7 +10,7 @@ from core.panel.compose.plan import DeployPlan
 from core.panel.customers import Quota
 from core.panel.deploy_job import Deployer, DeploySettings, run_job
 from ports.deploy import Prepared
-from tests.support.fakes import FakeMethod, compose_of, parse
+from tests.support.fakes import FakeMethod, FakeResolver, compose_of, parse
 
 QUOTA = Quota(services=20, memory_mb=4096, cpus=4, read_compose=parse)
 DOMAIN = "apps.example.test"
@@ -52,7 +52,8 @@ def _run(uow, clock, runtime, job, method):
     # registry_allow_private: the fake plans' registry host (docker.io) is not looked up, there is no network here
     settings = DeploySettings(base_domain=DOMAIN, settle_seconds=0, drain_seconds=0, quota=QUOTA,
                               registry_allow_private=True)
-    run_job(uow, Deployer(clock, runtime, settings, methods={"git": method}), job, workdir="/nonexistent-work")
+    run_job(uow, Deployer(clock, runtime, settings, methods={"git": method},
+                          resolver=FakeResolver()), job, workdir="/nonexistent-work")
     with uow:
         return uow.services.get(job.service_id), uow.deploy_jobs.get(job.id)
 

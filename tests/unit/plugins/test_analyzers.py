@@ -134,6 +134,7 @@ services:
 """
 
 
+@pytest.mark.sockets
 def test_the_llm_analyzer_asks_the_chat_endpoint_and_unwraps_the_answer(tmp_path):
     tree = write(tmp_path, {"index.html": "<h1>page</h1>"})
     with FakeChat(GOOD) as chat:
@@ -170,6 +171,7 @@ def _prepare_with(tmp_path, chat, repo_files):
     return lambda: method.prepare(Service, None, str(work), messages.append), messages
 
 
+@pytest.mark.sockets
 @pytest.mark.parametrize("answer, reason", [
     ("services:\n  web:\n    image: x\n    privileged: true\n", "unsupported key services.web.privileged"),
     ("I cannot help with that.", "needs a non-empty services map"),
@@ -189,6 +191,7 @@ def test_an_invalid_llm_answer_fails_the_deploy_readably_before_anything_runs(tm
     assert not any(m.startswith("building") for m in messages)
 
 
+@pytest.mark.sockets
 @pytest.mark.parametrize("chat_args, reason", [
     ({"status": 500}, "answered HTTP 500"),
     ({"raw": b'{"choices": []}'}, "not a chat completion"),
@@ -201,6 +204,7 @@ def test_a_failing_chat_endpoint_is_a_readable_failure(tmp_path, chat_args, reas
             prepare()
 
 
+@pytest.mark.sockets
 def test_an_unreachable_chat_endpoint_is_a_readable_failure(tmp_path):
     with FakeChat("") as chat:
         url = chat.url

@@ -40,6 +40,7 @@ def blocking_read(address):
     return call, abandon, finished
 
 
+@pytest.mark.sockets
 def test_timeout_raises_cancelled_saying_timed_out(silent_server):
     call, abandon, finished = blocking_read(silent_server)
     started = time.monotonic()
@@ -50,6 +51,7 @@ def test_timeout_raises_cancelled_saying_timed_out(silent_server):
     assert isinstance(Cancelled("x"), EngineError)  # callers that catch engine errors see it too
 
 
+@pytest.mark.sockets
 def test_cancel_event_raises_cancelled_promptly(silent_server):
     call, abandon, finished = blocking_read(silent_server)
     cancel = threading.Event()
@@ -81,6 +83,7 @@ def test_result_and_errors_pass_through():
         bounded(fail, timeout=5, cancel=None, what="x")
 
 
+@pytest.mark.sockets
 def test_abandon_errors_are_ignored(silent_server):
     call, abandon, _ = blocking_read(silent_server)
 
