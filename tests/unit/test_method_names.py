@@ -51,7 +51,7 @@ ALLOWED = {
     "app/web/assets/pages/service.js": {
         '...(git ? [["git", "Git"]] : []),': "the Git tab's key",
         ': tab === "git" ?': "the Git tab's key",
-        'const hasCompose = fields.some((f) => f.name === "compose");': "the request field compose",
+        'const hasCompose = fields.includes("compose");': "the request field compose",
     },
 }
 

@@ -43,14 +43,6 @@ export function deployMethods(doc) {
   return result;
 }
 
-/** What each deploy method of the served contract says it is (DeployMethod's
- * x-slipway-capabilities): {name: {source_fields, fetches_source, deploys_on_push, previews}}.
- * The page reads these, never a method's name. */
-export function methodCapabilities(doc) {
-  const schemas = (doc && doc.components && doc.components.schemas) || {};
-  return deref(doc, schemas.DeployMethod)["x-slipway-capabilities"] || {};
-}
-
 /** The method among `methods` (deployMethods' answer) whose request has `field`, or undefined. */
 export function methodTaking(methods, field) {
   return Object.keys(methods || {}).find((name) => methods[name].some((f) => f.name === field));

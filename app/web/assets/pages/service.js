@@ -5,22 +5,21 @@
 // domains) and Backups. Live data comes from /api/ws, narrowed to this service; the page
 // fetches again only when the status changes or a deploy ends.
 import { useEffect, useRef, useState } from "../vendor/hooks.mjs";
-import { api, contract, on, selectServices } from "../api.js";
+import { api, contract, deployMethodsOf, on, selectServices } from "../api.js";
 import { navigate, useRoute } from "../router.js";
 import { Empty, Field, Loading, Pager, Progress, StatusBadge, can, clearError, fmtDate, fmtNumber, html, safeUrl, showError } from "../ui.js";
 import { Logs } from "./logs.js";
 import { Backups } from "./backups.js";
 import { Git } from "./git.js";
-import { deployMethods, methodCapabilities } from "../schemaform.js";
 
 const enc = encodeURIComponent;
 
-/** The served contract's deploy methods: {capabilities, fields} (methodCapabilities and
- * deployMethods of schemaform.js); null until it is read. */
+/** The served contract's deploy methods: {capabilities, fields} (api.js deployMethodsOf);
+ * null until it is read. */
 export function useDeployMethods() {
   const [methods, setMethods] = useState(null);
   useEffect(() => {
-    contract().then((doc) => setMethods({ capabilities: methodCapabilities(doc), fields: deployMethods(doc) }))
+    contract().then((doc) => setMethods(deployMethodsOf(doc)))
       .catch((e) => { showError(e); setMethods({ capabilities: {}, fields: {} }); });
   }, []);
   return methods;
@@ -543,7 +542,7 @@ export function Settings({ service, methods, onSaved, onRedeploy }) {
   // branch when it keeps one (its source_fields: git, and ai's branch of ai_url analysed)
   const fields = (methods && methods.fields[s.deploy_method]) || [];
   const caps = (methods && methods.capabilities[s.deploy_method]) || {};
-  const hasCompose = fields.some((f) => f.name === "compose");
+  const hasCompose = fields.includes("compose"); // the request field, not a method
   const hasBranch = (caps.source_fields || []).includes("git_branch");
 
   // another save or a rollback changed the service: start again from what it has
