@@ -9,8 +9,9 @@ draws on its service's bucket (``SLIPWAY_RATE_HOOK_RPM``), anything else on the
 per-address tier of requests without credentials (``SLIPWAY_RATE_ANON_RPM``), so a flood
 of unsigned deliveries from a provider's shared address never starves another service's
 pushes; 429 past either. In order: the body is read (413, charged to the address); a
-service that is not there, is not of a method that deploys on push (git, ai), or has no secret yet is 404, the
-same answer for each; no provider recognising the headers is 400; a bad or missing
+service that is not there, is not of a method that deploys on push
+(``DeployMethod.deploys_on_push``: git and ai), or has no secret yet is 404, the same
+answer for each; no provider recognising the headers is 400; a bad or missing
 signature is 401 and nothing changes (each charged to the address first); a verified
 delivery is charged to its service; then the provider reads the body (422 when it is not what the provider
 documents) and :mod:`core.panel.pushes` decides. The providers are the plugins'
