@@ -662,13 +662,15 @@ def _from_fork(uow, preview, method) -> bool:
 def patch_service(uow, clock, principal, service_id: str, body: dict, methods: dict, catalog: dict, *,
                   base_domain: str | None = None, quota: Quota = DEFAULT_QUOTA, reserved_hosts=()) -> Service:
     """Change a service's settings in one transaction. ``variables`` (the whole map),
-    ``compose`` and ``git_branch`` are validated as create validates them (the deploy
+    ``compose`` and the source fields of the service's method that a PATCH takes
+    (``core.panel.capabilities.patched_fields``: a git service's ``git_branch``, kept in
+    ``Service.source``) are validated as create validates them (the deploy
     method's ``plan``; a compose or variables that would take the customer past a limit
     at the next redeploy: 409) and stored: they apply at the next redeploy. A secret
     variable sent back as ``***`` or left out of ``variables`` keeps its value
     (``core.panel.secrets``). ``customer_network`` (a boolean) applies at the next
     redeploy too (``core.panel.networks``); ``previews`` and ``previews_from_forks``
-    (booleans, git services only) apply to the next pull-request event
+    (booleans, services of a method with ``previews`` only) apply to the next pull-request event
     (``core.panel.previews``). ``custom_domains`` (the whole list) apply at once: names dropped lose their route
     records, new ones get records to the service's current upstream. 409 for a name
     another service has (also when two requests race for it: the database decides) and
