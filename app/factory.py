@@ -39,7 +39,7 @@ from app.partner.licensing import LicensingHandlers
 from app.partner.webhooks import WebhookHandlers
 from app.storage.store import Store
 from app.workers.proxy_routes import reserved_hosts
-from core.panel import backups, services
+from core.panel import backups, capabilities, services
 
 log = logging.getLogger("slipway.engine")
 
@@ -176,11 +176,14 @@ def create_app(config: Config | None = None, *, store: Store | None = None,
                                       public_url=config.public_url, engine_gate=parts.engine_gate).handlers())
     panel_gate = PanelGate(store, config, parts.rates, sources=parts.auth_sources)  # keys, sessions, sources
     # deliveries draw on the gate's buckets once verified or refused
-    panel_ops.update(GitHooksHandlers(store, config.clock, parts.git_providers, quota=parts.quota,
+    panel_ops.update(GitHooksHandlers(store, config.clock, parts.git_providers, methods=parts.deploy_methods,
+                                      quota=parts.quota,
                                       wake=deployer.wake, previews_queued=parts.preview_worker.wake,
                                       gate=panel_gate).handlers())
 
     def create_service(uow, principal, request, also):  # a restore into a new service
+        # its compose as given: by the method that runs one (core.panel.backups)
+        request = {"deploy_method": capabilities.runs_compose(parts.deploy_methods), **request}
         created = services.create_service(uow, config.clock, principal, request, parts.deploy_methods, catalog,
                                           parts.quota, base_domain=config.base_domain,
                                           reserved_hosts=reserved_hosts(config), also=also)

@@ -2,7 +2,9 @@
 
 A deploy method declares its name and the JSON Schema fragment of the create-request
 fields it requires (the panel contract is assembled from these, so a missing
-``template_id`` or ``compose`` is a 422 naming the field), and turns a request into a
+``template_id`` or ``compose`` is a 422 naming the field), what it is as data (the
+fields it keeps per service, whether it fetches its source, deploys on push, has
+previews: :func:`capabilities`, served in the contract), and turns a request into a
 ``DeployPlan``: the compose text it will run and the parsed components. The app carries
 the plan out through the container-runtime port.
 """
@@ -45,6 +47,22 @@ class DeployMethod(ABC):
     #: deploy runs (the git and ai methods: a repository's app reads ``DATABASE_URL`` from
     #: it), over what the compose sets; False: they only fill the compose's ``${...}``
     variables_as_environment: bool = False
+
+    # --- what the method is, as data (read by core, the contract, MCP, webhooks, previews
+    # and the page: nothing outside the method's own plugin asks for it by name) ---
+    #: the names of the fields the method keeps per service: kept in the service's
+    #: ``source`` (one JSON column) and answered at the top level of its detail. Create
+    #: takes those the :attr:`request_schema` allows; PATCH those it allows and does not
+    #: require (a field a create requires names the source, which stays: ``git_url``)
+    source_fields: tuple[str, ...] = ()
+    #: a deploy and every redeploy build anew from the source (:meth:`prepare` fetches it),
+    #: as ``git`` and ``ai`` do; False: the compose kept on the service runs as it is
+    fetches_source: bool = False
+    #: a push to the tracked branch redeploys the service (``core.panel.pushes``: its
+    #: webhook, ``auto_deploy``, the pinned ssh host key)
+    deploys_on_push: bool = False
+    #: its services may have preview services of pull requests (``core.panel.previews``)
+    previews: bool = False
 
     @property
     @abstractmethod
@@ -109,3 +127,12 @@ class DeployMethod(ABC):
         """Turn a validated create request into a plan, or raise ``core.errors.Invalid``
         naming the field. ``catalog`` is the template catalog by id."""
         raise NotImplementedError(f"deploy method {self.name} cannot deploy yet")
+
+
+def capabilities(method) -> dict:
+    """What ``method`` says it is, as the served panel contract answers it
+    (``components.schemas.DeployMethod`` ``x-slipway-capabilities``)."""
+    return {"source_fields": list(getattr(method, "source_fields", ()) or ()),
+            "fetches_source": bool(getattr(method, "fetches_source", False)),
+            "deploys_on_push": bool(getattr(method, "deploys_on_push", False)),
+            "previews": bool(getattr(method, "previews", False))}

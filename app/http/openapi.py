@@ -53,6 +53,32 @@ class Operation:
     body_schema: dict | None = None  # the JSON request body's schema, as in the contract
 
 
+def _method_capabilities(schemas: dict, methods: dict) -> None:
+    """What each deploy method says it is, in the panel contract: ``DeployMethod``'s
+    ``x-slipway-capabilities`` (``{name: {source_fields, fetches_source, deploys_on_push,
+    previews}}``, what the page and the MCP tools read instead of method names); each
+    method's source fields answered in ``ServiceDetail`` (null for a service that keeps
+    none) and those a PATCH takes in ``ServicePatch``, each with the schema its
+    ``request_schema`` gives it (the built-in methods' are written in the contract)."""
+    from core.panel import capabilities as rules  # on first use, as the methods themselves are
+    from ports.deploy import capabilities
+
+    schemas["DeployMethod"]["x-slipway-capabilities"] = {
+        name: capabilities(method) for name, method in sorted(methods.items())}
+    detail = next((part for part in schemas.get("ServiceDetail", {}).get("allOf", ())
+                   if "properties" in part), None)
+    patch = schemas.get("ServicePatch", {}).get("properties")
+    for _, method in sorted(methods.items()):
+        fields = (method.request_schema or {}).get("properties") or {}
+        for name in rules.created_fields(method):
+            if detail is not None and name not in detail["properties"]:
+                detail["properties"][name] = {"anyOf": [copy.deepcopy(fields[name]), {"type": "null"}]}
+                detail.setdefault("required", []).append(name)
+        for name in rules.patched_fields(method):
+            if patch is not None and name not in patch:
+                patch[name] = copy.deepcopy(fields[name])
+
+
 class ApiContract:
     """One API's OpenAPI document (``partner`` or ``panel``) and its operations: what routes,
     validation and the coverage meta-tests are built from (not a partner's billing contract,
@@ -100,6 +126,8 @@ class ApiContract:
                     {"if": {"properties": {"deploy_method": {"const": name}}, "required": ["deploy_method"]},
                      "then": copy.deepcopy(method.request_schema)}
                     for name, method in sorted(methods.items())]
+            if methods:
+                _method_capabilities(schemas, methods)
         if amend is not None:  # what it adds gets the Idempotency-Key additions the parse gave the rest
             before = set(document.get("paths", {}))
             amend(document)

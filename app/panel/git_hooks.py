@@ -9,8 +9,9 @@ draws on its service's bucket (``SLIPWAY_RATE_HOOK_RPM``), anything else on the
 per-address tier of requests without credentials (``SLIPWAY_RATE_ANON_RPM``), so a flood
 of unsigned deliveries from a provider's shared address never starves another service's
 pushes; 429 past either. In order: the body is read (413, charged to the address); a
-service that is not there, is not a git or ai service, or has no secret yet is 404, the
-same answer for each; no provider recognising the headers is 400; a bad or missing
+service that is not there, is not of a method that deploys on push
+(``DeployMethod.deploys_on_push``: git and ai), or has no secret yet is 404, the same
+answer for each; no provider recognising the headers is 400; a bad or missing
 signature is 401 and nothing changes (each charged to the address first); a verified
 delivery is charged to its service; then the provider reads the body (422 when it is not what the provider
 documents) and :mod:`core.panel.pushes` decides. The providers are the plugins'
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 from app.http.errors import ApiError
 from app.http.pipeline import MAX_BODY, Reply
-from core.panel import pushes
+from core.panel import capabilities, pushes
 from ports.git_providers import PING, PayloadError
 
 HOOK_PATH = "/api/hooks/git/{id}"
@@ -29,10 +30,11 @@ BAD_SIGNATURE = "the delivery's signature does not match the service's webhook s
 TOO_LARGE = "request body is larger than 1 MiB"
 
 
-def webhook_url(public_url: str | None, service) -> str | None:
-    """Where a git or ai service's provider sends its pushes (None for other services):
-    ``{SLIPWAY_PUBLIC_URL}/api/hooks/git/{id}``, or the path alone without a public URL."""
-    if service.deploy_method not in pushes.METHODS:
+def webhook_url(public_url: str | None, service, methods: dict) -> str | None:
+    """Where the git provider of a service whose method (among ``methods``) deploys on push
+    sends its pushes (None for other services): ``{SLIPWAY_PUBLIC_URL}/api/hooks/git/{id}``,
+    or the path alone without a public URL."""
+    if not capabilities.pushed(methods, service.deploy_method):
         return None
     return (public_url or "").rstrip("/") + HOOK_PATH.format(id=service.id)
 
@@ -52,17 +54,18 @@ async def read_raw(req, limit: int = MAX_BODY) -> bytes:
 
 
 class GitHooksHandlers:
-    """``providers``: the git providers, asked in order; ``wake()`` tells the deploy worker
-    a job is queued; ``quota``: the customer limits a push deploy is counted against."""
+    """``providers``: the git providers, asked in order; ``methods``: the deploy methods
+    (which deploy on push); ``wake()`` tells the deploy worker a job is queued; ``quota``:
+    the customer limits a push deploy is counted against."""
 
-    def __init__(self, store, clock, providers, *, quota, wake=lambda: None, previews_queued=lambda: None,
-                 gate=None):
+    def __init__(self, store, clock, providers, *, methods: dict, quota, wake=lambda: None,
+                 previews_queued=lambda: None, gate=None):
         """``gate``: the panel gate whose buckets deliveries draw on (``charge_address``,
         ``charge_hook``). ``previews_queued()`` tells the preview worker a pull or merge
         request queued a preview job (``app.workers.previews``)."""
         self.store, self.clock, self.providers = store, clock, list(providers)
         self.quota, self.wake, self.previews_queued = quota, wake, previews_queued
-        self.gate = gate
+        self.gate, self.methods = gate, methods
 
     async def _refuse(self, req, status: int, message: str):
         """A delivery that does not verify: charged to its address (429 past it), then refused."""
@@ -75,7 +78,7 @@ class GitHooksHandlers:
 
     async def new_secret(self, call):
         secret = await self.store.run(pushes.new_webhook_secret, self.store.uow(), self.clock, call.caller,
-                                      call.params["id"])
+                                      call.params["id"], methods=self.methods)
         return Reply(200, {"secret": secret}, headers={"Cache-Control": "no-store"})
 
     async def receive(self, call):
@@ -85,7 +88,8 @@ class GitHooksHandlers:
         except ApiError as refused:
             await self._refuse(req, refused.status, refused.message)
         headers = {name.lower(): value for name, value in req.headers.items()}
-        secret = await self.store.run(pushes.webhook_secret, self.store.uow(write=False), service_id)
+        secret = await self.store.run(pushes.webhook_secret, self.store.uow(write=False), service_id,
+                                      methods=self.methods)
         if secret is None:
             await self._refuse(req, 404, pushes.NO_HOOK)
         provider = next((p for p in self.providers if p.recognizes(headers)), None)
@@ -106,7 +110,8 @@ class GitHooksHandlers:
         # database work only, whatever the payload names: a preview's create or delete (a
         # fork's host looked up, the engine called) is a preview job (core.panel.pushes)
         outcome = await self.store.run(pushes.receive, self.store.uow(), self.clock, service_id, provider.name,
-                                       delivery[:200] if delivery else None, event, quota=self.quota)
+                                       delivery[:200] if delivery else None, event, methods=self.methods,
+                                       quota=self.quota)
         if outcome.status == 202 and outcome.body and "deploy_job_id" in outcome.body:
             self.wake()
         elif outcome.status == 202 and outcome.body and "preview_job_id" in outcome.body:

@@ -6,7 +6,7 @@ from app.panel.git_hooks import webhook_url
 from app.panel.usage import Resources
 from ports.runtime import EngineError
 from app.http.timefmt import rfc3339
-from core.panel import host_keys, networks, previews, releases, secrets, services
+from core.panel import capabilities, host_keys, networks, previews, releases, secrets, services
 from core.panel.customers import DEFAULT_QUOTA, Quota
 from core.redaction import redact_url
 
@@ -17,10 +17,23 @@ def service_item(s, resources: dict) -> dict:
             "updated_at": rfc3339(s.updated_at), "resources": resources}
 
 
+def source_json(s, methods: dict) -> dict:
+    """The fields the deploy methods keep per service (``DeployMethod.source_fields``), each
+    answered at the top level of every service's detail (null where ``s`` keeps none:
+    ``git_url``, ``git_branch`` and ``ai_url`` as the contract has them); credentials in a
+    URL are never shown."""
+    known = capabilities.all_source_fields(methods)
+    names = known + tuple(name for name in s.source if name not in known)  # a method no longer loaded
+    return {name: redact_url(value) if isinstance(value, str) else value
+            for name in names for value in (s.source.get(name),)}
+
+
 def service_detail(s, resources: dict, customer_name: str, volumes=(), connections=(),
-                   public_url: str | None = None) -> dict:
+                   public_url: str | None = None, methods: dict | None = None) -> dict:
     """The detail of service ``s``; its secret variables masked (``core.panel.secrets``);
-    ``public_url``: the panel's (``SLIPWAY_PUBLIC_URL``), the start of ``webhook_url``."""
+    ``public_url``: the panel's (``SLIPWAY_PUBLIC_URL``), the start of ``webhook_url``;
+    ``methods``: the deploy methods (their source fields and capabilities)."""
+    methods = methods or {}
     out = service_item(s, resources)
     out.update({"customer_name": customer_name, "compose": s.compose,
                 "variables": secrets.masked(s.variables, s.secrets),
@@ -29,15 +42,13 @@ def service_detail(s, resources: dict, customer_name: str, volumes=(), connectio
                 "custom_domains": list(s.custom_domains), "deployed_at": rfc3339(s.deployed_at),
                 "health": {"status": s.health_status, "last_check": rfc3339(s.health_checked_at),
                            "consecutive_failures": s.health_failures},
-                # the source of git and ai deploys; credentials in a URL are never shown
-                "git_url": redact_url(s.git_url), "git_branch": s.git_branch, "ai_url": redact_url(s.ai_url),
-                "commit": s.commit, "release": s.release, "volumes": list(volumes),
+                **source_json(s, methods), "commit": s.commit, "release": s.release, "volumes": list(volumes),
                 "deploy_key_id": s.deploy_key_id,
                 # preview environments (core.panel.previews)
                 "previews": bool(s.previews), "previews_from_forks": bool(s.previews_from_forks),
                 "preview_of": s.preview_of, "preview_number": s.preview_number,
-                # deploy on push (git and ai services; app.panel.git_hooks)
-                "webhook_url": webhook_url(public_url, s), "auto_deploy": bool(s.auto_deploy),
+                # deploy on push (methods that do: app.panel.git_hooks)
+                "webhook_url": webhook_url(public_url, s, methods), "auto_deploy": bool(s.auto_deploy),
                 # the pinned ssh host key's fingerprint (core.panel.host_keys)
                 "ssh_host_key": host_keys.shown(s.ssh_host_key)})
     return out
@@ -45,7 +56,8 @@ def service_detail(s, resources: dict, customer_name: str, volumes=(), connectio
 
 def preview_item(s, resources: dict) -> dict:
     out = service_item(s, resources)
-    out.update({"preview_of": s.preview_of, "preview_number": s.preview_number, "git_branch": s.git_branch,
+    out.update({"preview_of": s.preview_of, "preview_number": s.preview_number,
+                "git_branch": s.source.get("git_branch"),
                 "commit": s.commit})
     return out
 
@@ -197,7 +209,8 @@ class ServicesHandlers:
             used = self.resources.unknown(detail=True)
         plan = self._plan(service)
         return service_detail(service, used, customer_name, list(plan.volumes) if plan is not None else [],
-                              networks.connections(service, plan), public_url=self.public_url)
+                              networks.connections(service, plan), public_url=self.public_url,
+                              methods=self.methods)
 
     def _plan(self, service):
         """The service's kept compose read by the parser (its volumes are what a backup

@@ -766,6 +766,37 @@ def _v36_kept_host_ports(db):
     _add_columns(db, "service", {"host_ports": peewee.TextField(null=True)})
 
 
+#: the source columns migration 9 made, which migration 37 moves into ``deploy_source``
+#: (frozen with it)
+_V37_MOVED = ("git_url", "git_branch", "ai_url")
+
+
+def _v37_method_sources(db):
+    """The fields a deploy method keeps per service in one JSON column
+    (``service.deploy_source``: ``{field: value}``, ``DeployMethod.source_fields``), so a
+    method installed with pip keeps its own without a migration of core's tables. Each
+    service's ``git_url``, ``git_branch`` and ``ai_url`` that has a value moves into it
+    (the others get ``{}``), then the three columns are dropped (``ALTER TABLE ... DROP
+    COLUMN``: PostgreSQL, SQLite 3.35 and later; peewee's migrator copies the table on an
+    older SQLite). Idempotent: a column already gone is not read again."""
+    _add_columns(db, "service", {"deploy_source": peewee.TextField(null=True)})
+    have = {column.name for column in db.get_columns("service")}
+    moved = [name for name in _V37_MOVED if name in have]
+    p = db.param
+    columns = "".join(f', "{name}"' for name in moved)
+    rows = db.execute_sql(f'SELECT "id", "deploy_source"{columns} FROM "service"').fetchall()
+    for row in rows:
+        kept = json.loads(row[1]) if row[1] else {}
+        kept.update({name: value for name, value in zip(moved, row[2:]) if value is not None})
+        db.execute_sql(f'UPDATE "service" SET "deploy_source" = {p} WHERE "id" = {p}',
+                       (json.dumps(kept, sort_keys=True), row[0]))
+    if moved:
+        from playhouse.migrate import SchemaMigrator, migrate as apply
+
+        migrator = SchemaMigrator.from_database(db)
+        apply(*[migrator.drop_column("service", name, cascade=False) for name in moved])
+
+
 MIGRATIONS = [
     (1, "partners, partner API tokens, contracts", _v1_identity),
     (2, "customers, contacts, notes, editions, licenses, transfers, activity ledger", _v2_licensing),
@@ -806,6 +837,8 @@ MIGRATIONS = [
     (33, "preview jobs: what pull-request deliveries queue", _v33_preview_jobs),
     (35, "releases: the branch their deploy's clone checked out", _v35_release_branches),
     (36, "services: the host ports their components keep across deploys", _v36_kept_host_ports),
+    (37, "services: the fields their deploy method keeps, in one JSON column (git_url, git_branch and ai_url "
+         "moved into it)", _v37_method_sources),
 ]
 LATEST = max(version for version, _, _ in MIGRATIONS)
 

@@ -185,7 +185,9 @@ def restore_backup(uow, clock, principal, service_id: str, backup_id: str, body=
     """Queue a restore of a ``completed`` backup: into the service (``body`` None or
     ``{"target": "service"}``), or into a new service of the same customer
     (``{"target": "new", "name": ...}``; ``create_service(uow, principal, request, also)``
-    is ``core.panel.services.create_service`` with its other collaborators bound)."""
+    is ``core.panel.services.create_service`` with its other collaborators bound, and
+    deploys a ``request`` that names no ``deploy_method`` with the loaded method that runs
+    a compose definition as given, ``core.panel.capabilities.runs_compose``)."""
     principal.require("backups:write")
     body = body if body is not None else {}
     if not isinstance(body, dict) or body.get("target", "service") not in TARGETS:
@@ -243,8 +245,10 @@ def _restore_into_new(uow, clock, principal, service_id: str, backup_id: str, bo
         record(uow, clock, source.id, "restore", "started",
                f"restore from backup {current.id} into the new service {service.id} asked for")
 
-    request = {"name": name, "customer_id": source.customer_id, "deploy_method": "compose",
-               "compose": source.compose, "variables": dict(source.variables or {})}
+    # no deploy method named: ``create_service`` deploys it with the one that runs a compose
+    # definition as given (core.panel.capabilities.runs_compose)
+    request = {"name": name, "customer_id": source.customer_id, "compose": source.compose,
+               "variables": dict(source.variables or {})}
     if create_service is None:
         raise Invalid("invalid restore", fields={"target": "restoring into a new service is not available here"})
     create_service(uow, principal, request, queue)

@@ -14,8 +14,9 @@ Decisions:
 - The pin is recorded by the deploy job after its clone, in the transaction that keeps
   the compose and commit the clone gave (``core.panel.deploy_job``), never while git
   runs; a clone shown another key fails its job with ``host key changed``.
-- A service's repository never changes (``git_url`` and ``ai_url`` are not patchable),
-  so one pin per service is the pin of its remote.
+- A service's repository never changes (``git_url`` and ``ai_url`` are not patchable: a
+  source field a create requires is none a PATCH takes, ``core.panel.capabilities``), so
+  one pin per service is the pin of its remote.
 - ``PATCH`` takes ``ssh_host_key: null`` only, which forgets the pin (the next clone
   pins what it is shown); any other value is 422 on ``ssh_host_key``: a key is learned
   from the server, never given by the customer.

@@ -45,8 +45,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from core.errors import Conflict, Invalid, NotFound
-from core.panel import services
-from core.panel.compose.plan import DeployPlan
+from core.panel import capabilities, services
 from core.panel.customers import DEFAULT_QUOTA, Quota
 
 PREVIEW_VARIABLE = "SLIPWAY_PREVIEW"
@@ -68,22 +67,9 @@ class _Provider:
 PROVIDER = _Provider()
 
 
-class _AsGiven:
-    """The plan of a caller that passed no deploy methods: the source as given (the app
-    passes its methods, whose plan checks a fork's repository as a create checks one)."""
-
-    def __init__(self, name: str):
-        self.name = name
-
-    def plan(self, request, catalog):
-        field = url_field(self.name)
-        return DeployPlan(compose="", components=(), source={field: request[field],
-                                                              "git_branch": request.get("git_branch")})
-
-
-def url_field(deploy_method: str) -> str:
-    """The field naming a service's repository: ``ai_url`` for ai services, else ``git_url``."""
-    return "ai_url" if deploy_method == "ai" else "git_url"
+#: the source field of the branch a preview deploys (a pull request's head branch), and
+#: that a parent tracks: a method with previews keeps it (``DeployMethod.source_fields``)
+BRANCH = "git_branch"
 
 
 def preview_name(parent_name: str, number: int) -> str:
@@ -102,7 +88,8 @@ def screen(parent, pr) -> dict | None:
         return None
     if not parent.previews:
         return {"ignored": "previews"}
-    if parent.git_branch is not None and pr.base_branch != parent.git_branch:
+    tracked = parent.source.get(BRANCH)
+    if tracked is not None and pr.base_branch != tracked:
         return {"ignored": "branch"}
     if pr.from_fork and (not parent.previews_from_forks or not pr.head_clone_url):
         return {"ignored": "fork"}
@@ -129,8 +116,10 @@ def on_pull_request(uow, clock, service, pull_request, *, methods: dict | None =
     - ``{"deleted": <preview id or null>}``: closed; the preview (if there was one) is gone.
 
     ``methods``, ``catalog``, ``quota``, ``base_domain`` and ``reserved_hosts`` are what a
-    service create takes (the app's own); ``runtime`` the engine a closed request's
-    preview is removed from (None: only its rows go)."""
+    service create takes (the app's own); a parent whose method is not among ``methods``
+    or has no previews (``DeployMethod.previews``) is ``{"ignored": "previews"}``
+    (its previews are still deleted when their requests close); ``runtime`` the engine a
+    closed request's preview is removed from (None: only its rows go)."""
     parent_id = service if isinstance(service, str) else service.id
     with uow.reading():
         parent = uow.services.get(parent_id)
@@ -142,37 +131,40 @@ def on_pull_request(uow, clock, service, pull_request, *, methods: dict | None =
         return ignored
     if pr.action == CLOSED:
         return _close(uow, parent, pr, runtime, methods or {})
-    return _deploy(uow, clock, parent, pr, methods, catalog or {}, quota, base_domain, reserved_hosts)
+    method = (methods or {}).get(parent.deploy_method)
+    if not capabilities.has_previews(method) or capabilities.repository_field(method) is None:
+        return {"ignored": "previews"}
+    return _deploy(uow, clock, parent, pr, method, catalog or {}, quota, base_domain, reserved_hosts)
 
 
-def _source(parent, pr) -> dict:
-    """The preview's repository, branch, variables and network as the request has them
-    now. A fork's request runs a stranger's code: none of the parent's secret variables
-    (only the others) and never the customer network."""
+def _source(parent, pr, field: str) -> dict:
+    """The preview's repository (its method's source ``field`` naming it), branch,
+    variables and network as the request has them now. A fork's request runs a
+    stranger's code: none of the parent's secret variables (only the others) and never
+    the customer network."""
     own = parent.variables or {}
     if pr.from_fork:
         secret = set(parent.secrets)
         own = {name: value for name, value in own.items() if name not in secret}
     variables = {**own, PREVIEW_VARIABLE: "1"}
     secrets = () if pr.from_fork else tuple(n for n in parent.secrets if n != PREVIEW_VARIABLE)
-    field = url_field(parent.deploy_method)
-    return {field: pr.head_clone_url if pr.from_fork else getattr(parent, field), "git_branch": pr.head_branch,
+    return {field: pr.head_clone_url if pr.from_fork else parent.source.get(field), BRANCH: pr.head_branch,
             "variables": variables, "secrets": secrets,
             "customer_network": bool(parent.customer_network) and not pr.from_fork}
 
 
-def _deploy(uow, clock, parent, pr, methods, catalog, quota, base_domain, reserved_hosts) -> dict:
-    source = _source(parent, pr)
-    field = url_field(parent.deploy_method)
+def _deploy(uow, clock, parent, pr, method, catalog, quota, base_domain, reserved_hosts) -> dict:
+    field = capabilities.repository_field(method)
+    source = _source(parent, pr, field)
     note = f"pull request #{pr.number} at commit {pr.head_commit[:12]} on {pr.head_branch}"
-    method = (methods or {}).get(parent.deploy_method) or _AsGiven(parent.deploy_method)
     with uow.reading():
         existing = uow.services.preview(parent.id, pr.number)
     try:
         if existing is None:
             request = {"name": preview_name(parent.name, pr.number), "customer_id": parent.customer_id,
-                       "deploy_method": parent.deploy_method, field: source[field],
-                       "git_branch": source["git_branch"], "customer_network": source["customer_network"]}
+                       "deploy_method": parent.deploy_method, **{k: v for k, v in parent.source.items()
+                                                                 if k in capabilities.created_fields(method)},
+                       field: source[field], BRANCH: source[BRANCH], "customer_network": source["customer_network"]}
             if parent.deploy_key_id and not pr.from_fork:  # the parent's repository: the parent's key
                 request["deploy_key_id"] = parent.deploy_key_id
             preset = {"variables": source["variables"], "secrets": source["secrets"], "preview_of": parent.id,
@@ -186,14 +178,14 @@ def _deploy(uow, clock, parent, pr, methods, catalog, quota, base_domain, reserv
         if existing.status == "deploying":  # its job clones the head branch's newest commit when it starts
             return _under_way(uow, clock, existing, note)
         # the source as a create checks it (a fork's repository may have changed)
-        method.plan({field: source[field], "git_branch": source["git_branch"],
-                     "name": existing.name, "customer_id": existing.customer_id,
-                     "deploy_method": existing.deploy_method}, catalog)
-        changes = {field: source[field], "git_branch": source["git_branch"],
+        wanted = {**existing.source, field: source[field], BRANCH: source[BRANCH]}
+        plan = method.plan({**wanted, "name": existing.name, "customer_id": existing.customer_id,
+                            "deploy_method": existing.deploy_method}, catalog)
+        changes = {"source": capabilities.source_of(method, wanted, plan.source),
                    "variables": source["variables"], "secrets": source["secrets"]}
         if pr.from_fork:  # a fork's preview leaves the customer network whatever it was set to meanwhile
             changes["customer_network"] = False
-        if getattr(existing, field) != source[field]:  # another repository (a fork moved): its key is learned anew
+        if existing.source.get(field) != source[field]:  # another repository (a fork moved): its key is learned anew
             changes["ssh_host_key"] = None
         updated, job = services.redeploy(uow, clock, PROVIDER, existing.id, quota, changes=changes, note=note)
         return {"preview_id": updated.id, "deploy_job_id": job.id}

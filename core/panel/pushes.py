@@ -45,19 +45,18 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 
 from core.errors import Conflict, NotFound
+from core.panel import capabilities
 from core.panel.customers import DEFAULT_QUOTA, Footprint, Quota, reserve
 from core.panel.events import service_status
 from core.panel.services import DeployJob, new_id, record, require_preview_permissions, visible
 
-#: the deploy methods whose services deploy on push (those that clone a repository)
-METHODS = ("git", "ai")
 #: how long a delivery id is remembered (providers redeliver, by hand too, for a few days)
 KEEP_DELIVERIES = timedelta(days=30)
 #: the most commits a queued push deploy keeps (the last to come): the job asks git about each
 KEEP_COMMITS = 20
 #: a push of the deployed commit or one of its ancestors
 OLD_COMMIT = "old commit"
-#: the same answer for a service that is not there, is not git or ai, or has no secret:
+#: the same answer for a service that is not there, is not deployed on push, or has no secret:
 #: a stranger learns nothing of which ids exist
 NO_HOOK = "no git webhook here"
 
@@ -74,18 +73,20 @@ def short(commit: str) -> str:
     return (commit or "")[:7]
 
 
-def new_webhook_secret(uow, clock, principal, service_id: str) -> str:
+def new_webhook_secret(uow, clock, principal, service_id: str, *, methods: dict) -> str:
     """``POST /api/services/{id}/webhook-secret``: a new secret (the old one stops
-    working), kept encrypted, answered this once. 409 for a service that does not deploy
-    from a repository (not ``git`` or ``ai``). For a service with previews (``previews``
+    working), kept encrypted, answered this once. 409 for a service whose deploy method
+    (among ``methods``) does not deploy on push (``DeployMethod.deploys_on_push``: ``git``
+    and ``ai`` do). For a service with previews (``previews``
     or ``previews_from_forks`` on) it also needs ``services:create`` and
     ``services:delete`` (403): its deliveries create and delete preview services."""
     principal.require("services:deploy")
     secret = random.token_urlsafe(32)
     with uow:
         service = visible(principal, uow.services.get(service_id, for_update=True), service_id)
-        if service.deploy_method not in METHODS:
-            raise Conflict(f"{service.deploy_method} services are not deployed on push (git and ai services are)")
+        if not capabilities.pushed(methods, service.deploy_method):
+            raise Conflict(f"{service.deploy_method} services are not deployed on push (only those of "
+                           f"{capabilities.those_that(methods, capabilities.deploys_on_push)} are)")
         if service.previews or service.previews_from_forks:
             require_preview_permissions(principal, "the webhook secret of a service with previews")
         uow.services.set_webhook_secret(service.id, secret)
@@ -93,12 +94,13 @@ def new_webhook_secret(uow, clock, principal, service_id: str) -> str:
     return secret
 
 
-def webhook_secret(uow, service_id: str) -> str | None:
+def webhook_secret(uow, service_id: str, *, methods: dict) -> str | None:
     """The secret a delivery to ``service_id`` must be signed with; None (the caller
-    answers 404, :data:`NO_HOOK`) when there is no such git or ai service or no secret."""
+    answers 404, :data:`NO_HOOK`) when there is no such service deployed on push (its
+    method among ``methods``) or no secret."""
     with uow.reading():
         service = uow.services.get(service_id)
-        if service is None or service.deploy_method not in METHODS:
+        if service is None or not capabilities.pushed(methods, service.deploy_method):
             return None
         return uow.services.webhook_secret(service_id)
 
@@ -106,12 +108,12 @@ def webhook_secret(uow, service_id: str) -> str | None:
 def tracked_branch(service, default_branch: str | None, cloned: str | None = None) -> str | None:
     """The branch a push must name to deploy ``service``: its ``git_branch``, else the
     branch its last deploy cloned (``cloned``), else the payload's ``default_branch``."""
-    return service.git_branch or cloned or default_branch
+    return service.source.get("git_branch") or cloned or default_branch
 
 
 def cloned_branch(uow, service) -> str | None:
     """The branch the deploy of the release that runs ``service`` cloned, or None."""
-    if service.git_branch:
+    if service.source.get("git_branch"):
         return None
     release = running_release(uow, service)
     return getattr(release, "branch", None) if release is not None else None
@@ -146,15 +148,16 @@ def old_commit(uow, service, commit: str) -> bool:
 
 
 def receive(uow, clock, service_id: str, provider: str, delivery_id: str | None, event, *,
-            quota: Quota = DEFAULT_QUOTA, on_pull_request=None) -> Outcome:
+            methods: dict, quota: Quota = DEFAULT_QUOTA, on_pull_request=None) -> Outcome:
     """Decide a verified delivery (``event``: a ``ports.git_providers.GitEvent``, read by
-    its attributes: core knows no port). ``on_pull_request(uow, clock, service,
+    its attributes: core knows no port) to a service whose method (among ``methods``)
+    deploys on push (else :data:`NO_HOOK`). ``on_pull_request(uow, clock, service,
     pull_request)``: previews' reaction (:func:`_pull_request_delivery`); it answers an
     :class:`Outcome` (or a dict body, 202)."""
     kind = getattr(event, "kind", None)
     with uow.reading():
         found = uow.services.get(service_id)
-    if found is None or found.deploy_method not in METHODS:
+    if found is None or not capabilities.pushed(methods, found.deploy_method):
         raise NotFound(NO_HOOK)
     if kind == "pull_request" and getattr(event, "pull_request", None) is not None:
         return _pull_request_delivery(uow, clock, found, provider, delivery_id, event.pull_request,

@@ -42,13 +42,15 @@ class Release:
 
 
 def new_release(uow, clock, service, job, images, branch: str | None = None) -> Release:
-    """In the caller's (success) transaction: the service's next release."""
+    """In the caller's (success) transaction: the service's next release. The commit and
+    branch deployed are kept for a service with a source of its own (``Service.source``:
+    git and ai), none for the others."""
     number = uow.releases.last_number(service.id) + 1
     release = Release(id=new_id("rel"), service_id=service.id, number=number, deploy_job_id=job.id,
                       images=tuple(images), compose=service.compose, variables=dict(service.variables or {}),
-                      commit=service.commit if service.git_url or service.ai_url else None,
+                      commit=service.commit if service.source else None,
                       created_at=clock.now(), created_by=job.created_by, secrets=tuple(service.secrets),
-                      branch=branch if service.git_url or service.ai_url else None)
+                      branch=branch if service.source else None)
     uow.releases.add(release)
     return release
 

@@ -7,12 +7,12 @@ import hashlib
 import re
 import secrets
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import NamedTuple
 
 from core.panel.access import SourcePrincipal
-from core.panel import containerfiles, deploy_keys, domains, host_keys, leases, networks, routes
+from core.panel import capabilities, containerfiles, deploy_keys, domains, host_keys, leases, networks, routes
 from core.panel import secrets as secret_variables
 from core.errors import Conflict, Forbidden, Invalid, NotFound
 from core.panel.containers import NotInEngine, keep_tag
@@ -40,10 +40,11 @@ class Service:
     health_status: str = "unknown"
     health_checked_at: datetime | None = None
     health_failures: int = 0
-    git_url: str | None = None  # git deploys: the repository (credentials included; redact when shown)
-    git_branch: str | None = None  # None: the remote's default branch
-    ai_url: str | None = None  # ai deploys: the repository analysed
-    commit: str | None = None  # git and ai deploys: the commit last deployed
+    #: the fields its deploy method keeps per service (``DeployMethod.source_fields``), by
+    #: name: a git service's ``git_url`` (credentials included; redact when shown) and
+    #: ``git_branch`` (none: the remote's default branch); a field without a value is left out
+    source: dict = field(default_factory=dict)
+    commit: str | None = None  # methods that fetch their source: the commit last deployed
     #: what the service counts against its customer's limits (``core.panel.customers``):
     #: its components' container memory (MB) and CPU (thousandths) limits summed, set by
     #: create and redeploy; and its containers (one per compose service)
@@ -173,15 +174,9 @@ def record(uow, clock, service_id: str, type: str, status: str, message: str) ->
     return uow.service_events.add(ServiceEvent(None, service_id, type, status, message, clock.now()))
 
 
-#: the service switches only a deploy method that tracks a branch (``git_branch`` in its
-#: request) has: its pull requests' previews (``core.panel.previews``)
+#: the service switches only a deploy method that has previews (``DeployMethod.previews``)
+#: has: its pull requests' previews (``core.panel.previews``)
 PREVIEW_SWITCHES = ("previews", "previews_from_forks")
-
-
-def tracks_branch(method) -> bool:
-    """Whether ``method``'s services follow a branch of a repository (``git``): only
-    those have previews of pull requests against it."""
-    return "git_branch" in ((getattr(method, "request_schema", None) or {}).get("properties") or {})
 
 
 #: what turning previews on (or minting the webhook secret of a service with previews)
@@ -219,8 +214,8 @@ def _switch_problems(body: dict, method, method_name: str, preview_of: str | Non
             continue
         if not isinstance(body[name], bool):
             problems[name] = "must be true or false"
-        elif method is not None and not tracks_branch(method):
-            problems[name] = f"{method_name} services have no previews (only services deployed from a git branch)"
+        elif method is not None and not capabilities.has_previews(method):
+            problems[name] = f"{method_name} services have no previews"
         elif preview_of is not None:
             problems[name] = f"a preview (of {preview_of}) has no previews of its own"
     return problems
@@ -264,8 +259,9 @@ def create_service(uow, clock, principal, request: dict, methods: dict, catalog:
     auto_deploy = request.get("auto_deploy", True)
     if not isinstance(auto_deploy, bool):
         problems["auto_deploy"] = "must be true or false"
-    elif "auto_deploy" in request and method is not None and method.name not in PUSH_METHODS:
-        problems["auto_deploy"] = f"{method.name} services are not deployed on push (git and ai are)"
+    elif "auto_deploy" in request and method is not None and not capabilities.deploys_on_push(method):
+        problems["auto_deploy"] = (f"{method.name} services are not deployed on push (only those of "
+                                   f"{capabilities.those_that(methods, capabilities.deploys_on_push)} are)")
     if problems:
         raise Invalid("invalid service", fields=problems)
     assert method is not None  # (else a problem above)
@@ -277,14 +273,13 @@ def create_service(uow, clock, principal, request: dict, methods: dict, catalog:
     hidden = secret_variables.marked(plan.secrets, request.get(secret_variables.FIELD), plan.variables)
     service_id = new_id("svc")
     _images_allowed(plan, service_id, method)
-    # git and ai plans know no components before the build: one default component
+    # a method that fetches its source knows no components before the build: one default component
     footprint = quota.footprint(plan.components)
     now = clock.now()
     service = Service(id=service_id, name=name, customer_id=request["customer_id"],
                       deploy_method=method.name, status="deploying", created_at=now, updated_at=now,
                       template_id=plan.template_id, compose=plan.compose, variables=plan.variables,
-                      git_url=plan.source.get("git_url"), git_branch=plan.source.get("git_branch"),
-                      ai_url=plan.source.get("ai_url"), memory_mb=footprint.memory_mb,
+                      source=capabilities.source_of(method, request, plan.source), memory_mb=footprint.memory_mb,
                       millicpus=footprint.millicpus, containers=footprint.containers,
                       secrets=hidden, customer_network=customer_network,
                       deploy_key_id=deploy_key_id, auto_deploy=auto_deploy,
@@ -645,35 +640,38 @@ class _NoEngine:
 _NO_ENGINE = _NoEngine()
 
 
-#: what PATCH /api/services/{id} changes; the other three belong to the deploy methods whose
-#: create request has them (``DeployMethod.request_schema``)
-PATCHABLE = ("variables", secret_variables.FIELD, "custom_domains", "compose", "git_branch", "customer_network",
+#: what PATCH /api/services/{id} changes besides the source fields of the service's method
+#: (``core.panel.capabilities.patched_fields``); ``variables``, ``secret_variables``,
+#: ``compose`` and ``deploy_key_id`` belong to the deploy methods whose create request has
+#: them (``DeployMethod.request_schema``); ``auto_deploy`` and the pinned ssh host key to
+#: those that deploy on push and fetch their source
+PATCHABLE = ("variables", secret_variables.FIELD, "custom_domains", "compose", "customer_network",
              "deploy_key_id", "auto_deploy", host_keys.FIELD) + PREVIEW_SWITCHES
-#: the deploy methods whose services take ``auto_deploy`` (deploy on push: ``core.panel.pushes``)
-PUSH_METHODS = ("git", "ai")
 
 
-def _from_fork(uow, preview) -> bool:
+def _from_fork(uow, preview, method) -> bool:
     """Whether ``preview`` (a service with ``preview_of``) deploys another repository than
     its parent's: a fork's pull request (``core.panel.previews``)."""
     with uow.reading():
         parent = uow.services.get(preview.preview_of)
     if parent is None:
         return True
-    field = "ai_url" if preview.deploy_method == "ai" else "git_url"
-    return getattr(preview, field) != getattr(parent, field)
+    name = capabilities.repository_field(method)
+    return name is None or preview.source.get(name) != parent.source.get(name)
 
 
 def patch_service(uow, clock, principal, service_id: str, body: dict, methods: dict, catalog: dict, *,
                   base_domain: str | None = None, quota: Quota = DEFAULT_QUOTA, reserved_hosts=()) -> Service:
     """Change a service's settings in one transaction. ``variables`` (the whole map),
-    ``compose`` and ``git_branch`` are validated as create validates them (the deploy
+    ``compose`` and the source fields of the service's method that a PATCH takes
+    (``core.panel.capabilities.patched_fields``: a git service's ``git_branch``, kept in
+    ``Service.source``) are validated as create validates them (the deploy
     method's ``plan``; a compose or variables that would take the customer past a limit
     at the next redeploy: 409) and stored: they apply at the next redeploy. A secret
     variable sent back as ``***`` or left out of ``variables`` keeps its value
     (``core.panel.secrets``). ``customer_network`` (a boolean) applies at the next
     redeploy too (``core.panel.networks``); ``previews`` and ``previews_from_forks``
-    (booleans, git services only) apply to the next pull-request event
+    (booleans, services of a method with ``previews`` only) apply to the next pull-request event
     (``core.panel.previews``). ``custom_domains`` (the whole list) apply at once: names dropped lose their route
     records, new ones get records to the service's current upstream. 409 for a name
     another service has (also when two requests race for it: the database decides) and
@@ -686,9 +684,11 @@ def patch_service(uow, clock, principal, service_id: str, body: dict, methods: d
     body = body if isinstance(body, dict) else {}
     if not body:
         raise Invalid("nothing to change", fields={"body": "give at least one of " + ", ".join(PATCHABLE)})
-    problems = {name: "not a field PATCH changes (" + ", ".join(PATCHABLE) + ")" for name in body
-                if name not in PATCHABLE}
     method = methods.get(found.deploy_method)
+    sourced = capabilities.patched_fields(method)  # the method's own fields a PATCH changes (git_branch)
+    patchable = PATCHABLE + sourced
+    problems = {name: "not a field PATCH changes (" + ", ".join(patchable) + ")" for name in body
+                if name not in patchable}
     allowed = set((getattr(method, "request_schema", None) or {}).get("properties", {}))
     problems.update({name: f"{found.deploy_method} services have no {name}" for name in body
                      if name in PATCHABLE and name not in ("custom_domains", "customer_network", "auto_deploy",
@@ -698,18 +698,19 @@ def patch_service(uow, clock, principal, service_id: str, body: dict, methods: d
         problems[secret_variables.FIELD] = f"{found.deploy_method} services have no variables"
     if "customer_network" in body and not isinstance(body["customer_network"], bool):
         problems["customer_network"] = "must be true or false"
-    elif body.get("customer_network") is True and found.preview_of is not None and _from_fork(uow, found):
+    elif body.get("customer_network") is True and found.preview_of is not None and _from_fork(uow, found, method):
         problems["customer_network"] = ("a preview of a pull request from a fork runs a stranger's code: "
                                         "it never joins the customer network")
     if body.get("deploy_key_id") is not None and not isinstance(body["deploy_key_id"], str):
         problems["deploy_key_id"] = "a deploy key's id (dk_...) or null"
     if "auto_deploy" in body:
-        if found.deploy_method not in PUSH_METHODS:
-            problems["auto_deploy"] = f"{found.deploy_method} services are not deployed on push (git and ai are)"
+        if not capabilities.deploys_on_push(method):
+            problems["auto_deploy"] = (f"{found.deploy_method} services are not deployed on push (only those of "
+                                       f"{capabilities.those_that(methods, capabilities.deploys_on_push)} are)")
         elif not isinstance(body["auto_deploy"], bool):
             problems["auto_deploy"] = "must be true or false"
     if host_keys.FIELD in body:
-        if found.deploy_method not in PUSH_METHODS:
+        if not capabilities.fetches_source(method):
             problems[host_keys.FIELD] = f"{found.deploy_method} services clone no repository: they pin no host key"
         else:
             problems.update(host_keys.check_patch(body))
@@ -720,7 +721,7 @@ def patch_service(uow, clock, principal, service_id: str, body: dict, methods: d
         require_preview_permissions(principal, "turning previews on")
     wanted = domains.check(body["custom_domains"], base_domain, reserved_hosts) if "custom_domains" in body else None
     changes, footprint = {}, None
-    settings = {name: body[name] for name in ("variables", "compose", "git_branch") if name in body}
+    settings = {name: body[name] for name in ("variables", "compose") + sourced if name in body}
     if "variables" in settings:  # a secret variable sent back as *** (or left out) keeps its value
         settings["variables"] = secret_variables.kept(
             settings["variables"], found.variables, found.secrets,
@@ -736,16 +737,17 @@ def patch_service(uow, clock, principal, service_id: str, body: dict, methods: d
     if host_keys.FIELD in body:  # null (checked above): the next clone pins the key it is shown
         changes["ssh_host_key"] = None
     if settings:
-        request = {"template_id": found.template_id, "compose": found.compose, "variables": found.variables or {},
-                   "git_url": found.git_url, "git_branch": found.git_branch, "ai_url": found.ai_url,
-                   "customer_id": found.customer_id, "name": found.name, "deploy_method": found.deploy_method}
+        request = {**found.source, "template_id": found.template_id, "compose": found.compose,
+                   "variables": found.variables or {}, "customer_id": found.customer_id, "name": found.name,
+                   "deploy_method": found.deploy_method}
         request = {k: v for k, v in request.items() if v is not None}
         request.update(settings)
         assert method is not None  # (else its fields were problems above)
         plan = method.plan(request, catalog)
         _images_allowed(plan, found.id, method)
-        if "git_branch" in settings:
-            changes["git_branch"] = plan.source.get("git_branch", settings["git_branch"])
+        if any(name in settings for name in sourced):  # the method's fields, as its plan read them
+            changes["source"] = capabilities.source_of(method, {**found.source, **settings}, {
+                name: value for name, value in (plan.source or {}).items() if name in settings})
         if "compose" in settings or "variables" in settings:
             hidden = secret_variables.marked(plan.secrets, body.get(secret_variables.FIELD), plan.variables,
                                              had=found.secrets)

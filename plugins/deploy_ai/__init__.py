@@ -36,6 +36,9 @@ class AiDeploy(DeployMethod):
 
     #: ``variables`` are the environment of every container it runs
     variables_as_environment = True
+    #: what it keeps per service (the service's ``source``), and what it is
+    source_fields = ("ai_url", "git_branch")
+    fetches_source = deploys_on_push = previews = True
 
     def __init__(self):
         self.settings = {}
@@ -68,10 +71,10 @@ class AiDeploy(DeployMethod):
         if self.analyzer is None:
             raise RuntimeError("no analyzer configured (SLIPWAY_AI_ANALYZER)")
         tree = os.path.join(workdir, "src")
-        progress(f"cloning {source.redact_url(service.ai_url)}"
-                 + (f" ({service.git_branch})" if service.git_branch else ""))
+        url, wanted = service.source.get("ai_url"), service.source.get("git_branch")
+        progress(f"cloning {source.redact_url(url)}" + (f" ({wanted})" if wanted else ""))
         ancestry = []
-        commit, branch, host_key = clone(service.ai_url, service.git_branch, tree, self.sources, cancel=cancel,
+        commit, branch, host_key = clone(url, wanted, tree, self.sources, cancel=cancel,
                                          deploy_key=deploy_key, commit=commit, host_key=service.ssh_host_key,
                                          commits=commits, ancestry=ancestry)
         note = f"commit {commit[:12]} on {branch}"

@@ -28,6 +28,11 @@ class ComposeDeploy(DeployMethod):
                        "variables": {"type": "object", "additionalProperties": {"type": "string"}}},
     }
 
+    #: it keeps nothing of its own per service (``compose`` and ``variables`` are core's own columns); it runs what it is
+    #: given, on no push and with no previews
+    source_fields = ()
+    fetches_source = deploys_on_push = previews = False
+
     def __init__(self, resolver: Resolver | None = None):
         self.registry_allow_private = False
         self.resolver = resolver or SystemResolver()  # the registry hosts' lookups

@@ -43,6 +43,9 @@ class GitDeploy(DeployMethod):
 
     #: ``variables`` are the environment of every container it runs
     variables_as_environment = True
+    #: what it keeps per service (the service's ``source``), and what it is
+    source_fields = ("git_url", "git_branch")
+    fetches_source = deploys_on_push = previews = True
 
     def __init__(self):
         self.settings = {}
@@ -65,10 +68,11 @@ class GitDeploy(DeployMethod):
     def prepare(self, service, runtime, workdir: str, progress, cancel=None, deploy_key=None,
                 commit: str | None = None, commits: tuple = ()) -> Prepared:
         tree = os.path.join(workdir, "src")
-        shown = source.redact_url(service.git_url)
-        progress(f"cloning {shown}" + (f" ({service.git_branch})" if service.git_branch else ""))
+        url, wanted = service.source.get("git_url"), service.source.get("git_branch")
+        shown = source.redact_url(url)
+        progress(f"cloning {shown}" + (f" ({wanted})" if wanted else ""))
         ancestry = []
-        commit, branch, host_key = clone(service.git_url, service.git_branch, tree, self.sources, cancel=cancel,
+        commit, branch, host_key = clone(url, wanted, tree, self.sources, cancel=cancel,
                                          deploy_key=deploy_key, commit=commit, host_key=service.ssh_host_key,
                                          commits=commits, ancestry=ancestry)
         note = f"commit {commit[:12]} on {branch}"

@@ -35,6 +35,11 @@ class TemplateDeploy(DeployMethod):
         },
     }
 
+    #: it keeps nothing of its own per service (``template_id`` and ``variables`` are core's own columns); it runs what it is
+    #: given, on no push and with no previews
+    source_fields = ()
+    fetches_source = deploys_on_push = previews = False
+
     def plan(self, request: dict, catalog: dict):
         template = catalog.get(request["template_id"])
         if template is None:

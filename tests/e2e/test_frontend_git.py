@@ -52,7 +52,8 @@ def _git_service(site, customer_id: str, name: str, **fields) -> str:
         with store.uow() as uow:
             uow.services.add(Service(id=service_id, name=name, customer_id=customer_id, deploy_method="git",
                                      status=fields.pop("status", "stopped"), created_at=now - timedelta(minutes=1),
-                                     updated_at=now, git_url=REPO, git_branch=fields.pop("git_branch", "main"),
+                                     updated_at=now,
+                                     source={"git_url": REPO, "git_branch": fields.pop("git_branch", "main")},
                                      **fields))
             uow.commit()
     finally:

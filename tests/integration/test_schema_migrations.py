@@ -103,3 +103,146 @@ def test_the_migrations_read_no_model():
     source = open(module.__file__).read()
     assert "app.storage.models" not in source.split('"""', 2)[2]
     assert "define_models" not in source
+
+
+# --- migration 37: the fields a deploy method keeps, in one JSON column ----------------------
+
+#: a service of each built-in method as migration 36 kept it: (id, method, template_id,
+#: git_url, git_branch, ai_url), and the source each keeps from migration 37 on
+SERVICES_AT_36 = (
+    ("svc_template", "template", "static-site", None, None, None, {}),
+    ("svc_compose", "compose", None, None, None, None, {}),
+    ("svc_git", "git", None, "https://deploy:t0ken-t0ken@git.example.org/acme/site.git", "main", None,
+     {"git_url": "https://deploy:t0ken-t0ken@git.example.org/acme/site.git", "git_branch": "main"}),
+    ("svc_git_default", "git", None, "ssh://git@git.example.org/acme/site.git", None, None,
+     {"git_url": "ssh://git@git.example.org/acme/site.git"}),
+    ("svc_ai", "ai", None, None, "release", "https://git.example.org/acme/app.git",
+     {"ai_url": "https://git.example.org/acme/app.git", "git_branch": "release"}),
+)
+_OLD_COLUMNS = ("git_url", "git_branch", "ai_url")
+
+
+def _sources(db) -> dict:
+    import json
+
+    return {row[0]: json.loads(row[1]) for row in db.execute_sql('SELECT "id", "deploy_source" FROM "service"')}
+
+
+def _at_36(db) -> None:
+    """Services of every built-in method in ``db`` at schema 36, as that schema kept them."""
+    p = db.param
+    db.execute_sql(f'INSERT INTO "panel_customer" ("id", "name", "email", "created_at") VALUES ({p}, {p}, {p}, {p})',
+                   ("cus_old", "Old", "ops@old.test", "2026-01-01 00:00:00"))
+    for service_id, method, template_id, git_url, git_branch, ai_url, _ in SERVICES_AT_36:
+        db.execute_sql(
+            'INSERT INTO "service" ("id", "name", "customer_id", "deploy_method", "status", "template_id", '
+            '"compose", "variables", "url", "created_at", "updated_at", "health_status", "health_failures", '
+            f'"git_url", "git_branch", "ai_url") VALUES ({", ".join([p] * 16)})',
+            (service_id, service_id.replace("_", "-"), "cus_old", method, "stopped", template_id,
+             "services:\n  web:\n    image: localhost/busybox:latest\n", "{}", "", "2026-01-01 00:00:00",
+             "2026-01-01 00:00:00", "unknown", 0, git_url, git_branch, ai_url))
+
+
+def test_migration_37_moves_each_services_source_into_one_column(make_database):
+    """A database at 36 with services of the four methods: 37 moves each one's git_url,
+    git_branch and ai_url that has a value into ``deploy_source`` and drops the columns;
+    running it again changes nothing."""
+    db = make_database("schema_at_36")
+    migrate(db, upto=36)
+    _at_36(db)
+    assert migrate(db, upto=37) == [37]
+    assert not set(_OLD_COLUMNS) & {column.name for column in db.get_columns("service")}
+    assert _sources(db) == {service_id: kept for service_id, *_, kept in SERVICES_AT_36}
+    assert migrate(db, upto=37) == [] and _sources(db) == {service_id: kept for service_id, *_, kept in SERVICES_AT_36}
+
+
+def test_after_migration_37_each_service_reads_and_answers_its_source(database_url, clock):
+    """The same database read through the app: each service's ``source`` is what it kept,
+    and its detail answers ``git_url`` (credentials shown as ``***``), ``git_branch`` and
+    ``ai_url`` at the top level as before (null where it keeps none)."""
+    from app.config import Config
+    from app.factory import create_app
+    from app.storage.store import Store
+    from core.panel import access
+    from core.redaction import redact_url
+    from tests.support.contract_client import ContractClient
+
+    db = db_url.connect(database_url)
+    with db.connection_context():
+        migrate(db, upto=36)
+        _at_36(db)
+    store = Store(database_url, threads=1)
+    try:
+        store.migrate()
+        with store.uow() as uow:
+            for service_id, *_, kept in SERVICES_AT_36:
+                assert uow.services.get(service_id).source == kept
+        _, admin = access.create_api_key(store.uow(), clock, name="admin", role="admin", rate_limit_rpm=10000)
+        client = ContractClient(create_app(Config(database_url=store.url, clock=clock, deploy_worker=False,
+                                                  billing_interval=0, runtime_url=None), store=store))
+        for service_id, _, _, git_url, git_branch, ai_url, _ in SERVICES_AT_36:
+            detail = client.get(f"/api/services/{service_id}", token=admin, expect=200).json
+            assert (detail["git_url"], detail["git_branch"], detail["ai_url"]) == (redact_url(git_url), git_branch,
+                                                                                  ai_url)
+            assert "t0ken-t0ken" not in repr(detail)
+    finally:
+        store.close()
+
+
+def _back_to_36(url: str) -> None:
+    """Put a database made by this code (at 37 and later) back into the shape schema 36
+    had: the three columns made again (as migration 9 made them) and filled from
+    ``deploy_source``, which goes, and 37 not recorded; the services' rows, containers and
+    releases stay as the deploys left them."""
+    import json
+
+    db = db_url.connect(url)
+    with db.connection_context(), db.atomic():
+        for name, kind in (("git_url", "TEXT"), ("git_branch", "VARCHAR(255)"), ("ai_url", "TEXT")):
+            db.execute_sql(f'ALTER TABLE "service" ADD COLUMN "{name}" {kind}')
+        p = db.param
+        for service_id, text in db.execute_sql('SELECT "id", "deploy_source" FROM "service"').fetchall():
+            kept = json.loads(text) if text else {}
+            db.execute_sql(f'UPDATE "service" SET "git_url" = {p}, "git_branch" = {p}, "ai_url" = {p} WHERE "id" = {p}',
+                           (kept.get("git_url"), kept.get("git_branch"), kept.get("ai_url"), service_id))
+        db.execute_sql('ALTER TABLE "service" DROP COLUMN "deploy_source"')
+        db.execute_sql('DELETE FROM "slipway_schema" WHERE "version" >= 37')
+
+
+@pytest.mark.runtime
+def test_services_of_the_four_methods_redeploy_after_migration_37(start_panel, migrated_database_url, tmp_path):
+    """On the real engine: a service of each built-in method deployed and running, its
+    database put back to schema 36, upgraded by ``slipway init``; each answers its
+    source as before and redeploys (a git and an ai service clone their kept repository
+    again)."""
+    from tests.support.git_repos import BUSYBOX, CONTAINERFILE, _create, repository
+    from tests.support.panel_server import _until
+    from tests.support.processes import slipway
+
+    client, customer, made = start_panel()
+    git_url, _ = repository(tmp_path / "repo", {"Containerfile": CONTAINERFILE, "index.html": "<h1>git</h1>\n"})
+    site_url, _ = repository(tmp_path / "site", {"index.html": "<h1>ai</h1>\n"})
+    ids = {
+        "template": _create(client, customer, made, "m-template", deploy_method="template",
+                            template_id="static-site", variables={"IMAGE": BUSYBOX, "TITLE": "Upgraded"}),
+        "compose": _create(client, customer, made, "m-compose", deploy_method="compose",
+                           compose=f"services:\n  web:\n    image: {BUSYBOX}\n    command: [httpd, -f, -p, '8080']\n"
+                                   "    ports: ['8080']\n"),
+        "git": _create(client, customer, made, "m-git", deploy_method="git", git_url=git_url, git_branch="main"),
+        "ai": _create(client, customer, made, "m-ai", deploy_method="ai", ai_url=site_url),
+    }
+    before = {method: _until(client, service_id, "running", seconds=180) for method, service_id in ids.items()}
+    start_panel.stop(client)
+
+    _back_to_36(migrated_database_url)
+    slipway(migrated_database_url, "init")  # migration 37, as an upgrade runs it
+
+    client, _, _ = start_panel()
+    for method, service_id in ids.items():
+        detail = client.get(f"/api/services/{service_id}").json()
+        for field in ("git_url", "git_branch", "ai_url", "commit", "release"):
+            assert detail[field] == before[method][field], (method, field)
+        assert client.post(f"/api/services/{service_id}/redeploy").json()["status"] == "deploying", method
+    for method, service_id in ids.items():
+        detail = _until(client, service_id, "running", seconds=180)
+        assert detail["release"] == before[method]["release"] + 1, method

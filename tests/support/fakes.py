@@ -774,7 +774,7 @@ class InMemoryServices(_Repo):
         if s is None:
             return None
         domains = tuple(sorted(h for h, (owner, _) in self.uow._rows("custom_domains").items() if owner == s.id))
-        return replace(s, variables=dict(s.variables or {}), custom_domains=domains)
+        return replace(s, variables=dict(s.variables or {}), source=dict(s.source or {}), custom_domains=domains)
 
     def add(self, s):
         if s.customer_id not in self.uow._rows("panel_customers"):

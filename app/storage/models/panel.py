@@ -106,9 +106,9 @@ def define(Base) -> dict:
         health_status = peewee.CharField(max_length=16, default="unknown")
         health_checked_at = UtcDateTimeField(null=True)
         health_failures = peewee.IntegerField(default=0)
-        git_url = peewee.TextField(null=True)  # migration 9
-        git_branch = peewee.CharField(max_length=255, null=True)
-        ai_url = peewee.TextField(null=True)
+        # migration 37 (9 had git_url, git_branch and ai_url): the fields its deploy method
+        # keeps (DeployMethod.source_fields), as a JSON object
+        source = peewee.TextField(null=True, column_name="deploy_source")
         commit = peewee.CharField(max_length=64, null=True, column_name="source_commit")
         # migration 11: what the service counts against its customer's limits
         memory_mb = peewee.BigIntegerField(default=0, constraints=[peewee.SQL("DEFAULT 0")])

@@ -26,14 +26,20 @@ _CLAIM_LOCK = 0x736C7730  # pg_advisory_xact_lock key of deploy-job claims ("slw
 SORTABLE = ("name", "status", "created_at", "updated_at")
 
 
+def _source(text: str | None) -> dict:
+    """``Service.source`` of its column (JSON; null: none, a row written before it was filled)."""
+    return json.loads(text) if text else {}
+
+
 class PeeweeServices:
     def __init__(self, m):
         self.m = m
 
     def _entity(self, row) -> Service:
         values = {name: getattr(row, name) for name in _SERVICE_FIELDS
-                  if name not in ("customer_id", "variables") + _BOOL_FIELDS + _NOT_COLUMNS}
+                  if name not in ("customer_id", "variables", "source") + _BOOL_FIELDS + _NOT_COLUMNS}
         values.update({name: bool(getattr(row, name)) for name in _BOOL_FIELDS})
+        values["source"] = _source(row.source)
         variables, hidden = self._clear(row.id, row.variables, row.secret_values)
         return Service(customer_id=row.customer_id, variables=variables, secrets=tuple(sorted(hidden)), **values)
 
@@ -66,6 +72,7 @@ class PeeweeServices:
         shown, hidden = split(s.variables, s.secrets, MASK)
         values["variables"] = json.dumps(shown, sort_keys=True)
         values["secret_values"] = self.m.secret_box.seal(hidden, s.id)
+        values["source"] = json.dumps(dict(s.source or {}), sort_keys=True)
         return values
 
     def add(self, s: Service) -> None:
@@ -161,6 +168,7 @@ class PeeweeServices:
         for name in _DATETIME_FIELDS:
             values[name] = utc_datetime(values[name])
         values["variables"], hidden = self._clear(values["id"], values["variables"], sealed)
+        values["source"] = _source(values["source"])
         for name in _BOOL_FIELDS:
             values[name] = bool(values[name])
         return Service(secrets=tuple(sorted(hidden)), custom_domains=custom_domains, **values)

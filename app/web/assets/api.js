@@ -63,6 +63,20 @@ export function contract() {
   return contractPromise;
 }
 
+/** What the served contract says of each deploy method: `capabilities` (DeployMethod's
+ * x-slipway-capabilities: {name: {source_fields, fetches_source, deploys_on_push,
+ * previews}}) and `fields` ({name: the fields its create request takes}). The page reads
+ * these, never a method's name. */
+export function deployMethodsOf(doc) {
+  const schemas = (doc && doc.components && doc.components.schemas) || {};
+  const fields = {};
+  for (const rule of (schemas.ServiceCreate && schemas.ServiceCreate.allOf) || []) {
+    const name = rule.if && rule.if.properties && rule.if.properties.deploy_method && rule.if.properties.deploy_method.const;
+    if (name) fields[name] = Object.keys((rule.then && rule.then.properties) || {});
+  }
+  return { capabilities: (schemas.DeployMethod && schemas.DeployMethod["x-slipway-capabilities"]) || {}, fields };
+}
+
 // --- the real-time channel (/api/ws) ------------------------------------------------
 
 const listeners = new Map(); // type -> Set(fn)

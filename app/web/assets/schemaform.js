@@ -43,6 +43,11 @@ export function deployMethods(doc) {
   return result;
 }
 
+/** The method among `methods` (deployMethods' answer) whose request has `field`, or undefined. */
+export function methodTaking(methods, field) {
+  return Object.keys(methods || {}).find((name) => methods[name].some((f) => f.name === field));
+}
+
 export function labelFor(name) {
   const words = name.replace(/_id$/, "").replace(/_/g, " ");
   const special = { url: "URL", git: "Git", ai: "AI" };

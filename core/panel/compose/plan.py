@@ -34,7 +34,8 @@ class DeployPlan:
     volumes: tuple = ()  # named volumes the components mount
     variables: dict = field(default_factory=dict)
     template_id: str | None = None
-    #: where the source comes from, kept on the service: ``git_url``, ``git_branch``, ``ai_url``
+    #: where the source comes from, as the method read it (``git_url``, ``git_branch``): the
+    #: service keeps those of the method's ``source_fields`` (``core.panel.capabilities.source_of``)
     source: dict = field(default_factory=dict)
     #: the names of ``variables`` that are secret (a template's ``secret: true`` ones)
     secrets: tuple = ()

@@ -22,6 +22,9 @@ class SshMethod:
     pin is given and the server shows another key."""
 
     name = "git"
+    request_schema = {"required": ["git_url"], "properties": {"git_url": {"type": "string"}}}
+    source_fields = ("git_url",)
+    fetches_source = deploys_on_push = previews = True  # what git says it is
 
     def __init__(self, shows):
         self.shows, self.given = shows, []

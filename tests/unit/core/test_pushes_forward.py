@@ -47,6 +47,9 @@ class GitLike:
     ``commits``), the branch head C[5] without one, and answers its ancestry."""
 
     name = "git"
+    request_schema = {"properties": {"git_url": {"type": "string"}, "git_branch": {"type": "string"}}}
+    source_fields = ("git_url", "git_branch")
+    fetches_source = deploys_on_push = previews = True  # what git says it is
 
     def __init__(self):
         self.asked = []
@@ -85,8 +88,8 @@ def deployed(uow, clock, admin, customer, runtime, git, tmp_path):
     service, job = services.create_service(uow, clock, admin, {"name": "site", "deploy_method": "git",
                                                                "customer_id": customer.id}, {"git": git}, {}, QUOTA)
     with uow:
-        uow.services.update(replace(uow.services.get(service.id), git_url="https://git.example.test/site.git",
-                                    git_branch="main"))
+        uow.services.update(replace(uow.services.get(service.id), source={
+            "git_url": "https://git.example.test/site.git", "git_branch": "main"}))
         uow.commit()
     with uow:
         uow.deploy_jobs.retarget(job.id, C[2], "system", clock.now(), commits=(C[2],))
@@ -100,7 +103,7 @@ def deployed(uow, clock, admin, customer, runtime, git, tmp_path):
 
 def _push(uow, clock, service_id, commit, delivery):
     event = GitEvent(provider="github", kind="push", name="push", push=Push(branch="main", commit=commit))
-    return pushes.receive(uow, clock, service_id, "github", delivery, event, quota=QUOTA)
+    return pushes.receive(uow, clock, service_id, "github", delivery, event, methods={"git": GitLike()}, quota=QUOTA)
 
 
 def _queued(uow, service_id):

@@ -163,7 +163,7 @@ def _prepare_with(tmp_path, chat, repo_files):
                      {"analyzers": {"llm": LlmAnalyzer(), "heuristic": HeuristicAnalyzer()}})
 
     class Service:
-        id, ai_url, git_branch, ssh_host_key = "svc_unit", f"file://{repo}", None, None
+        id, source, ssh_host_key = "svc_unit", {"ai_url": f"file://{repo}"}, None
 
     work = tmp_path / "work"
     work.mkdir()

@@ -5,7 +5,7 @@ import { useEffect, useState } from "../vendor/hooks.mjs";
 import { api, contract } from "../api.js";
 import { navigate } from "../router.js";
 import { Field, Loading, can, clearError, html, showError } from "../ui.js";
-import { SchemaField, bodyValue, deployMethods, emptyValue, labelFor } from "../schemaform.js";
+import { SchemaField, bodyValue, deployMethods, emptyValue, labelFor, methodTaking } from "../schemaform.js";
 import { useCustomers } from "./services.js";
 import { TemplateCard, categoryLabel, groupByCategory } from "./templates.js";
 import { useDeployKeys } from "./deploykeys.js";
@@ -18,11 +18,13 @@ const METHOD_TEXT = {
   ai: "Let the analyzer write the build",
 };
 
-/** The method the form opens with: the template catalog when it is loaded and the key
- * may read it (where a first service usually comes from), else compose, else the first. */
-function defaultMethod(names, session) {
-  if (names.includes("template") && can(session, "templates:read")) return "template";
-  return names.includes("compose") ? "compose" : names[0] || null;
+/** The method the form opens with: the one of the template catalog (its request takes
+ * template_id) when the key may read it (where a first service usually comes from), else
+ * the one that takes a compose file, else the first. */
+function defaultMethod(found, session) {
+  const catalog = methodTaking(found, "template_id");
+  if (catalog && can(session, "templates:read")) return catalog;
+  return methodTaking(found, "compose") || Object.keys(found)[0] || null;
 }
 
 export function CreatePage({ session, query }) {
@@ -40,8 +42,8 @@ export function CreatePage({ session, query }) {
       const found = deployMethods(doc);
       const names = Object.keys(found);
       setMethods(found);
-      const wanted = query.get("method") || (query.get("template") ? "template" : null);
-      setMethod(names.includes(wanted) ? wanted : defaultMethod(names, session));
+      const wanted = query.get("method") || (query.get("template") ? methodTaking(found, "template_id") : null);
+      setMethod(names.includes(wanted) ? wanted : defaultMethod(found, session));
       if (query.get("template")) setValues((v) => ({ ...v, template_id: query.get("template") }));
     }).catch((e) => { showError(e); setMethods({}); });
   }, []);

@@ -29,7 +29,7 @@ async function patch(service, body, setErrors) {
   }
 }
 
-export function Git({ service, session, version, onSaved }) {
+export function Git({ service, session, version, capabilities, onSaved }) {
   const s = service;
   const deploy = can(session, "services:deploy");
   const push = Object.prototype.hasOwnProperty.call(s, "webhook_url") && s.webhook_url !== null;
@@ -37,7 +37,7 @@ export function Git({ service, session, version, onSaved }) {
     ${deploy ? html`<${DeployKey} service=${s} session=${session} onSaved=${onSaved} />` : null}
     ${Object.prototype.hasOwnProperty.call(s, "ssh_host_key") ? html`<${HostKey} service=${s} deploy=${deploy} onSaved=${onSaved} />` : null}
     ${deploy && push ? html`<${Push} service=${s} onSaved=${onSaved} />` : null}
-    ${(s.deploy_method === "git" || s.deploy_method === "ai") && !s.preview_of ? html`<${Previews} service=${s} deploy=${deploy} version=${version} onSaved=${onSaved} />` : null}
+    ${capabilities && capabilities.previews && !s.preview_of ? html`<${Previews} service=${s} deploy=${deploy} version=${version} onSaved=${onSaved} />` : null}
   </div>`;
 }
 

@@ -5,7 +5,7 @@
 // domains) and Backups. Live data comes from /api/ws, narrowed to this service; the page
 // fetches again only when the status changes or a deploy ends.
 import { useEffect, useRef, useState } from "../vendor/hooks.mjs";
-import { api, on, selectServices } from "../api.js";
+import { api, contract, deployMethodsOf, on, selectServices } from "../api.js";
 import { navigate, useRoute } from "../router.js";
 import { Empty, Field, Loading, Pager, Progress, StatusBadge, can, clearError, fmtDate, fmtNumber, html, safeUrl, showError } from "../ui.js";
 import { Logs } from "./logs.js";
@@ -14,12 +14,24 @@ import { Git } from "./git.js";
 
 const enc = encodeURIComponent;
 
-/** The tabs a session may open on a service, in order: [key, label]. Git: git and ai
- * services for keys with services:deploy; without it, the previews of one (not a preview). */
-function tabsFor(session, service) {
-  const method = service && service.deploy_method;
-  const git = can(session, "services:deploy") ? method === "git" || method === "ai"
-    : (method === "git" || method === "ai") && !service.preview_of;
+/** The served contract's deploy methods: {capabilities, fields} (api.js deployMethodsOf);
+ * null until it is read. */
+export function useDeployMethods() {
+  const [methods, setMethods] = useState(null);
+  useEffect(() => {
+    contract().then((doc) => setMethods(deployMethodsOf(doc)))
+      .catch((e) => { showError(e); setMethods({ capabilities: {}, fields: {} }); });
+  }, []);
+  return methods;
+}
+
+/** The tabs a session may open on a service, in order: [key, label]. Git: services of a
+ * method that fetches its source (git, ai: the contract's capabilities) for keys with
+ * services:deploy; without it, the previews of one (not a preview). */
+function tabsFor(session, service, methods) {
+  const caps = (methods && service && methods.capabilities[service.deploy_method]) || {};
+  const fetches = Boolean(caps.fetches_source);
+  const git = can(session, "services:deploy") ? fetches : fetches && !service.preview_of;
   return [["overview", "Overview"], ["releases", "Releases"], ["deploys", "Deploys"],
     ...(can(session, "services:deploy") ? [["settings", "Settings"]] : []),
     ...(git ? [["git", "Git"]] : []),
@@ -40,7 +52,8 @@ export function allowedActions(status) {
 export function ServicePage({ id, session }) {
   const route = useRoute();
   const [service, setService] = useState(null);
-  const tabs = tabsFor(session, service);
+  const methods = useDeployMethods();
+  const tabs = tabsFor(session, service, methods);
   const tab = tabs.some(([k]) => k === route.query.get("tab")) ? route.query.get("tab") : "overview";
   const [missing, setMissing] = useState(false);
   const [failure, setFailure] = useState(null);
@@ -251,9 +264,10 @@ export function ServicePage({ id, session }) {
       : tab === "releases" ? html`<${Releases} service=${s} session=${session} version=${version} busy=${busy}
           onRollback=${(releaseId) => act("rollback", { release_id: releaseId })} />`
       : tab === "deploys" ? html`<${Deploys} service=${s} session=${session} version=${version} onChange=${bump} />`
-      : tab === "settings" ? html`<${Settings} service=${s} onSaved=${(next) => setService(next)}
+      : tab === "settings" ? html`<${Settings} service=${s} methods=${methods} onSaved=${(next) => setService(next)}
           onRedeploy=${allowed.redeploy ? () => act("redeploy") : null} />`
-      : tab === "git" ? html`<${Git} service=${s} session=${session} version=${version} onSaved=${(next) => setService(next)} />`
+      : tab === "git" ? html`<${Git} service=${s} session=${session} version=${version}
+          capabilities=${(methods && methods.capabilities[s.deploy_method]) || {}} onSaved=${(next) => setService(next)} />`
       : html`<${Backups} id=${id} session=${session} status=${s.status} volumes=${s.volumes || []} />`}
   </section>`;
 }
@@ -513,7 +527,7 @@ function fieldErrors(fields) {
   return out;
 }
 
-export function Settings({ service, onSaved, onRedeploy }) {
+export function Settings({ service, methods, onSaved, onRedeploy }) {
   const s = service;
   const [vars, setVars] = useState(() => rowsOf(s.variables, s.secret_variables));
   const [compose, setCompose] = useState(s.compose || "");
@@ -524,8 +538,12 @@ export function Settings({ service, onSaved, onRedeploy }) {
   const [pending, setPending] = useState(null); // what waits for a redeploy, after a save
   const [saved, setSaved] = useState("");
   const hasVariables = true; // every deploy method takes variables
-  const hasCompose = s.deploy_method === "compose";
-  const hasBranch = s.deploy_method === "git" || s.deploy_method === "ai"; // ai: the branch of ai_url analysed
+  // what the method takes, from the served contract: compose when its request has it, the
+  // branch when it keeps one (its source_fields: git, and ai's branch of ai_url analysed)
+  const fields = (methods && methods.fields[s.deploy_method]) || [];
+  const caps = (methods && methods.capabilities[s.deploy_method]) || {};
+  const hasCompose = fields.includes("compose"); // the request field, not a method
+  const hasBranch = (caps.source_fields || []).includes("git_branch");
 
   // another save or a rollback changed the service: start again from what it has
   useEffect(() => {
