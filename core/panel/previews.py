@@ -155,6 +155,7 @@ def _source(parent, pr, field: str) -> dict:
 
 def _deploy(uow, clock, parent, pr, method, catalog, quota, base_domain, reserved_hosts) -> dict:
     field = capabilities.repository_field(method)
+    assert field is not None, "previews_for checks that the method names its repository field"
     source = _source(parent, pr, field)
     note = f"pull request #{pr.number} at commit {pr.head_commit[:12]} on {pr.head_branch}"
     with uow.reading():
