@@ -326,3 +326,30 @@ class Config:
         without one (it would store secret variables it could not read again)."""
         if self.secret_key_missing:
             raise ConfigError(self.secret_key_missing)
+
+
+def main(argv=None) -> int:
+    """``python -m app.config --markdown [--write PAGE]``: print the settings tables of
+    docs/configuration.md generated from the declarations, or write them into ``PAGE``."""
+    import argparse
+
+    from app.config_table import markdown, replace_tables
+    from app.pluginmanager import make_plugin_manager
+
+    parser = argparse.ArgumentParser(prog="python -m app.config", description=main.__doc__)
+    parser.add_argument("--markdown", action="store_true", required=True, help="the settings tables")
+    parser.add_argument("--write", metavar="PAGE", help="replace the generated tables of PAGE")
+    args = parser.parse_args(argv)
+    tables = markdown(make_plugin_manager())
+    if args.write:
+        with open(args.write, encoding="utf-8") as page:
+            text = page.read()
+        with open(args.write, "w", encoding="utf-8") as page:
+            page.write(replace_tables(text, tables))
+    else:
+        print(tables)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

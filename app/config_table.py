@@ -433,3 +433,88 @@ def _in_order() -> tuple[Setting, ...]:
 
 #: every setting of the app, in the order of its table
 SETTINGS: tuple[Setting, ...] = _in_order()
+
+#: variables the docs name beside the settings: Slipway sets them, nobody configures them
+SET_BY_SLIPWAY = (
+    ("SLIPWAY_PREVIEW", "(not a setting)",
+     "not read by Slipway: the variable `1` a preview service's containers get beside their parent's variables "
+     "([Preview environments](api/git-and-ai.md#preview-environments)), so an app can tell a preview from "
+     "production"),
+    ("PROMETHEUS_MULTIPROC_DIR", "managed",
+     "set by `slipway serve --workers N` (N > 1) to a fresh directory per start, removed on exit; do not set "
+     "it yourself"),
+)
+
+
+# --- the plugins' settings ---------------------------------------------------------------
+
+
+class DuplicateSetting(ValueError):
+    """Two declarations of one variable (a plugin's and the app's, or two plugins')."""
+
+
+def _plugin_name(name: str, plugin) -> str:
+    module = getattr(plugin, "__name__", "") or ""
+    return module.split(".", 1)[1] if module.startswith("plugins.") else name
+
+
+def builtin(plugin) -> bool:
+    """A plugin of this package (``plugins.*``, ``app.*``), not one installed beside it."""
+    return (getattr(plugin, "__name__", "") or "").startswith(("plugins.", "app."))
+
+
+def plugin_settings(pm, *, builtin_only: bool = False) -> list[tuple[Setting, tuple[str, ...]]]:
+    """What the loaded plugins declare in their ``SETTINGS`` and the app does not, each
+    once with the plugins declaring it, in the order found (plugins by name). The same
+    variable declared twice by different declarations is a :class:`DuplicateSetting`."""
+    own = {setting.env: setting for setting in SETTINGS}
+    found: dict[str, tuple[Setting, list[str]]] = {}
+    for name, plugin in sorted(pm.list_name_plugin(), key=lambda item: item[0] or ""):
+        if plugin is None or (builtin_only and not builtin(plugin)):
+            continue
+        for setting in getattr(plugin, "SETTINGS", ()) or ():
+            known = own.get(setting.env) or found.get(setting.env, (None,))[0]
+            if known is not None and known is not setting:
+                raise DuplicateSetting(f"{setting.env} is declared twice (plugin {name!r} declares its own)")
+            if setting.env in own:
+                continue
+            found.setdefault(setting.env, (setting, []))[1].append(_plugin_name(name, plugin))
+    return [(setting, tuple(readers)) for setting, readers in found.values()]
+
+
+def declared(pm) -> dict[str, Setting]:
+    """Every declared setting by variable: the app's and the loaded plugins'."""
+    return {setting.env: setting for setting in SETTINGS} | \
+        {setting.env: setting for setting, _ in plugin_settings(pm)}
+
+
+# --- docs/configuration.md -----------------------------------------------------------------
+
+BEGIN = ("<!-- the settings tables: generated from the declarations (app/config_table.py, the plugins' "
+         "SETTINGS) by `python -m app.config --markdown --write docs/configuration.md`; do not edit -->")
+END = "<!-- end of the generated settings tables -->"
+
+
+def markdown(pm) -> str:
+    """The settings tables of docs/configuration.md, from the declarations: the app's,
+    the built-in plugins', and the variables Slipway sets itself (between :data:`BEGIN`
+    and :data:`END`)."""
+    lines = [BEGIN, "", "| variable | default | meaning |", "|---|---|---|"]
+    lines += [f"| `{s.env}` | {s.shown_default()} | {s.doc} |" for s in SETTINGS]
+    lines += ["", "The built-in plugins' settings, each read by the plugins named (an installed plugin's own "
+              "are listed by `slipway settings`):", "",
+              "| variable | default | meaning | read by |", "|---|---|---|---|"]
+    lines += [f"| `{s.env}` | {s.shown_default()} | {s.doc} | {', '.join(f'`{r}`' for r in readers)} |"
+              for s, readers in plugin_settings(pm, builtin_only=True)]
+    lines += ["", "Set by Slipway, not settings:", "", "| variable | default | meaning |", "|---|---|---|"]
+    lines += [f"| `{env}` | {shown} | {doc} |" for env, shown, doc in SET_BY_SLIPWAY]
+    return "\n".join(lines + ["", END])
+
+
+def replace_tables(page: str, tables: str) -> str:
+    """``page`` with the generated tables (between the markers) replaced by ``tables``."""
+    before, begin, rest = page.partition(BEGIN)
+    _, end, after = rest.partition(END)
+    if not begin or not end:
+        raise ValueError("the page has no generated settings tables (the markers are missing)")
+    return before + tables + after

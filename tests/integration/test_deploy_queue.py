@@ -113,7 +113,8 @@ def test_the_final_progress_comes_before_the_status_it_leads_to(store, clock):
     engine = ScriptedEngine()
 
     ok, _ = _create(store, clock, principal, customer, "fine")
-    deployer = Deployer(clock, engine, DeploySettings(settle_seconds=0), progress=progress)
+    deployer = Deployer(clock, engine, DeploySettings(health_timeout=90, drain_seconds=2.0, settle_seconds=0),
+                        progress=progress)
     run_job(store.uow(), deployer, deploys.claim_next(store.uow(), clock))
     assert bus.of(ok.id)[-2:] == [("deploy.progress", "done"), ("service.status", "running")], bus.of(ok.id)
     [done] = [e for e in bus.events if e.type == "deploy.progress" and e.data["step"] == "done"]

@@ -22,7 +22,8 @@ def _create(uow, clock, principal, customer, methods, name="web", components=Non
 
 
 def _deploy(uow, clock, runtime, job):
-    run_job(uow, Deployer(clock, runtime, DeploySettings(base_domain=DOMAIN, settle_seconds=0)), job)
+    run_job(uow, Deployer(clock, runtime, DeploySettings(health_timeout=90, drain_seconds=2.0, base_domain=DOMAIN,
+                                                         settle_seconds=0)), job)
     with uow:
         return uow.services.get(job.service_id)
 
