@@ -87,11 +87,11 @@ class Deployer:
     """What every deploy job of a worker shares. ``methods``: deploy methods by name (their
     ``prepare`` is the ``source`` step); ``progress(job, step, message, percent)``
     announces progress; ``routes_changed()`` returns once the reverse proxy serves the
-    route records (after a switch)."""
+    route records (after a switch). ``settings``: the operator's, always passed in."""
 
     clock: Any
     runtime: Any
-    settings: DeploySettings = field(default_factory=DeploySettings)
+    settings: DeploySettings
     methods: Mapping = field(default_factory=dict)
     progress: Callable = _nothing
     routes_changed: Callable = _nothing
