@@ -142,11 +142,6 @@ def cpus(minimum: float, maximum: float = 65536) -> Callable[[str, str], float]:
     return parse
 
 
-def declared(settings: Mapping[str, str], *declarations: Setting) -> dict[str, Any]:
-    """``{env: value}`` of ``declarations`` read from ``settings``."""
-    return {setting.env: setting.read(settings) for setting in declarations}
-
-
 class Settings(Mapping):
     """What every registry factory's ``create(settings)`` gets: the ``SLIPWAY_*`` variables
     (a read-only mapping, with the values Slipway resolved: e.g. ``SLIPWAY_DATABASE_URL``,

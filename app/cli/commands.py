@@ -7,8 +7,8 @@ import os
 
 from app.partner.identity import partner_json, token_json
 from app.composition import Composition
-from app.config import data_dir, read, sqlite_file
-from app.config_table import DATA_DIR, FIELDS, SECRET_KEY, SETTINGS, plugin_settings
+from app.config import ConfigError, data_dir, read, sqlite_file
+from app.config_table import DATA_DIR, FIELDS, SECRET_KEY, SETTINGS, DuplicateSetting, plugin_settings
 from app.pluginmanager import (analyzers, backup_destinations, describe_plugins, event_buses, git_providers,
                                license_services, rate_stores, registry, route_providers, templates)
 from app.http.collector import collector_paused
@@ -84,8 +84,12 @@ def settings(config, args) -> dict:
     environ = config.settings or os.environ
     attributes = {setting: attribute for attribute, setting in FIELDS.items()}
     worked_out = {DATA_DIR: lambda: data_dir(environ), SECRET_KEY: lambda: config.secret_key}
+    try:
+        found = plugin_settings(Composition(config).plugins)
+    except DuplicateSetting as exc:
+        raise ConfigError(str(exc)) from None
     rows = []
-    for setting, readers in [(s, ("slipway",)) for s in SETTINGS] + plugin_settings(Composition(config).plugins):
+    for setting, readers in [(s, ("slipway",)) for s in SETTINGS] + found:
         if setting in attributes:
             value = getattr(config, attributes[setting])
         elif setting in worked_out:
