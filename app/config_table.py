@@ -437,12 +437,12 @@ SETTINGS: tuple[Setting, ...] = _in_order()
 #: variables the docs name beside the settings: Slipway sets them, nobody configures them
 SET_BY_SLIPWAY = (
     ("SLIPWAY_PREVIEW", "(not a setting)",
-     "not read by Slipway: the variable `1` a preview service's containers get beside their parent's variables "
-     "([Preview environments](api/git-and-ai.md#preview-environments)), so an app can tell a preview from "
-     "production"),
+     ("not read by Slipway: the variable `1` a preview service's containers get beside their parent's variables "
+      "([Preview environments](api/git-and-ai.md#preview-environments)), so an app can tell a preview from "
+      "production")),
     ("PROMETHEUS_MULTIPROC_DIR", "managed",
-     "set by `slipway serve --workers N` (N > 1) to a fresh directory per start, removed on exit; do not set "
-     "it yourself"),
+     ("set by `slipway serve --workers N` (N > 1) to a fresh directory per start, removed on exit; do not set "
+      "it yourself")),
 )
 
 
@@ -501,8 +501,8 @@ def markdown(pm) -> str:
     and :data:`END`)."""
     lines = [BEGIN, "", "| variable | default | meaning |", "|---|---|---|"]
     lines += [f"| `{s.env}` | {s.shown_default()} | {s.doc} |" for s in SETTINGS]
-    lines += ["", "The built-in plugins' settings, each read by the plugins named (an installed plugin's own "
-              "are listed by `slipway settings`):", "",
+    lines += ["", ("The built-in plugins' settings, each read by the plugins named (an installed plugin's own "
+                   "are listed by `slipway settings`):"), "",
               "| variable | default | meaning | read by |", "|---|---|---|---|"]
     lines += [f"| `{s.env}` | {s.shown_default()} | {s.doc} | {', '.join(f'`{r}`' for r in readers)} |"
               for s, readers in plugin_settings(pm, builtin_only=True)]

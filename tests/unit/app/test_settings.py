@@ -110,7 +110,7 @@ def test_a_bad_value_stops_start_up_naming_the_setting(name, value):
 def test_a_bad_plugin_setting_stops_start_up_naming_it(name, value, tmp_path):
     config = Config.from_env({"SLIPWAY_RUNTIME_URL": "", "SLIPWAY_DATA_DIR": str(tmp_path), name: value})
     with pytest.raises(ConfigError, match=name):
-        Composition(config).deploy_methods
+        _ = Composition(config).deploy_methods
 
 
 def test_the_configuration_page_has_the_generated_tables(pm):
@@ -125,7 +125,7 @@ def test_the_configuration_page_has_the_generated_tables(pm):
 
 def test_markdown_prints_the_tables():
     done = subprocess.run([sys.executable, "-m", "app.config", "--markdown"], cwd=ROOT, capture_output=True,
-                          text=True, timeout=60)
+                          text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     assert "| `SLIPWAY_DEPLOY_HEALTH_TIMEOUT` | `120` |" in done.stdout
     assert "| `SLIPWAY_GIT_TIMEOUT` | `300` |" in done.stdout
@@ -136,7 +136,7 @@ def _slipway_settings(tmp_path, **environ):
            "SLIPWAY_DATA_DIR": str(tmp_path / "data"), "SLIPWAY_WORK_DIR": str(tmp_path / "work"),
            "SLIPWAY_RUNTIME_URL": "", **environ}
     done = subprocess.run([sys.executable, "-m", "app.cli.main", "settings"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=60, check=False)
     return done.returncode, done.stdout, json.loads(done.stdout)
 
 
