@@ -12,7 +12,8 @@ import json
 import re
 
 from core.panel import access
-from ports.common_settings import CADDY_ADMIN, CADDY_LISTEN, CADDY_TLS, DEFAULT_CPUS, DEFAULT_MEMORY_MB, HOST_PORTS
+from ports.common_settings import (CADDY_ADMIN, CADDY_LISTEN, CADDY_TLS, DEFAULT_CPUS, DEFAULT_MEMORY_MB, HOST_PORTS,
+                                   REGISTRY_ALLOW_PRIVATE)
 from ports.settings import Setting, cpus, flag, interval, lowered, positive, stripped, text, whole
 
 
@@ -235,16 +236,6 @@ EVENTS_KEEP = Setting(
     "SLIPWAY_EVENTS_KEEP", whole(), 1000,
     'timeline events each service keeps (whole number, at least 1); older ones, and deploy jobs past a '
     "service's newest 200 (never a queued or running one), are deleted at start-up and then hourly")
-REGISTRY_ALLOW_PRIVATE = Setting(
-    "SLIPWAY_REGISTRY_ALLOW_PRIVATE", flag, False,
-    "`1`: image references (compose `image`, a Containerfile's `FROM` and `--from`) may name registries "
-    'whose host is or resolves to a loopback, private, link-local or other address that is not public (an'
-    " operator's own registry; tests). `0`: such a compose is 422 on `compose` at create and PATCH, and "
-    'from a repository or an analyzer the job fails naming the reference; nothing is pulled from it. A '
-    'name that does not resolve (every host of a compose looked up at once, within 5 s) is accepted at '
-    'create and PATCH and fails the job ("does not resolve") when the engine would pull it (an image it '
-    "lacks, or a redeploy's refresh, which then deploys the copy at hand instead). `localhost/...` "
-    "without a port is never pulled either way (the engine's own images)")
 RATE_STORE = Setting(
     "SLIPWAY_RATE_STORE", stripped, "memory",
     "where every rate-limit bucket lives (partner tokens, the failed-authentication brake, the panel's "

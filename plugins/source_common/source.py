@@ -39,6 +39,7 @@ from core.redaction import redact, redact_url, url_secrets  # noqa: F401 (used h
 from core.panel.compose import DEFAULT_HOST_PORTS, dump_compose, interpolate, load_compose, parse_compose
 from core.panel.host_keys import changed
 from plugins.source_common import host_keys, hosts
+from ports.common_settings import REGISTRY_ALLOW_PRIVATE
 from ports.runtime import Cancelled, EngineError
 from ports.settings import Setting, positive_seconds
 
@@ -96,7 +97,8 @@ BUILD_TIMEOUT = Setting(
     "SLIPWAY_BUILD_TIMEOUT", positive_seconds, 900.0,
     "seconds one image build of a git or ai deploy may take; past it the job fails with \"timed out\"")
 #: what the ``git`` and ``ai`` methods read to fetch and build sources (each declares them)
-SETTINGS = (ALLOWED_SCHEMES, GIT_TIMEOUT, hosts.ALLOW_PRIVATE_SETTING, SOURCE_MAX_MB, BUILD_TIMEOUT)
+SETTINGS = (ALLOWED_SCHEMES, GIT_TIMEOUT, hosts.ALLOW_PRIVATE_SETTING, SOURCE_MAX_MB, BUILD_TIMEOUT,
+            REGISTRY_ALLOW_PRIVATE)
 DEFAULT_SCHEMES = ALLOWED_SCHEMES.default
 DEFAULT_TIMEOUT = GIT_TIMEOUT.default
 DEFAULT_BUILD_TIMEOUT = BUILD_TIMEOUT.default
@@ -145,7 +147,7 @@ def source_settings(settings: Mapping[str, str], *, host_ports: tuple = DEFAULT_
                     allow_private=hosts.allow_private(settings), max_bytes=max_mb(settings) * MB,
                     build_timeout=BUILD_TIMEOUT.read(settings),
                     host_ports=tuple(host_ports),
-                    registry_allow_private=containerfiles.allow_private(settings))
+                    registry_allow_private=REGISTRY_ALLOW_PRIVATE.read(settings))
 
 
 # --- URLs -------------------------------------------------------------------------------
