@@ -1,4 +1,6 @@
-"""Configuration: defaults, read from the environment, checked before anything starts."""
+"""Configuration: the settings declared in ``app.config_table``, read from the environment and
+checked before anything starts (``Config``); ``python -m app.config --markdown`` prints the
+settings tables of docs/configuration.md."""
 from __future__ import annotations
 
 import math
