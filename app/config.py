@@ -1,126 +1,38 @@
-"""Configuration: defaults, read from the environment, checked before anything starts."""
+"""Configuration: the settings declared in ``app.config_table``, read from the environment and
+checked before anything starts (``Config``); ``python -m app.config --markdown`` prints the
+settings tables of docs/configuration.md."""
 from __future__ import annotations
 
-import ipaddress
-import json
 import math
 import os
-import re
 import sys
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from app.config_table import DATA_DIR, DATABASE_URL, FIELDS
 from app.engine_discovery import find_engine
-from core.panel.compose import host_port_range
 from ports.clock import Clock, SystemClock
 from ports.resolver import Resolver, SystemResolver
-from ports.settings import number
+from ports.settings import Setting, number
 
 
 class ConfigError(ValueError):
     """A setting is wrong; the message names the variable."""
 
 
-def _positive_number(environ, name: str, default: float) -> float:
+def read(setting: Setting, environ):
+    """``setting``'s value in ``environ``; a bad one is a ``ConfigError`` naming it."""
     try:
-        return number(environ, name, default, ok=lambda value: value > 0, must="a number greater than 0")
+        return setting.read(environ)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-
-
-def _interval(environ, name: str, default: float) -> float:
-    raw = environ.get(name)
-    if raw is None or raw == "":
-        return default
-    if raw.strip() == "0":
-        return 0.0
-    return _positive_number(environ, name, default)
-
-
-def _whole_number(environ, name: str, default: int, *, ok, must: str) -> int:
-    raw = environ.get(name)
-    if raw is None or raw == "":
-        return default
-    if not raw.strip().isdigit() or not ok(int(raw)):
-        raise ConfigError(f"{name} must be {must}, got {raw!r}")
-    return int(raw)
-
-
-def _flag(environ, name: str) -> bool:
-    """``0`` (the default) or ``1``."""
-    raw = (environ.get(name) or "").strip()
-    if raw not in ("", "0", "1"):
-        raise ConfigError(f"{name} must be 0 or 1, got {raw!r}")
-    return raw == "1"
-
-
-def _backup_destinations(environ) -> dict:
-    """``SLIPWAY_BACKUP_DESTINATIONS``: a JSON object of destination name -> options (an
-    object with a string ``kind``; option values strings). Which kinds exist is the
-    plugins' business (checked when the destinations are made)."""
-    raw = (environ.get("SLIPWAY_BACKUP_DESTINATIONS") or "").strip()
-    if not raw:
-        return {}
-    try:
-        value = json.loads(raw)
-    except ValueError as exc:
-        raise ConfigError(f"SLIPWAY_BACKUP_DESTINATIONS is not JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise ConfigError("SLIPWAY_BACKUP_DESTINATIONS must be a JSON object of destination name -> options")
-    for name, options in value.items():
-        if not re.fullmatch(r"[a-z0-9][a-z0-9_-]{0,63}", name):
-            raise ConfigError(f"SLIPWAY_BACKUP_DESTINATIONS: {name!r} is not a destination name "
-                              "(lower-case letters, digits, _ and -, at most 64)")
-        if not isinstance(options, dict) or not isinstance(options.get("kind"), str):
-            raise ConfigError(f"SLIPWAY_BACKUP_DESTINATIONS: {name!r} must be an object with a \"kind\"")
-        if not all(isinstance(v, str) for v in options.values()):
-            raise ConfigError(f"SLIPWAY_BACKUP_DESTINATIONS: the options of {name!r} must be strings")
-    return value
-
-
-def _positive_int(environ, name: str, default: int) -> int:
-    return _whole_number(environ, name, default, ok=lambda value: value >= 1, must="a whole number greater than 0")
-
-
-def _whole(environ, name: str, default: int, maximum: int) -> int:
-    """A whole number from 0 to ``maximum``."""
-    return _whole_number(environ, name, default, ok=lambda value: value <= maximum,
-                         must=f"a whole number from 0 to {maximum}")
-
-
-def _cpus(environ, name: str, default: float, minimum: float) -> float:
-    """A number of CPUs (at most three decimals) from ``minimum`` to 65536."""
-    raw = environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or not minimum <= value <= 65536 or abs(value * 1000 - round(value * 1000)) > 1e-6:
-        raise ConfigError(f"{name} must be a number of CPUs from {minimum:g} to 65536 with at most three decimals, "
-                          f"got {raw!r}")
-    return value
 
 
 def container_defaults(environ) -> tuple[int, float]:
     """(MB, CPUs) the runtime gives a container whose compose sets no ``mem_limit`` /
     ``cpus``: ``SLIPWAY_DEFAULT_MEMORY_MB`` and ``SLIPWAY_DEFAULT_CPUS``. Customer limits
     count them the same way."""
-    memory = _positive_int(environ, "SLIPWAY_DEFAULT_MEMORY_MB", 512)
-    return memory, _cpus(environ, "SLIPWAY_DEFAULT_CPUS", 1.0, 0.001)
-
-
-def parse_networks(raw: str, name: str = "SLIPWAY_TRUSTED_PROXIES") -> tuple:
-    networks = []
-    for part in (p.strip() for p in raw.split(",")):
-        if not part:
-            continue
-        try:
-            networks.append(ipaddress.ip_network(part, strict=False))
-        except ValueError:
-            raise ConfigError(f"{name}: {part!r} is not an IP address or CIDR range") from None
-    return tuple(networks)
+    return read(FIELDS["default_memory_mb"], environ), read(FIELDS["default_cpus"], environ)
 
 
 def _http_url(name: str, value: str) -> None:
@@ -189,7 +101,7 @@ def data_dir(environ) -> str:
     """Where Slipway keeps its SQLite database when ``SLIPWAY_DATABASE_URL`` is unset:
     ``SLIPWAY_DATA_DIR``, else ``$XDG_DATA_HOME/slipway`` (``~/.local/share/slipway``);
     never the folder a command happens to run in."""
-    explicit = (environ.get("SLIPWAY_DATA_DIR") or "").strip()
+    explicit = DATA_DIR.read(environ)
     if explicit:
         return os.path.abspath(os.path.expanduser(explicit))
     base = (environ.get("XDG_DATA_HOME") or "").strip() or os.path.join(os.path.expanduser("~"), ".local", "share")
@@ -199,8 +111,7 @@ def data_dir(environ) -> str:
 def database_url(environ) -> str:
     """The one database rule: ``SLIPWAY_DATABASE_URL`` when set, else the file
     ``slipway.db`` in ``data_dir``."""
-    return (environ.get("SLIPWAY_DATABASE_URL") or "").strip() or \
-        "sqlite:///" + os.path.join(data_dir(environ), DATABASE_FILE)
+    return DATABASE_URL.read(environ) or "sqlite:///" + os.path.join(data_dir(environ), DATABASE_FILE)
 
 
 def sqlite_file(url: str) -> str | None:
@@ -248,116 +159,125 @@ def _absolute_paths(config) -> None:
         config.settings = {**config.settings, "SLIPWAY_DATABASE_URL": config.database_url}
 
 
+#: the settings ``from_env`` works out beyond their declaration: the database (its default
+#: is a file in the data directory) and the engine (found when none is named)
+WORKED_OUT = ("database_url", "runtime", "runtime_url")
+
+
+def _default(attribute: str):
+    return FIELDS[attribute].default
+
+
 @dataclass
 class Config:
     database_url: str = "sqlite:///slipway.db"
-    rate_rps: float = 10.0
-    rate_burst: float = 30.0
-    authfail_rps: float = 1.0
-    trusted_proxies: tuple = ()
-    runtime: str = "podman"
-    runtime_url: str | None = None
+    rate_rps: float = _default("rate_rps")
+    rate_burst: float = _default("rate_burst")
+    authfail_rps: float = _default("authfail_rps")
+    trusted_proxies: tuple = _default("trusted_proxies")
+    runtime: str = _default("runtime")
+    runtime_url: str | None = _default("runtime_url")
     #: where ``runtime_url`` came from (app.engine_discovery): "SLIPWAY_RUNTIME_URL", "DOCKER_HOST",
     #: "rootless Podman (...)", "none found", ...
     runtime_source: str = "SLIPWAY_RUNTIME_URL"
-    db_threads: int = 4
-    license_service: str = "embedded"
+    db_threads: int = _default("db_threads")
+    license_service: str = _default("license_service")
     #: seconds between billing recomputes in the server; 0 turns the job off
-    billing_interval: float = 86400.0
+    billing_interval: float = _default("billing_interval")
     #: run deploy jobs and health checks in this process
-    deploy_worker: bool = True
-    health_interval: float = 15.0
+    deploy_worker: bool = _default("deploy_worker")
+    health_interval: float = _default("health_interval")
     #: deploy jobs this process runs at once, and of those at most this many of one customer
-    deploy_concurrency: int = 4
-    deploys_per_customer: int = 2
+    deploy_concurrency: int = _default("deploy_concurrency")
+    deploys_per_customer: int = _default("deploys_per_customer")
     #: seconds a deploy's containers must keep running before it is a success
-    deploy_settle: float = 3.0
+    deploy_settle: float = _default("deploy_settle")
     #: seconds a deploy's new containers get to run and be healthy (SLIPWAY_DEPLOY_HEALTH_TIMEOUT)
-    deploy_health_timeout: float = 120.0
+    deploy_health_timeout: float = _default("deploy_health_timeout")
     #: seconds after a health-gated switch before the old containers stop (SLIPWAY_DEPLOY_DRAIN)
-    deploy_drain: float = 2.0
-    base_domain: str | None = None
+    deploy_drain: float = _default("deploy_drain")
+    base_domain: str | None = _default("base_domain")
     #: seconds an HTTP request waits for the container engine before answering 503
-    engine_timeout: float = 30.0
+    engine_timeout: float = _default("engine_timeout")
     #: threads for the container-engine calls of HTTP requests; one customer (or operator
     #: key) holds at most a quarter of them at once (app.engine_calls)
-    engine_threads: int = 32
+    engine_threads: int = _default("engine_threads")
     #: where backup archives are written (SLIPWAY_BACKUP_DIR), one directory per service
-    backup_dir: str = "./backups"
+    backup_dir: str = _default("backup_dir")
     #: the operator's other backup destinations (SLIPWAY_BACKUP_DESTINATIONS, JSON): name -> options
     backup_destinations: dict = field(default_factory=dict, repr=False)  # holds secret keys
     #: the destination a backup goes to when its request names none (SLIPWAY_BACKUP_DEFAULT)
-    backup_default: str = "local"
+    backup_default: str = _default("backup_default")
     #: seconds one backup, restore or verification may take (SLIPWAY_BACKUP_TIMEOUT)
-    backup_timeout: float = 3600.0
+    backup_timeout: float = _default("backup_timeout")
     #: megabytes one backup, restore or verification may read (SLIPWAY_BACKUP_MAX_MB)
-    backup_max_mb: float = 102400.0
+    backup_max_mb: float = _default("backup_max_mb")
     #: backups, restores and verifications run at once, at most one per customer (SLIPWAY_BACKUP_WORKERS)
-    backup_workers: int = 2
+    backup_workers: int = _default("backup_workers")
     #: real-time events: "memory" (this process) or "postgres" (LISTEN/NOTIFY, PostgreSQL only)
-    event_bus: str = "memory"
+    event_bus: str = _default("event_bus")
     #: where the rate-limit buckets live: ``memory`` (each process its own) or a URL a
     #: rate-store plugin serves (``redis://host:6379/0``: shared by every process)
-    rate_store: str = "memory"
+    rate_store: str = _default("rate_store")
     #: messages a WebSocket client may have waiting before it is disconnected as too slow
-    ws_queue: int = 1000
+    ws_queue: int = _default("ws_queue")
     #: open WebSockets one key or session may hold in this process (SLIPWAY_WS_PER_KEY)
-    ws_per_key: int = 20
+    ws_per_key: int = _default("ws_per_key")
     #: where deploy jobs clone and build sources (a directory per job, removed after it)
-    work_dir: str = "./work"
+    work_dir: str = _default("work_dir")
     #: a Traefik dynamic-configuration file kept equal to the route records (None: no file)
-    routes_file: str | None = None
-    routes_interval: float = 2.0
+    routes_file: str | None = _default("routes_file")
+    routes_interval: float = _default("routes_interval")
     #: the route provider plugin feeding a reverse proxy (SLIPWAY_ROUTES: file or caddy);
     #: Caddy's admin API, its TLS ("" automatic ACME, "internal" Caddy's own CA) and the
     #: listen address of the Caddy server Slipway owns
-    routes: str = "file"
-    caddy_admin: str = "http://127.0.0.1:2019"
-    caddy_tls: str = ""
-    caddy_listen: str = ":443"
+    routes: str = _default("routes")
+    caddy_admin: str = _default("caddy_admin")
+    caddy_tls: str = _default("caddy_tls")
+    caddy_listen: str = _default("caddy_listen")
     #: browser login (OIDC): the provider's issuer URL (None: login off), this client, the
     #: panel's public URL (redirect URI {public_url}/api/auth/callback), session lifetime
-    oidc_issuer: str | None = None
-    oidc_client_id: str | None = None
-    oidc_client_secret: str | None = None
-    public_url: str | None = None
-    session_ttl: int = 28800
+    oidc_issuer: str | None = _default("oidc_issuer")
+    oidc_client_id: str | None = _default("oidc_client_id")
+    oidc_client_secret: str | None = _default("oidc_client_secret")
+    public_url: str | None = _default("public_url")
+    session_ttl: int = _default("session_ttl")
     #: the web frontend's directory (index.html and assets/); None: the one in the package
-    web_dir: str | None = None
+    web_dir: str | None = _default("web_dir")
     #: customer limits: the operator's defaults for a customer without its own
     #: (SLIPWAY_CUSTOMER_MAX_SERVICES, _MAX_MEMORY_MB, _MAX_CPUS, _MAX_CONTAINERS), and what a container
     #: whose compose sets no mem_limit / cpus counts (SLIPWAY_DEFAULT_MEMORY_MB, _CPUS)
-    customer_max_services: int = 20
-    customer_max_memory_mb: int = 4096
-    customer_max_cpus: float = 4.0
-    customer_max_containers: int = 50
+    customer_max_services: int = _default("customer_max_services")
+    customer_max_memory_mb: int = _default("customer_max_memory_mb")
+    customer_max_cpus: float = _default("customer_max_cpus")
+    customer_max_containers: int = _default("customer_max_containers")
     #: timeline events each service keeps (SLIPWAY_EVENTS_KEEP); older ones are deleted
-    events_keep: int = 1000
-    default_memory_mb: int = 512
-    default_cpus: float = 1.0
+    events_keep: int = _default("events_keep")
+    default_memory_mb: int = _default("default_memory_mb")
+    default_cpus: float = _default("default_cpus")
     #: panel rate tiers, requests per minute: unauthenticated (per address), authenticated
     #: (per session; a key has its own rateLimitRpm), deploy operations (per key or session)
-    rate_anon_rpm: int = 60
-    rate_auth_rpm: int = 120
-    rate_deploy_rpm: int = 10
+    rate_anon_rpm: int = _default("rate_anon_rpm")
+    rate_auth_rpm: int = _default("rate_auth_rpm")
+    rate_deploy_rpm: int = _default("rate_deploy_rpm")
     #: verified git webhook deliveries per minute per service
-    rate_hook_rpm: int = 60
+    rate_hook_rpm: int = _default("rate_hook_rpm")
     #: SLIPWAY_STRICT_WAITS: an outside call (engine, git, name lookup, socket, process)
     #: inside a database transaction or on a database thread raises instead of being
     #: logged (core.waits; the tests run with it on)
-    strict_waits: bool = False
+    strict_waits: bool = _default("strict_waits")
     #: operations: log format (json or text; from_env: text when stderr is a terminal), the bearer token of /metrics (None: no
     #: /metrics), seconds each /readyz check may take
-    log_format: str = "json"
-    metrics_token: str | None = None
-    ready_timeout: float = 2.0
+    log_format: str = _default("log_format")
+    metrics_token: str | None = _default("metrics_token")
+    ready_timeout: float = _default("ready_timeout")
     #: partner webhooks: seconds before the first retry (doubling after each failed
     #: attempt), private target hosts allowed, seconds per delivery attempt
-    webhook_retry_base: float = 30.0
-    webhook_allow_private: bool = False
-    webhook_timeout: float = 10.0
+    webhook_retry_base: float = _default("webhook_retry_base")
+    webhook_allow_private: bool = _default("webhook_allow_private")
+    webhook_timeout: float = _default("webhook_timeout")
     #: image references whose registry host is not public may be pulled (SLIPWAY_REGISTRY_ALLOW_PRIVATE)
-    registry_allow_private: bool = False
+    registry_allow_private: bool = _default("registry_allow_private")
     #: (low, high), inclusive: the host ports a compose definition may name, whatever its
     #: deploy method (SLIPWAY_HOST_PORTS, default 20000-29999); None: read from ``settings``
     host_ports: tuple | None = None
@@ -383,10 +303,7 @@ class Config:
             if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
                 raise ConfigError(f"{name} must be a number greater than 0, got {value!r}")
         if self.host_ports is None:
-            try:
-                self.host_ports = host_port_range(self.settings)
-            except ValueError as exc:
-                raise ConfigError(str(exc)) from None
+            self.host_ports = read(FIELDS["host_ports"], self.settings)
         _check_event_bus(self)
         _check_login(self)
         if self.log_format not in ("json", "text"):
@@ -394,73 +311,16 @@ class Config:
 
     @classmethod
     def from_env(cls, environ=None, **overrides) -> "Config":
+        """Every setting of :data:`app.config_table.FIELDS` read from ``environ`` (default
+        the process's environment): a bad one is a ``ConfigError`` naming it."""
         env = os.environ if environ is None else environ
         engine = find_engine(env)
-        values = dict(
-            database_url=database_url(env),
-            rate_rps=_positive_number(env, "PC_RATE_RPS", 10.0),
-            rate_burst=_positive_number(env, "PC_RATE_BURST", 30.0),
-            authfail_rps=_positive_number(env, "PC_AUTHFAIL_RPS", 1.0),
-            trusted_proxies=parse_networks(env.get("SLIPWAY_TRUSTED_PROXIES", "")),
-            runtime=engine.runtime,
-            runtime_url=engine.url,
-            runtime_source=engine.source,
-            db_threads=_positive_int(env, "SLIPWAY_DB_THREADS", 4),
-            license_service=env.get("SLIPWAY_LICENSE_SERVICE") or "embedded",
-            billing_interval=_interval(env, "SLIPWAY_BILLING_INTERVAL", 86400.0),
-            deploy_worker=env.get("SLIPWAY_DEPLOY_WORKER", "1") != "0",
-            health_interval=_positive_number(env, "SLIPWAY_HEALTH_INTERVAL", 15.0),
-            deploy_concurrency=_positive_int(env, "SLIPWAY_DEPLOY_CONCURRENCY", 4),
-            deploys_per_customer=_positive_int(env, "SLIPWAY_DEPLOYS_PER_CUSTOMER", 2),
-            deploy_settle=_interval(env, "SLIPWAY_DEPLOY_SETTLE", 3.0),
-            deploy_health_timeout=_positive_number(env, "SLIPWAY_DEPLOY_HEALTH_TIMEOUT", 120.0),
-            deploy_drain=_interval(env, "SLIPWAY_DEPLOY_DRAIN", 2.0),
-            base_domain=env.get("SLIPWAY_BASE_DOMAIN") or None,
-            engine_timeout=_positive_number(env, "SLIPWAY_ENGINE_TIMEOUT", 30.0),
-            engine_threads=_positive_int(env, "SLIPWAY_ENGINE_THREADS", 32),
-            backup_dir=env.get("SLIPWAY_BACKUP_DIR") or "./backups",
-            backup_destinations=_backup_destinations(env),
-            backup_default=(env.get("SLIPWAY_BACKUP_DEFAULT") or "local").strip(),
-            backup_timeout=_positive_number(env, "SLIPWAY_BACKUP_TIMEOUT", 3600.0),
-            backup_max_mb=_positive_number(env, "SLIPWAY_BACKUP_MAX_MB", 102400.0),
-            backup_workers=_positive_int(env, "SLIPWAY_BACKUP_WORKERS", 2),
-            event_bus=(env.get("SLIPWAY_EVENT_BUS") or "memory").strip().lower(),
-            rate_store=(env.get("SLIPWAY_RATE_STORE") or "memory").strip(),
-            ws_queue=_positive_int(env, "SLIPWAY_WS_QUEUE", 1000),
-            ws_per_key=_positive_int(env, "SLIPWAY_WS_PER_KEY", 20),
-            work_dir=env.get("SLIPWAY_WORK_DIR") or "./work",
-            routes_file=env.get("SLIPWAY_ROUTES_FILE") or None,
-            routes_interval=_positive_number(env, "SLIPWAY_ROUTES_INTERVAL", 2.0),
-            routes=(env.get("SLIPWAY_ROUTES") or "file").strip().lower(),
-            caddy_admin=(env.get("SLIPWAY_CADDY_ADMIN") or "http://127.0.0.1:2019").strip(),
-            caddy_tls=(env.get("SLIPWAY_CADDY_TLS") or "").strip().lower(),
-            caddy_listen=(env.get("SLIPWAY_CADDY_LISTEN") or ":443").strip(),
-            oidc_issuer=(env.get("SLIPWAY_OIDC_ISSUER") or "").strip() or None,
-            oidc_client_id=env.get("SLIPWAY_OIDC_CLIENT_ID") or None,
-            oidc_client_secret=env.get("SLIPWAY_OIDC_CLIENT_SECRET") or None,
-            public_url=(env.get("SLIPWAY_PUBLIC_URL") or "").rstrip("/") or None,
-            session_ttl=_positive_int(env, "SLIPWAY_SESSION_TTL", 28800),
-            web_dir=env.get("SLIPWAY_WEB_DIR") or None,
-            customer_max_services=_whole(env, "SLIPWAY_CUSTOMER_MAX_SERVICES", 20, 100_000),
-            customer_max_memory_mb=_whole(env, "SLIPWAY_CUSTOMER_MAX_MEMORY_MB", 4096, 64 * 1024 * 1024),
-            customer_max_cpus=_cpus(env, "SLIPWAY_CUSTOMER_MAX_CPUS", 4.0, 0),
-            customer_max_containers=_whole(env, "SLIPWAY_CUSTOMER_MAX_CONTAINERS", 50, 100_000),
-            events_keep=_positive_int(env, "SLIPWAY_EVENTS_KEEP", 1000),
-            rate_anon_rpm=_positive_int(env, "SLIPWAY_RATE_ANON_RPM", 60),
-            rate_auth_rpm=_positive_int(env, "SLIPWAY_RATE_AUTH_RPM", 120),
-            rate_deploy_rpm=_positive_int(env, "SLIPWAY_RATE_DEPLOY_RPM", 10),
-            rate_hook_rpm=_positive_int(env, "SLIPWAY_RATE_HOOK_RPM", 60),
-            strict_waits=_flag(env, "SLIPWAY_STRICT_WAITS"),
-            log_format=(env.get("SLIPWAY_LOG_FORMAT") or default_log_format()).strip().lower(),
-            metrics_token=env.get("SLIPWAY_METRICS_TOKEN") or None,
-            ready_timeout=_positive_number(env, "SLIPWAY_READY_TIMEOUT", 2.0),
-            webhook_retry_base=_positive_number(env, "SLIPWAY_WEBHOOK_RETRY_BASE", 30.0),
-            webhook_allow_private=_flag(env, "SLIPWAY_WEBHOOK_ALLOW_PRIVATE"),
-            webhook_timeout=_positive_number(env, "SLIPWAY_WEBHOOK_TIMEOUT", 10.0),
-            registry_allow_private=_flag(env, "SLIPWAY_REGISTRY_ALLOW_PRIVATE"),
-            settings=dict(env),
-        )
-        values["default_memory_mb"], values["default_cpus"] = container_defaults(env)
+        values = {attribute: read(setting, env) for attribute, setting in FIELDS.items()
+                  if attribute not in WORKED_OUT}
+        values.update(database_url=database_url(env), runtime=engine.runtime, runtime_url=engine.url,
+                      runtime_source=engine.source, settings=dict(env))
+        if not FIELDS["log_format"].given(env):
+            values["log_format"] = default_log_format()
         values.update(overrides)
         if "secret_key" not in overrides:
             values["secret_key"], values["secret_key_missing"] = secret_key(env, values["work_dir"])
@@ -471,3 +331,30 @@ class Config:
         without one (it would store secret variables it could not read again)."""
         if self.secret_key_missing:
             raise ConfigError(self.secret_key_missing)
+
+
+def main(argv=None) -> int:
+    """``python -m app.config --markdown [--write PAGE]``: print the settings tables of
+    docs/configuration.md generated from the declarations, or write them into ``PAGE``."""
+    import argparse
+
+    from app.config_table import markdown, replace_tables
+    from app.pluginmanager import make_plugin_manager
+
+    parser = argparse.ArgumentParser(prog="python -m app.config", description=main.__doc__)
+    parser.add_argument("--markdown", action="store_true", required=True, help="the settings tables")
+    parser.add_argument("--write", metavar="PAGE", help="replace the generated tables of PAGE")
+    args = parser.parse_args(argv)
+    tables = markdown(make_plugin_manager())
+    if args.write:
+        with open(args.write, encoding="utf-8") as page:
+            text = page.read()
+        with open(args.write, "w", encoding="utf-8") as page:
+            page.write(replace_tables(text, tables))
+    else:
+        print(tables)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -20,6 +20,8 @@ import os
 import stat
 from dataclasses import dataclass
 
+from app.config_table import RUNTIME, RUNTIME_URL
+
 #: what to do when no engine is found (printed by ``slipway serve`` and ``make run``)
 START_HINT = ("deploys need a container engine: start Podman's API socket "
               "(`systemctl --user start podman.socket`, or as root `systemctl start podman.socket`) "
@@ -55,11 +57,11 @@ def _usable_socket(path: str) -> bool:
 
 def find_engine(environ) -> Engine:
     """The engine of ``environ`` (see the module's docstring for the order)."""
-    chosen = (environ.get("SLIPWAY_RUNTIME") or "").strip()
-    if "SLIPWAY_RUNTIME_URL" in environ:
-        url = environ["SLIPWAY_RUNTIME_URL"].strip() or None
+    chosen = RUNTIME.read(environ) if RUNTIME.given(environ) else ""
+    if RUNTIME_URL.given(environ):  # set, even empty: the operator's choice
+        url = RUNTIME_URL.read(environ)
         source = "SLIPWAY_RUNTIME_URL" if url else "SLIPWAY_RUNTIME_URL is empty: no engine"
-        return Engine(chosen or "podman", url, source)
+        return Engine(chosen or RUNTIME.default, url, source)
     for variable, plugin in (("CONTAINER_HOST", "podman"), ("DOCKER_HOST", "docker")):
         url = (environ.get(variable) or "").strip()
         if url:
@@ -74,4 +76,4 @@ def find_engine(environ) -> Engine:
     for path, plugin, source in candidates:
         if _usable_socket(path):
             return Engine(chosen or plugin, f"unix://{path}", source)
-    return Engine(chosen or "podman", None, "no SLIPWAY_RUNTIME_URL, and no engine found")
+    return Engine(chosen or RUNTIME.default, None, "no SLIPWAY_RUNTIME_URL, and no engine found")

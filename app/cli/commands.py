@@ -7,7 +7,8 @@ import os
 
 from app.partner.identity import partner_json, token_json
 from app.composition import Composition
-from app.config import sqlite_file
+from app.config import ConfigError, data_dir, read, sqlite_file
+from app.config_table import DATA_DIR, FIELDS, SECRET_KEY, SETTINGS, DuplicateSetting, plugin_settings
 from app.pluginmanager import (analyzers, backup_destinations, describe_plugins, event_buses, git_providers,
                                license_services, rate_stores, registry, route_providers, templates)
 from app.http.collector import collector_paused
@@ -61,6 +62,45 @@ def plugins(config, args) -> dict:
         "gitProviders": sorted(git_providers(pm)),
         "templates": sorted(templates(pm)),
     }
+
+
+def _shown(setting, value):
+    """A setting's value as ``slipway settings`` prints it: a secret's as ``***`` (when it
+    has one), a URL's without its credentials, addresses and ranges as text."""
+    if setting.secret and value not in (None, "", {}, ()):
+        return "***"
+    if isinstance(value, (tuple, list)):
+        return [_shown(setting, item) for item in value]
+    if isinstance(value, dict):
+        return {key: _shown(setting, item) for key, item in value.items()}
+    if isinstance(value, str):
+        return redact_url(value) if "://" in value else value
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    return str(value)  # an IP network, ...
+
+
+def settings(config, args) -> dict:
+    """Every declared setting (the app's, then the loaded plugins'): its value as the
+    server would use it, and whether it came from the environment or is the default."""
+    environ = config.settings or os.environ
+    attributes = {setting: attribute for attribute, setting in FIELDS.items()}
+    worked_out = {DATA_DIR: lambda: data_dir(environ), SECRET_KEY: lambda: config.secret_key}
+    try:
+        found = plugin_settings(Composition(config).plugins)
+    except DuplicateSetting as exc:
+        raise ConfigError(str(exc)) from None
+    rows = []
+    for setting, readers in [(s, ("slipway",)) for s in SETTINGS] + found:
+        if setting in attributes:
+            value = getattr(config, attributes[setting])
+        elif setting in worked_out:
+            value = worked_out[setting]()
+        else:
+            value = read(setting, environ)
+        rows.append({"name": setting.env, "value": _shown(setting, value),
+                     "source": "environment" if setting.given(environ) else "default", "readBy": list(readers)})
+    return {"settings": rows}
 
 
 def partner_create(config, args) -> dict:

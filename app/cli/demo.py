@@ -23,6 +23,7 @@ from app.config import Config, ConfigError
 from app.partner.billing import contract_json
 from app.partner.identity import token_json
 from app.composition import Composition
+from app.config_table import declared
 from app.storage.store import Store
 from core.errors import NotFound
 from core.panel import access, customers
@@ -32,10 +33,11 @@ STATE = Path(".slipway-demo.json")
 DEMO_TEMPLATE = "static-site"
 #: in the data directory: the image settings the demo chose, read by `make run`'s serve step
 IMAGES_FILE = "engine-images.env"
-#: (setting, what it chooses, its default) of the images the demo deploys and backs up with
+#: (setting, what it chooses) of the images the demo deploys and backs up with; their
+#: defaults are the plugins' declarations (``app.config_table.declared``)
 DEMO_IMAGES = (
-    ("SLIPWAY_IMAGE_STATIC", "the static-site template's IMAGE", "docker.io/library/busybox:stable"),
-    ("SLIPWAY_RUNTIME_HELPER_IMAGE", "the backups' volume helper image", "docker.io/library/busybox:stable"),
+    ("SLIPWAY_IMAGE_STATIC", "the static-site template's IMAGE"),
+    ("SLIPWAY_RUNTIME_HELPER_IMAGE", "the backups' volume helper image"),
 )
 #: images the engine may have instead (both need busybox's sh, httpd, wget and rm)
 PREFERRED_LOCAL = ("localhost/busybox:latest", "localhost/busybox:stable", "docker.io/library/busybox:latest")
@@ -51,8 +53,9 @@ def _local_busybox(names) -> str | None:
     return next((n for n in names if n.rpartition(":")[0].rsplit("/", 1)[-1] == "busybox"), None)
 
 
-def choose_images(runtime, environ) -> tuple[dict, list[str]]:
-    """For each of ``DEMO_IMAGES`` the operator has not set: keep the default when the
+def choose_images(runtime, environ, settings: dict) -> tuple[dict, list[str]]:
+    """For each of ``DEMO_IMAGES`` the operator has not set (``settings``: the declared
+    settings by variable, which hold the defaults): keep the default when the
     engine has it or can pull it, else take a busybox image the engine has. Returns
     (settings chosen, lines saying what was found); a setting the operator set is left
     alone (and said when the engine lacks its image)."""
@@ -62,9 +65,9 @@ def choose_images(runtime, environ) -> tuple[dict, list[str]]:
     except Exception:  # noqa: BLE001 (an engine that cannot list its images: nothing to choose from)
         names = []
     pulled: dict = {}
-    for setting, what, default in DEMO_IMAGES:
+    for setting, what in DEMO_IMAGES:
         given = (environ.get(setting) or "").strip()
-        image = given or default
+        image = given or settings[setting].default
         if image in names or pulled.get(image) is True:
             continue
         if image not in pulled:
@@ -207,7 +210,7 @@ def main(argv=None) -> int:
         runtime = Composition(config).runtime
         answers = runtime.ping()
         if answers:
-            chosen, image_notes = choose_images(runtime, os.environ)
+            chosen, image_notes = choose_images(runtime, os.environ, declared(Composition(config).plugins))
         else:
             image_notes = [f"the container engine at {engine['url']} does not answer its ping: deploys are "
                            "refused until it does (start it, or correct SLIPWAY_RUNTIME_URL)"]

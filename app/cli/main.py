@@ -11,7 +11,8 @@ import json
 import os
 import sys
 
-from app.config import Config, ConfigError, sqlite_file
+from app.config import Config, ConfigError, read, sqlite_file
+from app.config_table import FIELDS
 from app.http.errors import DOMAIN_STATUS, PARTNER_CODES
 from app.storage.database import DatabaseUrlError
 from app.storage.secrets import ensure_key_file
@@ -90,6 +91,12 @@ def build_parser() -> argparse.ArgumentParser:
     _command(commands, "plugins", "list the loaded plugins and what they provide",
              "{plugins: [{name, module, distribution, version, hooks}], deployMethods, billingModels, "
              "licenseServices, runtimes, analyzers}")
+
+    _command(commands, "settings", "list every setting: its value (a secret's as ***) and where it came from",
+             "{settings: [{name, value, source, readBy}]}: source is environment or default; readBy slipway or "
+             "the plugins that declare it",
+             "The settings are read as the server reads them (a bad value is a configuration error naming it); "
+             "docs/configuration.md describes each.")
 
     partner = _group(commands, "partner", "partners of the partner API: create and list them")
     p = _command(partner, "create", "create a partner", "{id, name, type, parentId, createdAt}")
@@ -190,7 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 #: the commands that do not open the database, and the one that may create it
-NO_DATABASE = ("plugins",)
+NO_DATABASE = ("plugins", "settings")
 CREATES_DATABASE = ("init",)
 
 
@@ -211,7 +218,7 @@ def run(argv, environ=None) -> tuple[int, dict | None]:
     args = build_parser().parse_args(argv)
     if args.command == "init":  # the key of the secret variables, when none is set or kept yet
         env = os.environ if environ is None else environ
-        work_dir = os.path.abspath(os.path.expanduser(env.get("SLIPWAY_WORK_DIR") or "./work"))
+        work_dir = os.path.abspath(os.path.expanduser(read(FIELDS["work_dir"], env)))
         try:
             initialised_key = ensure_key_file(env, work_dir)
         except OSError as exc:

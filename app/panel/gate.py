@@ -54,6 +54,7 @@ from urllib.parse import quote, urlsplit
 
 import falcon
 
+from app.config_table import FIELDS
 from app.http.clientaddr import address_bucket, client_address
 from app.http.errors import RATE_LIMIT_MESSAGE, ApiError, unauthorized_message
 from app.partner.gate import bearer
@@ -61,10 +62,6 @@ from core.panel import access, sessions
 from core.errors import Forbidden, Unauthorized
 from ports.ratestore import RateStore
 
-UNAUTHENTICATED_RPM = 60
-AUTHENTICATED_RPM = 120
-DEPLOY_RPM = 10
-HOOK_RPM = 60
 SESSION_COOKIE = "slipway_session"  # over plain http
 HOST_SESSION_COOKIE = "__Host-slipway_session"  # with an https SLIPWAY_PUBLIC_URL
 SESSION_COOKIES = (SESSION_COOKIE, HOST_SESSION_COOKIE)
@@ -126,13 +123,14 @@ class PanelGate:
         self.sessions = bool(getattr(config, "oidc_issuer", None))
         self.origin = origin_of(getattr(config, "public_url", None))
         self.cookie_name = session_cookie_name(getattr(config, "public_url", None))
-        anon = getattr(config, "rate_anon_rpm", UNAUTHENTICATED_RPM)
-        self.auth_rpm = getattr(config, "rate_auth_rpm", AUTHENTICATED_RPM)
-        deploy = getattr(config, "rate_deploy_rpm", DEPLOY_RPM)
+        # a config without the tiers (a test's) has the settings' defaults
+        anon = getattr(config, "rate_anon_rpm", FIELDS["rate_anon_rpm"].default)
+        self.auth_rpm = getattr(config, "rate_auth_rpm", FIELDS["rate_auth_rpm"].default)
+        deploy = getattr(config, "rate_deploy_rpm", FIELDS["rate_deploy_rpm"].default)
         self.by_address = rates.table("panel-address", anon / 60, anon)
         self.by_key = rates.table("panel-key", self.auth_rpm / 60, self.auth_rpm)
         self.deploys = rates.table("panel-deploy", deploy / 60, deploy)
-        hook = getattr(config, "rate_hook_rpm", HOOK_RPM)
+        hook = getattr(config, "rate_hook_rpm", FIELDS["rate_hook_rpm"].default)
         self.hooks = rates.table("panel-hook", hook / 60, hook)
 
     #: ``security: []`` operations come through ``admit`` too (per-address tier)

@@ -19,10 +19,10 @@ import shutil
 import tempfile
 import threading
 
+from app.config_table import FIELDS
 from app.private_dirs import private_dir
 from app.workers.loop import JobWorker
 from core.panel import deploy_job, deploys
-from core.panel.compose import DEFAULT_HOST_PORTS
 from core.panel.customers import DEFAULT_QUOTA
 from ports.resolver import SystemResolver
 
@@ -60,13 +60,18 @@ class DeployWorker(JobWorker):
     name = "deploy"
     CANCEL_POLL_S = 2.0
 
-    def __init__(self, store, clock, runtime, calls, *, base_domain=None, health_interval: float = 15.0,
-                 progress=lambda *a: None, methods: dict | None = None, work_dir: str = "./work", lease=None,
-                 concurrency: int = 4, per_customer: int | None = 2,
-                 settle_seconds: float = deploy_job.SETTLE_SECONDS, health_calls=None,
-                 routes_changed=lambda: None, health_timeout: float = 120.0,
-                 drain_seconds: float = deploy_job.DRAIN_SECONDS, registry_allow_private: bool = False,
-                 quota=None, host_ports: tuple = DEFAULT_HOST_PORTS, resolver=None):
+    def __init__(self, store, clock, runtime, calls, *, base_domain=None,
+                 health_interval: float = FIELDS["health_interval"].default,
+                 progress=lambda *a: None, methods: dict | None = None, work_dir: str = FIELDS["work_dir"].default,
+                 lease=None, concurrency: int = FIELDS["deploy_concurrency"].default,
+                 per_customer: int | None = FIELDS["deploys_per_customer"].default,
+                 settle_seconds: float = FIELDS["deploy_settle"].default, health_calls=None,
+                 routes_changed=lambda: None, health_timeout: float = FIELDS["deploy_health_timeout"].default,
+                 drain_seconds: float = FIELDS["deploy_drain"].default,
+                 registry_allow_private: bool = FIELDS["registry_allow_private"].default,
+                 quota=None, host_ports: tuple = FIELDS["host_ports"].default, resolver=None):
+        """The defaults are the settings' (``app.config_table``): a worker made in code
+        (tests) deploys as a server left at its defaults does."""
         self.registry_allow_private = registry_allow_private  # SLIPWAY_REGISTRY_ALLOW_PRIVATE
         self.quota = quota or DEFAULT_QUOTA  # customer limits, checked when a job's source reveals its compose
         self.store, self.clock, self.runtime, self.calls = store, clock, runtime, calls

@@ -50,9 +50,6 @@ from core.panel.pushes import OLD_COMMIT, known_to, running_release
 from core.panel.releases import keep_images, new_release
 from core.panel.services import NOT_CHECKED, record, stop_together
 
-WAIT_SECONDS = 90  # how long new containers get to run and be healthy (SLIPWAY_DEPLOY_HEALTH_TIMEOUT)
-SETTLE_SECONDS = 3.0  # how long they must then keep running (SLIPWAY_DEPLOY_SETTLE)
-DRAIN_SECONDS = 2.0  # after a health-gated switch, before the old set stops (SLIPWAY_DEPLOY_DRAIN)
 POLL_SECONDS = 0.3  # between two looks at the containers while waiting
 STOP_TIMEOUT = 10  # seconds an old container gets to stop gracefully after the switch
 DELETE_GRACE_SECONDS = 3.0  # how long a job whose containers vanished waits for the row to go
@@ -65,14 +62,17 @@ def _nothing(*_args) -> None:
     return None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DeploySettings:
-    """The operator's rules for every deploy job."""
+    """The operator's rules for every deploy job. The three times are the operator's
+    settings, passed in (their defaults are the app's declarations, not core's): how long
+    new containers get to run and be healthy, how long they must then keep running, and
+    how long after a health-gated switch the old set still serves before it stops."""
 
     base_domain: str | None = None  # SLIPWAY_BASE_DOMAIN: a service's URL is https://<name>.<base_domain>
-    health_timeout: float = WAIT_SECONDS  # SLIPWAY_DEPLOY_HEALTH_TIMEOUT
-    settle_seconds: float = SETTLE_SECONDS  # SLIPWAY_DEPLOY_SETTLE
-    drain_seconds: float = DRAIN_SECONDS  # SLIPWAY_DEPLOY_DRAIN
+    health_timeout: float  # SLIPWAY_DEPLOY_HEALTH_TIMEOUT
+    settle_seconds: float  # SLIPWAY_DEPLOY_SETTLE
+    drain_seconds: float  # SLIPWAY_DEPLOY_DRAIN
     poll_seconds: float = POLL_SECONDS
     registry_allow_private: bool = False  # SLIPWAY_REGISTRY_ALLOW_PRIVATE
     host_ports: tuple = DEFAULT_HOST_PORTS  # SLIPWAY_HOST_PORTS, for every deploy method
@@ -89,11 +89,12 @@ class Deployer:
     ``prepare`` is the ``source`` step); ``progress(job, step, message, percent)``
     announces progress; ``routes_changed()`` returns once the reverse proxy serves the
     route records (after a switch); ``resolver`` looks registry hosts up
-    (:class:`core.addresses.Resolver`; None: a job that must look one up fails saying so)."""
+    (:class:`core.addresses.Resolver`; None: a job that must look one up fails saying so).
+    ``settings``: the operator's, always passed in."""
 
     clock: Any
     runtime: Any
-    settings: DeploySettings = field(default_factory=DeploySettings)
+    settings: DeploySettings
     methods: Mapping = field(default_factory=dict)
     progress: Callable = _nothing
     routes_changed: Callable = _nothing

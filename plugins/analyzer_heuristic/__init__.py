@@ -16,7 +16,7 @@ import re
 
 from core.panel.compose import dump_compose
 from plugins.source_common import repository_compose
-from plugins.source_common.images import DEFAULT_IMAGES, PORT, base_image  # noqa: F401 (DEFAULT_IMAGES: part of this analyzer)
+from plugins.source_common.images import DEFAULT_IMAGES, PORT, SETTINGS, base_image  # noqa: F401 (DEFAULT_IMAGES, SETTINGS: part of this analyzer)
 from plugins.source_common.source import found, inside, read_text
 from ports import hookimpl
 from ports.analyzer import Analysis, AnalysisError, Analyzer

@@ -17,9 +17,10 @@ import re
 
 import httpx
 
+from plugins.source_common import images
 from plugins.source_common.images import DEFAULT_IMAGES, PORT, base_image
 from plugins.source_common.source import read_text
-from ports.settings import seconds
+from ports.settings import Setting, positive_seconds, stripped, text
 from ports import hookimpl
 from ports.analyzer import Analysis, AnalysisError, Analyzer
 
@@ -75,25 +76,35 @@ def compose_from_answer(content) -> str:
     return (fenced.group(1) if fenced else content).strip() + "\n"
 
 
+ENDPOINT = Setting(
+    "SLIPWAY_AI_ENDPOINT", stripped, None,
+    "the `llm` analyzer: an OpenAI-compatible base URL (it calls `POST {endpoint}/chat/completions`; "
+    "required with `llm`)")
+MODEL = Setting("SLIPWAY_AI_MODEL", stripped, None, "the `llm` analyzer's model (required with `llm`)")
+API_KEY = Setting("SLIPWAY_AI_API_KEY", text, None, "the `llm` analyzer's bearer key", secret=True)
+TIMEOUT = Setting("SLIPWAY_AI_TIMEOUT", positive_seconds, 60.0, "seconds the `llm` analyzer waits for an answer")
+SETTINGS = (ENDPOINT, MODEL, API_KEY, TIMEOUT) + images.SETTINGS
+
+
 class LlmAnalyzer(Analyzer):
     name = "llm"
 
     def check_settings(self, settings) -> None:
-        for variable in ("SLIPWAY_AI_ENDPOINT", "SLIPWAY_AI_MODEL"):
-            if not (settings.get(variable) or "").strip():
-                raise ValueError(f"{variable} is required with SLIPWAY_AI_ANALYZER=llm")
-        if not settings["SLIPWAY_AI_ENDPOINT"].strip().startswith(("http://", "https://")):
+        for setting in (ENDPOINT, MODEL):
+            if not setting.read(settings):
+                raise ValueError(f"{setting.env} is required with SLIPWAY_AI_ANALYZER=llm")
+        if not ENDPOINT.read(settings).startswith(("http://", "https://")):
             raise ValueError("SLIPWAY_AI_ENDPOINT must be an http:// or https:// URL")
         _timeout(settings)
 
     def analyze(self, source_dir: str, settings) -> Analysis:
         self.check_settings(settings)
-        endpoint = settings["SLIPWAY_AI_ENDPOINT"].strip().rstrip("/") + "/chat/completions"
-        model = settings["SLIPWAY_AI_MODEL"].strip()
+        endpoint = ENDPOINT.read(settings).rstrip("/") + "/chat/completions"
+        model = MODEL.read(settings)
         system, user = prompt(source_dir, settings)
         headers = {}
-        if settings.get("SLIPWAY_AI_API_KEY"):
-            headers["Authorization"] = f"Bearer {settings['SLIPWAY_AI_API_KEY']}"
+        if API_KEY.read(settings):
+            headers["Authorization"] = f"Bearer {API_KEY.read(settings)}"
         body = {"model": model, "temperature": 0,
                 "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}]}
         try:
@@ -111,7 +122,7 @@ class LlmAnalyzer(Analyzer):
 
 
 def _timeout(settings) -> float:
-    return seconds(settings, "SLIPWAY_AI_TIMEOUT", 60.0)
+    return TIMEOUT.read(settings)
 
 
 @hookimpl

@@ -19,8 +19,13 @@ from ports import hookimpl
 from ports.analyzer import AnalysisError
 from ports.deploy import DeployMethod, DeployPlan, Prepared
 from ports.runtime import Cancelled
+from ports.settings import Setting, stripped
 
-DEFAULT_ANALYZER = "heuristic"
+ANALYZER = Setting("SLIPWAY_AI_ANALYZER", stripped, "heuristic",
+                   "analyzer plugin of the `ai` method: `heuristic` (rules, no network) or `llm`")
+#: what the method reads: its analyzer, and how sources are fetched and built
+SETTINGS = (ANALYZER,) + source.SETTINGS
+DEFAULT_ANALYZER = ANALYZER.default
 
 
 class AiDeploy(DeployMethod):
@@ -49,7 +54,7 @@ class AiDeploy(DeployMethod):
         self.settings = settings
         self.sources = source.source_settings(settings, host_ports=self.host_ports)
         analyzers = plugins.get("analyzers") or {}
-        wanted = (settings.get("SLIPWAY_AI_ANALYZER") or "").strip() or DEFAULT_ANALYZER
+        wanted = ANALYZER.read(settings)
         if wanted not in analyzers:
             raise ValueError(f"SLIPWAY_AI_ANALYZER: no loaded plugin provides {wanted!r} "
                              f"(loaded: {', '.join(sorted(analyzers)) or 'none'})")

@@ -16,8 +16,12 @@ from __future__ import annotations
 from core.errors import Invalid
 from core.panel import containerfiles
 from ports import hookimpl
+from ports.common_settings import REGISTRY_ALLOW_PRIVATE
 from ports.deploy import DeployMethod, DeployPlan
 from ports.resolver import Resolver, SystemResolver
+
+#: what the method reads (declared in ports: the app's deploy jobs read it too)
+SETTINGS = (REGISTRY_ALLOW_PRIVATE,)
 
 
 class ComposeDeploy(DeployMethod):
@@ -38,7 +42,7 @@ class ComposeDeploy(DeployMethod):
         self.resolver = resolver or SystemResolver()  # the registry hosts' lookups
 
     def configure(self, settings, plugins) -> None:
-        self.registry_allow_private = containerfiles.allow_private(settings)
+        self.registry_allow_private = REGISTRY_ALLOW_PRIVATE.read(settings)
 
     def plan(self, request: dict, catalog: dict) -> DeployPlan:
         plan = self.parse(request["compose"], request.get("variables") or {})

@@ -29,6 +29,9 @@ from ports import hookimpl
 from ports.deploy import DeployMethod, DeployPlan, Prepared
 from ports.runtime import Cancelled
 
+#: what the method reads: how sources are fetched and built (plugins.source_common.source)
+SETTINGS = source.SETTINGS
+
 
 class GitDeploy(DeployMethod):
     name = "git"

@@ -21,8 +21,12 @@ from importlib import resources
 import yaml
 
 from core.errors import Invalid
+from plugins.source_common import images
 from ports import hookimpl
 from ports.deploy import DeployMethod
+
+#: the settings a template variable may take its default from (``setting:`` in its YAML)
+SETTINGS = (images.IMAGE_STATIC,)
 
 
 class TemplateDeploy(DeployMethod):
@@ -74,9 +78,9 @@ def generated() -> str:
 
 def load_catalog(environ=None) -> list[dict]:
     """The shipped templates. A variable with ``setting`` takes its default from that
-    operator setting when it is set (the static site's ``IMAGE``: ``SLIPWAY_IMAGE_STATIC``,
-    the image of static-site builds too), so a host whose engine reaches no registry names
-    one image it has, once."""
+    declared setting (:data:`SETTINGS`: the operator's value, else the setting's default;
+    the static site's ``IMAGE``: ``SLIPWAY_IMAGE_STATIC``, the image of static-site builds
+    too), so a host whose engine reaches no registry names one image it has, once."""
     environ = os.environ if environ is None else environ
     folder = resources.files(__package__).joinpath("templates")
     catalog = [yaml.safe_load(entry.read_text("utf-8")) for entry in sorted(folder.iterdir(), key=lambda e: e.name)
@@ -84,8 +88,8 @@ def load_catalog(environ=None) -> list[dict]:
     for template in catalog:
         for variable in template.get("variables", []):
             setting = variable.pop("setting", None)
-            if setting and (environ.get(setting) or "").strip():
-                variable["default"] = environ[setting].strip()
+            if setting:
+                variable["default"] = {s.env: s for s in SETTINGS}[setting].read(environ)
     return catalog
 
 

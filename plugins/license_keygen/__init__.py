@@ -13,11 +13,19 @@ from __future__ import annotations
 
 
 from plugins.license_keygen.service import KeygenLicenseService
-from ports.settings import seconds
 from ports import hookimpl
 from ports.licensing import LicenseServiceFactory
+from ports.settings import Setting, positive_seconds, stripped
 
-DEFAULT_TIMEOUT = 10.0
+URL = Setting("SLIPWAY_KEYGEN_URL", stripped, None,
+              "the `keygen` license service's base URL, e.g. `https://api.keygen.sh` (required with `keygen`)")
+ACCOUNT = Setting("SLIPWAY_KEYGEN_ACCOUNT", stripped, None,
+                  "the `keygen` service's account id or slug (required with `keygen`)")
+TOKEN = Setting("SLIPWAY_KEYGEN_TOKEN", stripped, None,
+                "an admin or product bearer token of the `keygen` service (required with `keygen`)", secret=True)
+TIMEOUT = Setting("SLIPWAY_KEYGEN_TIMEOUT", positive_seconds, 10.0, "seconds per call to the `keygen` service")
+SETTINGS = (URL, ACCOUNT, TOKEN, TIMEOUT)
+DEFAULT_TIMEOUT = TIMEOUT.default
 
 
 class KeygenFactory(LicenseServiceFactory):
@@ -26,22 +34,18 @@ class KeygenFactory(LicenseServiceFactory):
     def create(self, settings) -> KeygenLicenseService:
         """``settings.database`` is unused: the licenses live at the service."""
         return KeygenLicenseService(
-            url=_required(settings, "SLIPWAY_KEYGEN_URL"),
-            account=_required(settings, "SLIPWAY_KEYGEN_ACCOUNT"),
-            token=_required(settings, "SLIPWAY_KEYGEN_TOKEN"),
-            timeout=_timeout(settings),
+            url=_required(settings, URL),
+            account=_required(settings, ACCOUNT),
+            token=_required(settings, TOKEN),
+            timeout=TIMEOUT.read(settings),
         )
 
 
-def _required(settings, variable: str) -> str:
-    value = (settings.get(variable) or "").strip()
+def _required(settings, setting: Setting) -> str:
+    value = setting.read(settings)
     if not value:
-        raise ValueError(f"the keygen license service needs {variable}")
+        raise ValueError(f"the keygen license service needs {setting.env}")
     return value
-
-
-def _timeout(settings) -> float:
-    return seconds(settings, "SLIPWAY_KEYGEN_TIMEOUT", DEFAULT_TIMEOUT)
 
 
 @hookimpl

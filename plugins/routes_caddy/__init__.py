@@ -23,14 +23,17 @@ import httpx
 
 from ports import hookimpl
 from ports.routes import RouteProvider, RouteProviderError, RouteProviderFactory, loopback_upstream, usable
+from ports.common_settings import CADDY_ADMIN as ADMIN, CADDY_LISTEN as LISTEN, CADDY_TLS as TLS
 
 SERVER = "slipway"
 TLS_ID = "slipway-tls"
 TRY_DURATION = "5s"  # how long a request waits for an upstream that refuses connections
 TRY_INTERVAL = "250ms"
-DEFAULT_ADMIN = "http://127.0.0.1:2019"
-DEFAULT_LISTEN = ":443"
 TLS_CHOICES = ("", "internal")
+#: the provider's settings (declared in ports: the app reads them too, as the admin API's
+#: host is never a custom domain)
+SETTINGS = (ADMIN, TLS, LISTEN)
+DEFAULT_ADMIN, DEFAULT_LISTEN = ADMIN.default, LISTEN.default
 
 
 def dial(target: str) -> str:
@@ -174,14 +177,14 @@ class CaddyRoutesFactory(RouteProviderFactory):
     name = "caddy"
 
     def create(self, settings):
-        admin = (settings.get("SLIPWAY_CADDY_ADMIN") or DEFAULT_ADMIN).strip()
+        admin = ADMIN.read(settings)
         parts = urlsplit(admin)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"SLIPWAY_CADDY_ADMIN must be an http:// URL of Caddy's admin API, got {admin!r}")
-        tls = (settings.get("SLIPWAY_CADDY_TLS") or "").strip().lower()
+        tls = TLS.read(settings)
         if tls not in TLS_CHOICES:
             raise ValueError(f"SLIPWAY_CADDY_TLS must be empty (automatic ACME) or internal, got {tls!r}")
-        listen = (settings.get("SLIPWAY_CADDY_LISTEN") or DEFAULT_LISTEN).strip()
+        listen = LISTEN.read(settings)
         if ":" not in listen:
             raise ValueError(f"SLIPWAY_CADDY_LISTEN must be a listen address such as :443, got {listen!r}")
         return CaddyRoutes(admin, listen, tls)

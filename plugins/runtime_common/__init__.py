@@ -17,11 +17,12 @@ Configuration read from the environment by both factories:
 """
 from plugins.runtime_common.base import ClientRuntime
 from plugins.runtime_common.parsing import parse_ulimits
+from plugins.runtime_common.settings import SETTINGS, ULIMITS
 
-ULIMITS_VARIABLE = "SLIPWAY_RUNTIME_ULIMITS"
+ULIMITS_VARIABLE = ULIMITS.env
 URL_VARIABLE = "SLIPWAY_RUNTIME_URL"
 
-__all__ = ["ULIMITS_VARIABLE", "URL_VARIABLE", "ClientRuntime", "parse_ulimits", "runtime_arguments",
+__all__ = ["SETTINGS", "ULIMITS_VARIABLE", "URL_VARIABLE", "ClientRuntime", "parse_ulimits", "runtime_arguments",
            "ulimits_from_environment"]
 
 
@@ -33,7 +34,7 @@ def runtime_arguments(settings) -> dict:
     variable."""
     from plugins.runtime_common.settings import RuntimeSettings
 
-    return {"url": settings.get(URL_VARIABLE) or None, "ulimits": parse_ulimits(settings.get(ULIMITS_VARIABLE) or ""),
+    return {"url": settings.get(URL_VARIABLE) or None, "ulimits": parse_ulimits(ULIMITS.read(settings)),
             "settings": RuntimeSettings.read(settings)}
 
 
@@ -42,7 +43,7 @@ def ulimits_from_environment(ulimits=None) -> tuple:
     import os
 
     if ulimits is None:
-        ulimits = os.environ.get(ULIMITS_VARIABLE, "")
+        ulimits = ULIMITS.read(os.environ)
     if isinstance(ulimits, str):
         return parse_ulimits(ulimits)
     return tuple(ulimits)

@@ -35,7 +35,7 @@ from plugins.runtime_common.parsing import (
     usage_from_stats,
     volume_binds,
 )
-from plugins.runtime_common.settings import RuntimeSettings
+from plugins.runtime_common.settings import HELPER_IMAGE, RuntimeSettings
 from ports.runtime import (
     KEPT_IMAGES,
     SERVICE_LABEL,
@@ -61,8 +61,7 @@ PULL_READ_GRACE_S = 10.0
 REMOVE_PASSES = 3  # of remove_service over what a service holds, while the engine refuses part of it
 # Volume export and import go through a throw-away helper container that mounts the volume
 # (the engines' archive endpoints work on any container; Docker's API has no volume export).
-HELPER_IMAGE_VARIABLE = "SLIPWAY_RUNTIME_HELPER_IMAGE"
-DEFAULT_HELPER_IMAGE = "docker.io/library/busybox:stable"
+HELPER_IMAGE_VARIABLE = HELPER_IMAGE.env
 HELPER_LABEL = "slipway.helper"
 HELPER_MOUNT = "/slipway-volume"
 # empties the volume, hidden entries included (a glob that matches nothing stays literal: rm -f copes)
@@ -96,7 +95,7 @@ class ClientRuntime(ContainerRuntime):
         self._lock = threading.Lock()
         self._drives_healthchecks = None
         self.ulimits = tuple(ulimits)
-        self.helper_image = helper_image or os.environ.get(HELPER_IMAGE_VARIABLE) or DEFAULT_HELPER_IMAGE
+        self.helper_image = helper_image or HELPER_IMAGE.read(os.environ)
         self.settings = settings or RuntimeSettings()
         self.host_ports = HostPorts(self.settings.publish_address, *self.settings.host_ports)
 

@@ -1,16 +1,9 @@
-"""What both runtime plugins enforce on every container, read from the environment
-(``SLIPWAY_*`` variables; a bad value is a ``ValueError`` naming the variable, which stops
-start-up):
-
-- ``SLIPWAY_PUBLISH_ADDRESS`` (``127.0.0.1``): the host address published ports bind to;
-  an address of this host, never the unspecified ``0.0.0.0`` / ``::`` (the reverse
-  proxy serves the public).
-- ``SLIPWAY_HOST_PORTS`` (``20000-29999``, inclusive): where a port without a host port
-  gets one (the runtime picks it, never the engine).
-- ``SLIPWAY_PIDS_LIMIT`` (``1024``): processes per container.
-- ``SLIPWAY_DEFAULT_MEMORY_MB`` (``512``), ``SLIPWAY_DEFAULT_CPUS`` (``1``): the limits of a
-  container whose compose sets no ``mem_limit`` / ``cpus``.
-- ``SLIPWAY_PULL_TIMEOUT`` (``600``): seconds one image pull may take.
+"""What the runtime plugins enforce on every container, read from the environment
+(``SLIPWAY_*`` variables, declared here once each: :data:`SETTINGS`; a bad value is a
+``ValueError`` naming the variable, which stops start-up): the host address published
+ports bind to, the host port range, processes per container, the limits of a container
+whose compose sets none (the app's customer limits count them the same way: it reads
+these declarations), the pull time limit, ulimits and the volume helper's image.
 """
 from __future__ import annotations
 
@@ -19,45 +12,12 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from core.panel.compose import host_port_range
-from ports.settings import number, seconds
-
-PUBLISH_ADDRESS = "SLIPWAY_PUBLISH_ADDRESS"
-PIDS_LIMIT = "SLIPWAY_PIDS_LIMIT"
-DEFAULT_MEMORY_MB = "SLIPWAY_DEFAULT_MEMORY_MB"
-DEFAULT_CPUS = "SLIPWAY_DEFAULT_CPUS"
-PULL_TIMEOUT = "SLIPWAY_PULL_TIMEOUT"
+from ports.common_settings import DEFAULT_CPUS, DEFAULT_MEMORY_MB, HOST_PORTS
+from ports.settings import Setting, positive_seconds, stripped, text, whole
 
 
-
-@dataclass(frozen=True)
-class RuntimeSettings:
-    publish_address: str = "127.0.0.1"
-    host_ports: tuple = (20000, 29999)  # (low, high), both inclusive
-    pids_limit: int = 1024
-    default_memory_mb: int = 512
-    default_cpus: float = 1.0
-    pull_timeout: float = 600.0
-
-    @classmethod
-    def read(cls, settings: Mapping[str, str] | None = None) -> "RuntimeSettings":
-        """From ``settings`` (default: the environment); unset or empty means the default."""
-        env = os.environ if settings is None else settings
-        defaults = cls()
-        return cls(
-            publish_address=_address(env, PUBLISH_ADDRESS, defaults.publish_address),
-            host_ports=host_port_range(env),  # core's one reading of it (app.config: Config.host_ports)
-            pids_limit=_whole(env, PIDS_LIMIT, defaults.pids_limit),
-            default_memory_mb=_whole(env, DEFAULT_MEMORY_MB, defaults.default_memory_mb, minimum=6),
-            default_cpus=_cpus(env, DEFAULT_CPUS, defaults.default_cpus),
-            pull_timeout=seconds(env, PULL_TIMEOUT, defaults.pull_timeout),
-        )
-
-
-def _address(env: Mapping, name: str, default: str) -> str:
-    raw = (env.get(name) or "").strip()
-    if not raw:
-        return default
+def _address(name: str, raw: str) -> str:
+    raw = raw.strip()
     try:
         address = ipaddress.ip_address(raw.strip("[]"))
     except ValueError:
@@ -68,14 +28,49 @@ def _address(env: Mapping, name: str, default: str) -> str:
     return str(address)
 
 
-def _whole(env: Mapping, name: str, default: int, minimum: int = 1) -> int:
-    raw = (env.get(name) or "").strip()
-    if not raw:
-        return default
-    if not raw.isdigit() or int(raw) < minimum:
-        raise ValueError(f"{name} must be a whole number of at least {minimum}, got {raw!r}")
-    return int(raw)
+PUBLISH_ADDRESS = Setting(
+    "SLIPWAY_PUBLISH_ADDRESS", _address, "127.0.0.1",
+    "host address every published port binds to (an address of this host; `0.0.0.0` and `::` are refused: "
+    "the reverse proxy serves the public)")
+PIDS_LIMIT = Setting(
+    "SLIPWAY_PIDS_LIMIT", whole(1, must="a whole number of at least 1"), 1024,
+    "processes per container (whole number, at least 1)")
+PULL_TIMEOUT = Setting(
+    "SLIPWAY_PULL_TIMEOUT", positive_seconds, 600.0,
+    "seconds one image pull may take; past it the pull (and its deploy) fails with \"timed out\"")
+ULIMITS = Setting(
+    "SLIPWAY_RUNTIME_ULIMITS", text, "",
+    "ulimits for every container, e.g. `nofile=20000:20000,nproc=32768:32768`; needed where the OCI runtime "
+    "cannot raise rlimits on exec (then healthchecks fail); `.ci/run` probes the engine's own limits")
+HELPER_IMAGE = Setting(
+    "SLIPWAY_RUNTIME_HELPER_IMAGE", stripped, "docker.io/library/busybox:stable",
+    "image of the throw-away containers that export and import volume content (needs `sh` and `rm`); pulled "
+    "when missing (a failed pull names this setting); offline hosts and tests: `localhost/busybox:latest` "
+    "(`make run`'s demo picks it when the default cannot be pulled)")
+
+#: what the runtime plugins read (each runtime plugin module declares them as its own)
+SETTINGS = (PUBLISH_ADDRESS, HOST_PORTS, PIDS_LIMIT, DEFAULT_MEMORY_MB, DEFAULT_CPUS, PULL_TIMEOUT, ULIMITS,
+            HELPER_IMAGE)
 
 
-def _cpus(env: Mapping, name: str, default: float) -> float:
-    return number(env, name, default, ok=lambda value: value >= 0.01, must="a number of CPUs of at least 0.01")
+@dataclass(frozen=True)
+class RuntimeSettings:
+    publish_address: str = PUBLISH_ADDRESS.default
+    host_ports: tuple = HOST_PORTS.default  # (low, high), both inclusive
+    pids_limit: int = PIDS_LIMIT.default
+    default_memory_mb: int = DEFAULT_MEMORY_MB.default
+    default_cpus: float = DEFAULT_CPUS.default
+    pull_timeout: float = PULL_TIMEOUT.default
+
+    @classmethod
+    def read(cls, settings: Mapping[str, str] | None = None) -> "RuntimeSettings":
+        """From ``settings`` (default: the environment); unset or empty means the default."""
+        env = os.environ if settings is None else settings
+        return cls(
+            publish_address=PUBLISH_ADDRESS.read(env),
+            host_ports=HOST_PORTS.read(env),  # core's one reading of it (app.config: Config.host_ports)
+            pids_limit=PIDS_LIMIT.read(env),
+            default_memory_mb=DEFAULT_MEMORY_MB.read(env),
+            default_cpus=DEFAULT_CPUS.read(env),
+            pull_timeout=PULL_TIMEOUT.read(env),
+        )

@@ -9,9 +9,11 @@ CPU defaults and the pull time limit come from :mod:`plugins.runtime_common.sett
 """
 from __future__ import annotations
 
-from plugins.runtime_common import runtime_arguments
+from plugins.runtime_common import SETTINGS, runtime_arguments
 from plugins.runtime_common.docker_api import DockerRuntime
 from ports import hookimpl
+
+__all__ = ["SETTINGS"]  # the runtime settings (plugins.runtime_common.settings), declared there
 
 
 class DockerFactory:

@@ -8,9 +8,11 @@ time limit come from :mod:`plugins.runtime_common.settings`.
 """
 from __future__ import annotations
 
-from plugins.runtime_common import runtime_arguments
+from plugins.runtime_common import SETTINGS, runtime_arguments
 from plugins.runtime_podman.runtime import PodmanRuntime
 from ports import hookimpl
+
+__all__ = ["SETTINGS"]  # the runtime settings (plugins.runtime_common.settings), declared there
 
 
 class PodmanFactory:

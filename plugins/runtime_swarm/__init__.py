@@ -11,9 +11,11 @@ See :mod:`plugins.runtime_swarm.runtime` for what differs from one engine.
 """
 from __future__ import annotations
 
-from plugins.runtime_common import runtime_arguments
+from plugins.runtime_common import SETTINGS, runtime_arguments
 from plugins.runtime_swarm.runtime import SwarmRuntime
 from ports import hookimpl
+
+__all__ = ["SETTINGS"]  # the runtime settings (plugins.runtime_common.settings), declared there
 
 
 class SwarmFactory:

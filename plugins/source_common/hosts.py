@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 from core.addresses import RESOLVE_TIMEOUT_S, not_public  # noqa: F401 (this module's API)
 from core.addresses import refusal as addresses_refusal
 from ports.resolver import SystemResolver
+from ports.settings import Setting
 
 ALLOW_PRIVATE = "SLIPWAY_GIT_ALLOW_PRIVATE"
 DEFAULT_PORTS = {"https": 443, "http": 80, "ssh": 22, "git": 9418}
@@ -40,13 +41,22 @@ class HostRefused(Exception):
     """The host is not public; the message says why (without the URL)."""
 
 
+def _zero_or_one(name: str, raw: str) -> bool:
+    value = raw.strip()
+    if value not in ("0", "1"):
+        raise ValueError(f"{name}: must be 0 or 1, not {value!r}")
+    return value == "1"
+
+
+ALLOW_PRIVATE_SETTING = Setting(
+    ALLOW_PRIVATE, _zero_or_one, False,
+    "`1`: `git_url` and `ai_url` may name hosts that are or resolve to loopback, private, link-local or "
+    "unspecified addresses, and `file://` URLs (a private git server; tests). `0`: those are 422 on the "
+    "field, and the clone checks again")
+
+
 def allow_private(settings: Mapping[str, str]) -> bool:
-    raw = (settings.get(ALLOW_PRIVATE) or "").strip()
-    if raw in ("", "0"):
-        return False
-    if raw == "1":
-        return True
-    raise ValueError(f"{ALLOW_PRIVATE}: must be 0 or 1, not {raw!r}")
+    return ALLOW_PRIVATE_SETTING.read(settings)
 
 
 def url_host(url: str, scheme: str) -> tuple[str | None, int | None]:

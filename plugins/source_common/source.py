@@ -39,15 +39,12 @@ from core.redaction import redact, redact_url, url_secrets  # used here and by t
 from core.panel.compose import DEFAULT_HOST_PORTS, dump_compose, interpolate, load_compose, parse_compose
 from core.panel.host_keys import changed
 from plugins.source_common import host_keys, hosts
+from ports.common_settings import REGISTRY_ALLOW_PRIVATE
 from ports.runtime import Cancelled, EngineError
-from ports.settings import seconds
+from ports.settings import Setting, positive_seconds
 
-DEFAULT_SCHEMES = ("https", "ssh")
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"  # where git is looked for when PATH is unset
 KNOWN_SCHEMES = ("https", "ssh", "http", "git", "file")
-DEFAULT_TIMEOUT = 300.0
-DEFAULT_BUILD_TIMEOUT = 900.0
-DEFAULT_MAX_MB = 500
 MB = 1024 * 1024
 WATCH_S = 0.5
 OUTPUT_BYTES = 1024 * 1024
@@ -72,30 +69,53 @@ class SourceError(Exception):
 # --- settings ---------------------------------------------------------------------------
 
 
-def allowed_schemes(settings: Mapping[str, str]) -> tuple:
-    """``SLIPWAY_GIT_ALLOWED_SCHEMES``, checked (a ``ValueError`` names the variable)."""
-    raw = settings.get("SLIPWAY_GIT_ALLOWED_SCHEMES")
-    if raw is None or not raw.strip():
-        return DEFAULT_SCHEMES
+def _schemes(name: str, raw: str) -> tuple:
     schemes = tuple(dict.fromkeys(p.strip().lower() for p in raw.split(",") if p.strip()))
     unknown = [s for s in schemes if s not in KNOWN_SCHEMES]
     if unknown:
-        raise ValueError(f"SLIPWAY_GIT_ALLOWED_SCHEMES: unknown scheme {unknown[0]!r} "
-                         f"(known: {', '.join(KNOWN_SCHEMES)})")
+        raise ValueError(f"{name}: unknown scheme {unknown[0]!r} (known: {', '.join(KNOWN_SCHEMES)})")
     return schemes
 
 
+def _megabytes(name: str, raw: str) -> int:
+    value = raw.strip()
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"{name} must be a whole number of megabytes (at least 1), got {raw!r}")
+    return int(value)
+
+
+ALLOWED_SCHEMES = Setting(
+    "SLIPWAY_GIT_ALLOWED_SCHEMES", _schemes, ("https", "ssh"),
+    "repository URL schemes `git_url` and `ai_url` accept (of `https`, `ssh`, `http`, `git`, `file`); "
+    "`user@host:path` counts as `ssh`; another scheme, a bare path or a `transport::` URL is 422 on the field",
+    shown="`https,ssh`")
+GIT_TIMEOUT = Setting("SLIPWAY_GIT_TIMEOUT", positive_seconds, 300.0, "seconds one clone may take")
+SOURCE_MAX_MB = Setting(
+    "SLIPWAY_SOURCE_MAX_MB", _megabytes, 500,
+    "megabytes (MiB) a clone may take on disk (checkout and `.git`); past it git is stopped and the job fails")
+BUILD_TIMEOUT = Setting(
+    "SLIPWAY_BUILD_TIMEOUT", positive_seconds, 900.0,
+    "seconds one image build of a git or ai deploy may take; past it the job fails with \"timed out\"")
+#: what the ``git`` and ``ai`` methods read to fetch and build sources (each declares them)
+SETTINGS = (ALLOWED_SCHEMES, GIT_TIMEOUT, hosts.ALLOW_PRIVATE_SETTING, SOURCE_MAX_MB, BUILD_TIMEOUT,
+            REGISTRY_ALLOW_PRIVATE)
+DEFAULT_SCHEMES = ALLOWED_SCHEMES.default
+DEFAULT_TIMEOUT = GIT_TIMEOUT.default
+DEFAULT_BUILD_TIMEOUT = BUILD_TIMEOUT.default
+DEFAULT_MAX_MB = SOURCE_MAX_MB.default
+
+
+def allowed_schemes(settings: Mapping[str, str]) -> tuple:
+    """``SLIPWAY_GIT_ALLOWED_SCHEMES``, checked (a ``ValueError`` names the variable)."""
+    return ALLOWED_SCHEMES.read(settings)
+
+
 def git_timeout(settings: Mapping[str, str]) -> float:
-    return seconds(settings, "SLIPWAY_GIT_TIMEOUT", DEFAULT_TIMEOUT)
+    return GIT_TIMEOUT.read(settings)
 
 
 def max_mb(settings: Mapping[str, str]) -> int:
-    raw = (settings.get("SLIPWAY_SOURCE_MAX_MB") or "").strip()
-    if not raw:
-        return DEFAULT_MAX_MB
-    if not raw.isdigit() or int(raw) < 1:
-        raise ValueError(f"SLIPWAY_SOURCE_MAX_MB must be a whole number of megabytes (at least 1), got {raw!r}")
-    return int(raw)
+    return SOURCE_MAX_MB.read(settings)
 
 
 @dataclass(frozen=True)
@@ -125,9 +145,9 @@ def source_settings(settings: Mapping[str, str], *, host_ports: tuple = DEFAULT_
     require_git()
     return Settings(allowed=allowed_schemes(settings), timeout=git_timeout(settings),
                     allow_private=hosts.allow_private(settings), max_bytes=max_mb(settings) * MB,
-                    build_timeout=seconds(settings, "SLIPWAY_BUILD_TIMEOUT", DEFAULT_BUILD_TIMEOUT),
+                    build_timeout=BUILD_TIMEOUT.read(settings),
                     host_ports=tuple(host_ports),
-                    registry_allow_private=containerfiles.allow_private(settings))
+                    registry_allow_private=REGISTRY_ALLOW_PRIVATE.read(settings))
 
 
 # --- URLs -------------------------------------------------------------------------------

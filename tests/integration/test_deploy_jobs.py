@@ -28,7 +28,8 @@ def test_a_service_deleted_during_its_deploy_leaves_nothing(store, clock):
         services.delete_service(store.uow(), engine, principal, service.id)
 
     engine.on_run = delete_after_the_first
-    run_job(store.uow(), Deployer(clock, engine, DeploySettings(health_timeout=5)), job)
+    run_job(store.uow(), Deployer(clock, engine, DeploySettings(settle_seconds=3.0, drain_seconds=2.0,
+                                                                health_timeout=5)), job)
     assert engine.containers(service.id) == []  # the second container, made after the delete, is gone too
     assert engine.removed_services == [service.id] * 3  # the delete, its sweep once the rows went, the job's
     with store.uow() as uow:

@@ -17,6 +17,9 @@ from ports.events import EventBus
 from ports.runtime import ContainerState
 from tests.support.scripted_engine import ScriptedEngine
 
+#: the deploy times core used to default to (it takes them from the caller now)
+DEPLOY_TIMES = DeploySettings(health_timeout=90, settle_seconds=3.0, drain_seconds=2.0)
+
 ONE = "services:\n  a:\n    image: localhost/busybox:latest\n"
 
 
@@ -113,7 +116,8 @@ def test_the_final_progress_comes_before_the_status_it_leads_to(store, clock):
     engine = ScriptedEngine()
 
     ok, _ = _create(store, clock, principal, customer, "fine")
-    deployer = Deployer(clock, engine, DeploySettings(settle_seconds=0), progress=progress)
+    deployer = Deployer(clock, engine, DeploySettings(health_timeout=90, drain_seconds=2.0, settle_seconds=0),
+                        progress=progress)
     run_job(store.uow(), deployer, deploys.claim_next(store.uow(), clock))
     assert bus.of(ok.id)[-2:] == [("deploy.progress", "done"), ("service.status", "running")], bus.of(ok.id)
     [done] = [e for e in bus.events if e.type == "deploy.progress" and e.data["step"] == "done"]
@@ -145,7 +149,7 @@ def test_a_cancelled_job_removes_what_it_made_and_ends_service_deleted(store, cl
     engine = ScriptedEngine()
     cancel = threading.Event()
     engine.on_run = lambda spec: (services.delete_service(store.uow(), engine, principal, service.id), cancel.set())
-    run_job(store.uow(), Deployer(clock, engine), job, cancel=cancel)
+    run_job(store.uow(), Deployer(clock, engine, DEPLOY_TIMES), job, cancel=cancel)
     assert engine.containers(service.id) == [] and engine.removed_services == [service.id] * 3
     with store.uow() as uow:
         assert uow.deploy_jobs.get(job.id).error == "service deleted"

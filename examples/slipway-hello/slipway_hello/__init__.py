@@ -13,13 +13,21 @@ from pathlib import Path
 
 from ports import hookimpl
 from ports.extensions import (AuthSource, Identity, Job, Route, RouteError, RouteReply, Subscriber)
+from ports.settings import Setting, positive, stripped, text
 
 PLUGIN = "hello"
+#: its settings, declared once each: `slipway settings` lists them (the token as ***)
+DIR = Setting("SLIPWAY_HELLO_DIR", stripped, None, "where slipway-hello keeps its files (required)")
+INTERVAL = Setting("SLIPWAY_HELLO_INTERVAL", positive, 60.0, "seconds between two hello-tick runs")
+TOKEN = Setting("SLIPWAY_HELLO_TOKEN", text, None, "the X-Hello-Token the hello auth source accepts", secret=True)
+CRASH_ON = Setting("SLIPWAY_HELLO_CRASH_ON", stripped, None,
+                   "a topic whose first event stops the process after it is recorded (the tests')")
+SETTINGS = (DIR, INTERVAL, TOKEN, CRASH_ON)
 _lock = threading.Lock()
 
 
 def _folder(settings) -> Path:
-    folder = (settings.get("SLIPWAY_HELLO_DIR") or "").strip()
+    folder = DIR.read(settings)
     if not folder:
         raise RouteError(409, "slipway-hello is not configured: set SLIPWAY_HELLO_DIR")
     path = Path(folder)
@@ -91,7 +99,7 @@ def tick(context) -> None:
 
 @hookimpl
 def register_jobs():
-    interval = float(os.environ.get("SLIPWAY_HELLO_INTERVAL") or 60)
+    interval = INTERVAL.read(os.environ)
     return [Job(name="hello-tick", interval=interval, run=tick)]
 
 
@@ -103,7 +111,7 @@ def audit(event, context) -> None:
     _append(settings, "events.jsonl", json.dumps({
         "id": event.id, "topic": event.topic, "service_id": event.service_id, "customer_id": event.customer_id,
         "data": event.data, "thread": threading.current_thread().name}))
-    crash_on = settings.get("SLIPWAY_HELLO_CRASH_ON")
+    crash_on = CRASH_ON.read(settings)
     marker = _folder(settings) / "crashed"
     if crash_on and event.topic == crash_on and not marker.exists():
         marker.write_text(str(event.id))
@@ -124,7 +132,7 @@ def authenticate(request, context):
         return None  # not a hello request: the next source, or 401
     if token == "explode":
         raise RuntimeError("the hello directory is unreachable")
-    expected = context.settings.get("SLIPWAY_HELLO_TOKEN") or ""
+    expected = TOKEN.read(context.settings) or ""
     if not expected or not hmac.compare_digest(token.encode(), expected.encode()):
         return None
     customer = request.headers.get("x-hello-customer") or ""

@@ -11,9 +11,12 @@ import pytest
 
 from core.errors import NotFound
 from core.panel import access, backup_policies, customers, deploys
-from core.panel.deploy_job import Deployer, run_job
+from core.panel.deploy_job import Deployer, DeploySettings, run_job
 from tests.support.fakes import FakeResolver
 from tests.api.panel.test_backups import WITH_VOLUME, dead_engine  # noqa: F401 (a fixture)
+
+#: the deploy times core used to default to (it takes them from the caller now)
+DEPLOY_TIMES = DeploySettings(health_timeout=90, settle_seconds=3.0, drain_seconds=2.0)
 
 POLICY = {"schedule": "30 3 * * *", "destination": "local", "keep_last": 7, "verify": True}
 
@@ -34,8 +37,8 @@ class Setup:
             "name": name, "customer_id": (customer or self.acme).id, "deploy_method": "compose",
             "compose": WITH_VOLUME}).json
         job = deploys.claim_next(self.store.uow(), self.clock)
-        run_job(self.store.uow(), Deployer(self.clock, self.dead,
-                                           resolver=FakeResolver()), job)  # fails (no engine): not deploying
+        # fails (no engine): not deploying
+        run_job(self.store.uow(), Deployer(self.clock, self.dead, DEPLOY_TIMES, resolver=FakeResolver()), job)
         return created["id"]
 
     def put(self, service_id, body, expect=200, token=None):

@@ -19,8 +19,11 @@ from app.pluginmanager import make_plugin_manager, runtimes
 from core.panel import backups, deploys, access, customers
 from core.errors import NotFound
 from core.panel.compose import parse_compose
-from core.panel.deploy_job import Deployer, run_job
+from core.panel.deploy_job import Deployer, DeploySettings, run_job
 from tests.support.fakes import FakeResolver
+
+#: the deploy times core used to default to (it takes them from the caller now)
+DEPLOY_TIMES = DeploySettings(health_timeout=90, settle_seconds=3.0, drain_seconds=2.0)
 
 WITH_VOLUME = "services:\n  app:\n    image: localhost/busybox:latest\n    volumes: ['data:/data']\nvolumes:\n  data: {}\n"
 WITHOUT_VOLUME = "services:\n  app: {image: localhost/busybox:latest}\n"
@@ -56,7 +59,7 @@ class Setup:
         self.customer_of[created["id"]] = (customer or self.acme).id
         if settle:
             job = deploys.claim_next(self.store.uow(), self.clock)
-            run_job(self.store.uow(), Deployer(self.clock, self.dead, resolver=FakeResolver()), job)
+            run_job(self.store.uow(), Deployer(self.clock, self.dead, DEPLOY_TIMES, resolver=FakeResolver()), job)
         return created["id"]
 
     def backups(self, service_id):
@@ -453,7 +456,7 @@ def test_a_restore_into_a_new_service_creates_it_with_the_restore_queued(setup, 
     assert any(e["type"] == "restore" and done in e["message"] for e in events)
 
     job = deploys.claim_next(store.uow(), s.clock)  # the new service's deploy fails: no engine
-    run_job(store.uow(), Deployer(s.clock, s.dead, resolver=FakeResolver()), job)
+    run_job(store.uow(), Deployer(s.clock, s.dead, DEPLOY_TIMES, resolver=FakeResolver()), job)
     s.run_next()
     ended = s.client.get(f"{base}/{done}", token=s.admin, expect=200).json
     assert ended["restore"]["status"] == "failed" and "failed to deploy" in ended["restore"]["error"]

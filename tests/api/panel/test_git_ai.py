@@ -9,8 +9,11 @@ import pytest
 from app.config import ConfigError
 from core.panel import deploys, customers
 from tests.support.api import create_service
-from core.panel.deploy_job import Deployer, run_job
+from core.panel.deploy_job import Deployer, DeploySettings, run_job
 from tests.support.fakes import FakeResolver
+
+#: the deploy times core used to default to (it takes them from the caller now)
+DEPLOY_TIMES = DeploySettings(health_timeout=90, settle_seconds=3.0, drain_seconds=2.0)
 
 SECRET = "s3cr3t-t0ken-value"
 
@@ -221,8 +224,7 @@ def test_a_failed_clone_ends_the_job_failed_with_gits_words_and_no_credentials(p
         job = deploys.claim_next(store.uow(), clock)
         work = tmp_path / job.id
         work.mkdir()
-        run_job(store.uow(), Deployer(clock, None, methods=deployer.methods,
-                                      resolver=FakeResolver()), job, workdir=str(work))
+        run_job(store.uow(), Deployer(clock, None, DEPLOY_TIMES, methods=deployer.methods, resolver=FakeResolver()), job, workdir=str(work))
     for service, words in ((created, f"127.0.0.1 port {port}"), (missing, "does not appear to be a git repository")):
         detail = client.get(f"/api/services/{service['id']}", token=admin, expect=200)
         assert detail.json["status"] == "failed" and SECRET not in detail.text

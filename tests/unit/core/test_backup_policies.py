@@ -29,7 +29,7 @@ def _service(uow, clock, admin, customer, methods, runtime, name="db", volumes=(
     service, job = services.create_service(
         uow, clock, admin, {"name": name, "deploy_method": "compose", "customer_id": customer.id,
                             "components": [("db", 64, volumes)]}, methods, {}, QUOTA)
-    run_job(uow, Deployer(clock, runtime, DeploySettings(settle_seconds=0), resolver=FakeResolver()), job)
+    run_job(uow, Deployer(clock, runtime, DeploySettings(health_timeout=90, drain_seconds=2.0, settle_seconds=0), resolver=FakeResolver()), job)
     return services.get_service(uow, admin, service.id)
 
 

@@ -75,8 +75,8 @@ def test_a_deploy_attaches_its_containers_and_the_last_one_out_removes_the_netwo
     specs, run = [], runtime.run
     runtime.run = lambda spec: specs.append(spec) or run(spec)
     runtime.remove_network = lambda name: runtime.calls.append(("remove_network", name))
-    run_job(uow, Deployer(clock, runtime, DeploySettings(registry_allow_private=True, quota=quota),
-                          resolver=FakeResolver()), job)
+    run_job(uow, Deployer(clock, runtime, DeploySettings(health_timeout=90, settle_seconds=3.0, drain_seconds=2.0,
+                                                         registry_allow_private=True, quota=quota), resolver=FakeResolver()), job)
     net = f"slw-net-{customer.id}"
     assert ("create_network", net) in runtime.calls
     assert [s.networks for s in specs] == [((net, ("web", "web-web")),)]

@@ -10,8 +10,11 @@ import pytest
 
 from core.errors import Conflict, Invalid
 from core.panel import customers, deploy_keys, services
-from core.panel.deploy_job import Deployer, run_job
-from tests.support.fakes import FakeMethod, FakeResolver
+from core.panel.deploy_job import Deployer, DeploySettings, run_job
+from tests.support.fakes import FakeResolver, FakeMethod
+
+#: the deploy times core used to default to (it takes them from the caller now)
+DEPLOY_TIMES = DeploySettings(health_timeout=90, settle_seconds=3.0, drain_seconds=2.0)
 
 
 class KeyedMethod(FakeMethod):
@@ -50,7 +53,7 @@ def test_the_job_hands_the_key_to_its_own_services_source_step_only(uow, clock, 
                                                                     tmp_path):
     key = deploy_keys.create_key(uow, clock, admin, {"name": "k", "customer_id": customer.id})
     _, job = _service(uow, clock, admin, customer, keyed, deploy_key_id=key.id)
-    deployer = Deployer(clock, runtime, methods={"compose": keyed}, resolver=FakeResolver())
+    deployer = Deployer(clock, runtime, DEPLOY_TIMES, methods={"compose": keyed}, resolver=FakeResolver())
     run_job(uow, deployer, job, workdir=str(tmp_path))
     _, plain = _service(uow, clock, admin, customer, keyed, name="plain")
     run_job(uow, deployer, plain, workdir=str(tmp_path))

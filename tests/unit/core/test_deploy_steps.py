@@ -21,7 +21,8 @@ from tests.support.fakes import FakeResolver, parse
 QUOTA = Quota(services=20, memory_mb=4096, cpus=4, read_compose=parse)
 DOMAIN = "apps.example.test"
 #: the operator's defaults but no registry lookup (there is no network in a unit test)
-SETTINGS = DeploySettings(base_domain=DOMAIN, registry_allow_private=True, quota=QUOTA)
+SETTINGS = DeploySettings(health_timeout=90, settle_seconds=3.0, drain_seconds=2.0, base_domain=DOMAIN,
+                          registry_allow_private=True, quota=QUOTA)
 
 
 class Moments:

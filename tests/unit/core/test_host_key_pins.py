@@ -40,9 +40,9 @@ class SshMethod:
 
 
 def _run(uow, clock, runtime, job, method):
-    settings = DeploySettings(settle_seconds=0, drain_seconds=0, quota=QUOTA, registry_allow_private=True)
-    run_job(uow, Deployer(clock, runtime, settings, methods={"git": method},
-                          resolver=FakeResolver()), job, workdir="/nonexistent-work")
+    settings = DeploySettings(health_timeout=90, settle_seconds=0, drain_seconds=0, quota=QUOTA,
+                              registry_allow_private=True)
+    run_job(uow, Deployer(clock, runtime, settings, methods={"git": method}, resolver=FakeResolver()), job, workdir="/nonexistent-work")
     with uow:
         return uow.services.get(job.service_id), uow.deploy_jobs.get(job.id)
 

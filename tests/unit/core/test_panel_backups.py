@@ -26,7 +26,7 @@ def running(uow, clock, admin, customer, methods, runtime):
     service, job = services.create_service(
         uow, clock, admin, {"name": "db", "deploy_method": "compose", "customer_id": customer.id,
                             "components": [("db", 64, ("data",)), ("side", 16, ())]}, methods, {}, QUOTA)
-    run_job(uow, Deployer(clock, runtime, DeploySettings(settle_seconds=0), resolver=FakeResolver()), job)
+    run_job(uow, Deployer(clock, runtime, DeploySettings(health_timeout=90, drain_seconds=2.0, settle_seconds=0), resolver=FakeResolver()), job)
     return services.get_service(uow, admin, service.id)
 
 

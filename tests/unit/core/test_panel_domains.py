@@ -98,8 +98,8 @@ def test_the_list_rules():
 def _running(uow, clock, admin, customer, methods, runtime, name="web"):
     request = {"name": name, "deploy_method": "compose", "customer_id": customer.id}
     service, job = services.create_service(uow, clock, admin, request, methods, {})
-    run_job(uow, Deployer(clock, runtime, DeploySettings(base_domain=DOMAIN, settle_seconds=0),
-                          resolver=FakeResolver()), job)
+    run_job(uow, Deployer(clock, runtime, DeploySettings(health_timeout=90, drain_seconds=2.0, base_domain=DOMAIN,
+                                                         settle_seconds=0), resolver=FakeResolver()), job)
     return service
 
 
@@ -136,8 +136,8 @@ def test_domains_get_route_records_at_once_and_lose_them_when_dropped(uow, clock
 def test_without_a_base_domain_domains_still_get_records(uow, clock, admin, customer, methods, runtime):
     request = {"name": "web", "deploy_method": "compose", "customer_id": customer.id}
     service, job = services.create_service(uow, clock, admin, request, methods, {})
-    run_job(uow, Deployer(clock, runtime, DeploySettings(base_domain=None, settle_seconds=0),
-                          resolver=FakeResolver()), job)
+    run_job(uow, Deployer(clock, runtime, DeploySettings(health_timeout=90, drain_seconds=2.0, base_domain=None,
+                                                         settle_seconds=0), resolver=FakeResolver()), job)
     assert routes.list_routes(uow) == []
     url = services.get_service(uow, admin, service.id).url
     assert url.startswith("http://127.0.0.1:")

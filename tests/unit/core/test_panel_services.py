@@ -22,8 +22,8 @@ def _create(uow, clock, principal, customer, methods, name="web", components=Non
 
 
 def _deploy(uow, clock, runtime, job):
-    run_job(uow, Deployer(clock, runtime, DeploySettings(base_domain=DOMAIN, settle_seconds=0),
-                          resolver=FakeResolver()), job)
+    run_job(uow, Deployer(clock, runtime, DeploySettings(health_timeout=90, drain_seconds=2.0, base_domain=DOMAIN,
+                                                         settle_seconds=0), resolver=FakeResolver()), job)
     with uow:
         return uow.services.get(job.service_id)
 

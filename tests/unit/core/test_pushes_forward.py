@@ -73,7 +73,7 @@ def git():
 
 
 def _run(uow, clock, runtime, git, job, tmp_path):
-    settings = DeploySettings(settle_seconds=0, drain_seconds=0)
+    settings = DeploySettings(health_timeout=90, settle_seconds=0, drain_seconds=0)
     work = tmp_path / job.id
     work.mkdir()
     run_job(uow, Deployer(clock, runtime, settings, methods={"git": git},

@@ -24,9 +24,9 @@ def _create(uow, clock, principal, customer, methods, name="web"):
 
 
 def _run(uow, clock, runtime, job, cancel=None, routes_changed=lambda: None, **settings):
-    settings = DeploySettings(**{"base_domain": DOMAIN, "settle_seconds": 0, "drain_seconds": 0, **settings})
-    run_job(uow, Deployer(clock, runtime, settings, routes_changed=routes_changed,
-                          resolver=FakeResolver()), job, cancel=cancel)
+    settings = DeploySettings(**{"base_domain": DOMAIN, "health_timeout": 90, "settle_seconds": 0, "drain_seconds": 0,
+                                 **settings})
+    run_job(uow, Deployer(clock, runtime, settings, routes_changed=routes_changed, resolver=FakeResolver()), job, cancel=cancel)
     with uow:
         return uow.services.get(job.service_id), uow.deploy_jobs.get(job.id)
 

@@ -50,7 +50,7 @@ def _create_git(uow, clock, admin, customer, method, name="repo"):
 
 def _run(uow, clock, runtime, job, method):
     # registry_allow_private: the fake plans' registry host (docker.io) is not looked up, there is no network here
-    settings = DeploySettings(base_domain=DOMAIN, settle_seconds=0, drain_seconds=0, quota=QUOTA,
+    settings = DeploySettings(health_timeout=90, base_domain=DOMAIN, settle_seconds=0, drain_seconds=0, quota=QUOTA,
                               registry_allow_private=True)
     run_job(uow, Deployer(clock, runtime, settings, methods={"git": method},
                           resolver=FakeResolver()), job, workdir="/nonexistent-work")
