@@ -13,7 +13,7 @@ from app.config_table import DATA_DIR, DATABASE_URL, FIELDS
 from app.engine_discovery import find_engine
 from ports.clock import Clock, SystemClock
 from ports.resolver import Resolver, SystemResolver
-from ports.settings import Setting, number
+from ports.settings import Setting
 
 
 class ConfigError(ValueError):
