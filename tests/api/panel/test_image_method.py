@@ -123,8 +123,8 @@ def test_a_create_deploys_one_container_that_answers_on_its_url(panel, store, cl
 
     make, acme, admin = panel
     client, app = make(runtime_url=runtime_url, settings={"SLIPWAY_RUNTIME_ULIMITS": engine_ulimits})
-    command = ["sh", "-c", 'mkdir -p /www && echo "$GREETING from image" > /www/index.html && '
-                           "exec httpd -f -p 8080 -h /www"]
+    command = ["sh", "-c", ('mkdir -p /www && echo "$GREETING from image" > /www/index.html && '
+                            "exec httpd -f -p 8080 -h /www")]
     created = create_service(client, admin, acme, deploy_method="image", image=BUSYBOX, port=8080, command=command,
                              variables={"GREETING": "hello"})
     assert created.status_code == 201, created.text
