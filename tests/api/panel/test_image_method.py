@@ -1,7 +1,8 @@
 """The deploy method ``image`` of the example package (examples/slipway-deploy-image),
 loaded as a plugin of the app in process: the served contract lists it with its schema;
-a create with a bad field is a 422 naming it and stores nothing; with the engine, a
-create deploys one container of the image, which answers on the service's url."""
+a create with a bad field is a 422 naming it and stores nothing; a deploy runs one
+container of the image and a redeploy pulls the image again (a scripted engine); with the
+real engine, a create deploys a container that answers on the service's url."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -9,9 +10,12 @@ from dataclasses import replace
 import pytest
 import yaml
 
+from core.panel import deploys
+from core.panel.deploy_job import run_job
 from ports import hookimpl
 from tests.support.api import create_service
 from tests.support.image_plugin import image_plugin
+from tests.support.scripted_engine import ScriptedEngine
 
 BUSYBOX = "localhost/busybox:latest"
 
@@ -113,11 +117,47 @@ def test_a_create_keeps_the_fields_in_the_compose_it_plans(panel):
     assert detail["variables"] == {"GREETING": "hi"}
 
 
+class PullingEngine(ScriptedEngine):
+    """A scripted engine that has only the images it pulled, and keeps what it ran."""
+
+    def __init__(self):
+        super().__init__()
+        self.pulls, self.specs = [], []
+        self.on_run = self.specs.append
+
+    def has_image(self, image):
+        return image in self.pulls
+
+    def pull_image(self, image, cancel=None):
+        self.pulls.append(image)
+
+
+def test_a_deploy_runs_one_container_of_the_image_and_a_redeploy_pulls_it_again(panel, store, clock):
+    make, acme, admin = panel
+    client, app = make()
+    created = create_service(client, admin, acme, deploy_method="image", image="example/app:1", port=8080,
+                             command=["serve", "--port", "8080"])
+    assert created.status_code == 201, created.text
+    service_id = created.json["id"]
+    engine = PullingEngine()
+    deployer = replace(app.parts.deployer.deployer, clock=clock, runtime=engine)
+    run_job(store.uow(), deployer, deploys.claim_next(store.uow(), clock))
+    assert client.get(f"/api/services/{service_id}", token=admin, expect=200).json["status"] == "running"
+    [spec] = engine.specs
+    assert (spec.image, tuple(spec.command)) == ("example/app:1", ("serve", "--port", "8080"))
+    assert [port.container_port for port in spec.ports] == [8080]
+    assert engine.pulls == ["example/app:1"]  # the engine lacked it
+
+    client.post(f"/api/services/{service_id}/redeploy", token=admin, expect=200)
+    run_job(store.uow(), deployer, deploys.claim_next(store.uow(), clock))
+    assert client.get(f"/api/services/{service_id}", token=admin, expect=200).json["status"] == "running"
+    assert engine.pulls == ["example/app:1", "example/app:1"]  # pulled again, though the engine had it
+    assert len(engine.specs) == 2 and engine.specs[-1].image == "example/app:1"
+
+
 @pytest.mark.runtime
 def test_a_create_deploys_one_container_that_answers_on_its_url(panel, store, clock, runtime_url, engine_ulimits,
                                                                  tmp_path):
-    from core.panel import deploys
-    from core.panel.deploy_job import run_job
     from ports.clock import SystemClock
     from tests.support.http import wait_answering
 
