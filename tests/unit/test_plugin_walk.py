@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "plugins.md"
 PACKAGE = "examples/slipway-deploy-image"
 MODULE = f"{PACKAGE}/slipway_deploy_image/__init__.py"
-WALKED = re.compile(r"^<!-- walk: (\S+) -->\n```[a-z]*\n(.*?)\n```$", re.S | re.M)
+WALKED = re.compile(r"^<!-- walk: (\S+) -->\n```[a-z]*\n(.*?)\n```$", re.DOTALL | re.MULTILINE)
 
 
 def _walk() -> dict:
