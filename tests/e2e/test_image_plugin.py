@@ -29,11 +29,10 @@ BUSYBOX = "localhost/busybox:latest"
 JSON_RPC = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 
 
-def command(greeting: str) -> list:
-    """busybox httpd serving a page that says ``$GREETING from image`` (the service's
-    variable, the container's environment: the ``$`` reaches the container's shell)."""
-    return ["sh", "-c", ('mkdir -p /www && echo "$GREETING from image" > /www/index.html && '
-                         "exec httpd -f -p 8080 -h /www")]
+#: busybox httpd serving a page that says ``$GREETING from image``: the service's variable,
+#: which is the container's environment (the ``$`` reaches the container's shell as it was sent)
+COMMAND = ["sh", "-c", ('mkdir -p /www && echo "$GREETING from image" > /www/index.html && '
+                        "exec httpd -f -p 8080 -h /www")]
 
 
 @pytest.fixture(scope="module")
@@ -127,7 +126,7 @@ def test_installed_with_pip_the_method_deploys_through_the_api_and_mcp(image_pyt
             # through the REST API
             created = http.post("/api/services", json={
                 "name": f"image-rest-{os.getpid()}", "customer_id": customer_id, "deploy_method": "image",
-                "image": BUSYBOX, "port": 8080, "command": command("rest"), "variables": {"GREETING": "rest"}})
+                "image": BUSYBOX, "port": 8080, "command": COMMAND, "variables": {"GREETING": "rest"}})
             assert created.status_code == 201, created.text
             rest_id = created.json()["id"]
             made.append(rest_id)
@@ -148,7 +147,7 @@ def test_installed_with_pip_the_method_deploys_through_the_api_and_mcp(image_pyt
             assert {"image", "port", "command"} <= set(properties), properties
             through_mcp = _tool(http, "create_service", {
                 "name": f"image-mcp-{os.getpid()}", "customer_id": customer_id, "deploy_method": "image",
-                "image": BUSYBOX, "port": 8080, "command": command("mcp"), "variables": {"GREETING": "mcp"}})
+                "image": BUSYBOX, "port": 8080, "command": COMMAND, "variables": {"GREETING": "mcp"}})
             mcp_id = through_mcp["id"]
             made.append(mcp_id)
             detail = _until_running(lambda: _tool(http, "get_service", {"id": mcp_id}), "the MCP service")
