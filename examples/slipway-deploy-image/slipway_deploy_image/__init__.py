@@ -19,7 +19,7 @@ from dataclasses import replace
 
 from core.errors import Invalid
 from core.panel import containerfiles
-from core.panel.compose import dump_compose
+from core.panel.compose import dump_compose, load_compose
 from ports import hookimpl
 from ports.deploy import DeployMethod, DeployPlan
 
@@ -43,6 +43,7 @@ class ImageDeploy(DeployMethod):
                         "items": {"type": "string", "maxLength": 1000},
                         "description": "image services: the container's command (its argv), instead of "
                                        "the image's"},
+            "variables": {"type": "object", "additionalProperties": {"type": "string"}},
         },
     }
     #: what a service of this method keeps of its create request (core keeps it per service)
@@ -77,7 +78,11 @@ class ImageDeploy(DeployMethod):
 
 def kept_fields(request: dict) -> dict:
     """The method's fields ``request`` gives, checked as the request schema checks them
-    (for a caller that plans without the contract's check): a 422 naming the field."""
+    (for a caller that plans without the contract's check): a 422 naming the field. A
+    request without ``image`` that carries the service's compose (planned again, where
+    the service kept only the compose this method wrote) takes them from that compose."""
+    if "image" not in request and isinstance(request.get("compose"), str):
+        request = {**fields_of(request["compose"]), **request}
     image, port, command = request.get("image"), request.get("port"), request.get("command")
     problems = {}
     if not isinstance(image, str) or not image:
@@ -107,6 +112,21 @@ def compose_of(fields: dict) -> str:
 
 def literal(text: str) -> str:
     return text.replace("$", "$$")
+
+
+def fields_of(compose: str) -> dict:
+    """The fields :func:`compose_of` wrote into ``compose`` ({} for another text)."""
+    try:
+        service = load_compose(compose, {})["services"][COMPONENT]
+        fields = {"image": service["image"]}
+        if "command" in service:
+            fields["command"] = service["command"]
+        if service.get("ports"):
+            [port] = service["ports"]
+            fields["port"] = int(port)
+        return fields
+    except (Invalid, TypeError, KeyError, ValueError):
+        return {}
 
 
 @hookimpl

@@ -182,3 +182,32 @@ def test_a_create_deploys_one_container_that_answers_on_its_url(panel, store, cl
         assert len(app.parts.runtime.containers(service_id)) == 1  # one container of the image
     finally:
         app.parts.runtime.remove_service(service_id)
+
+
+def test_a_patch_of_the_variables_keeps_the_image_and_they_are_the_containers_environment(panel, store, clock):
+    """The variables change; image, port and command stay as created (the compose the
+    method planned), and the next deploy's container has the variables in its environment.
+    The service's compose is the method's own: a PATCH of it is a 422."""
+    make, acme, admin = panel
+    client, app = make()
+    created = create_service(client, admin, acme, deploy_method="image", image="example/app:1", port=8080,
+                             command=["serve", "$PORT"], variables={"MODE": "one"})
+    service_id = created.json["id"]
+    engine = PullingEngine()
+    deployer = replace(app.parts.deployer.deployer, clock=clock, runtime=engine)
+    run_job(store.uow(), deployer, deploys.claim_next(store.uow(), clock))
+    assert engine.specs[-1].environment == {"MODE": "one"}
+    before = client.get(f"/api/services/{service_id}", token=admin, expect=200).json["compose"]
+
+    changed = client.patch(f"/api/services/{service_id}", token=admin, json_body={"variables": {"MODE": "two"}})
+    assert changed.status_code == 200, changed.text
+    detail = client.get(f"/api/services/{service_id}", token=admin, expect=200).json
+    assert detail["compose"] == before and detail["variables"] == {"MODE": "two"}
+    client.post(f"/api/services/{service_id}/redeploy", token=admin, expect=200)
+    run_job(store.uow(), deployer, deploys.claim_next(store.uow(), clock))
+    spec = engine.specs[-1]
+    assert (spec.image, tuple(spec.command), spec.environment) == ("example/app:1", ("serve", "$PORT"), {"MODE": "two"})
+
+    refused = client.patch(f"/api/services/{service_id}", token=admin,
+                           json_body={"compose": "services:\n  x:\n    image: busybox\n"})
+    assert refused.status_code == 422 and set(refused.json["error"]["fields"]) == {"compose"}, refused.text

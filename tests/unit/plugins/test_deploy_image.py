@@ -39,6 +39,17 @@ def test_without_port_and_command_the_image_runs_as_it_is_reached_on_no_port(met
     assert plan.source == {"image": "nginx:1.27"}
 
 
+def test_planned_again_from_its_own_compose_the_fields_are_read_back(method):
+    """A PATCH of the variables plans again from what the service kept: its compose."""
+    first = method.plan({"image": BUSYBOX, "port": 80, "command": ["echo", "$A", "yes"]}, {})
+    again = method.plan({"compose": first.compose, "variables": {"A": "b"}}, {})
+    assert (again.compose, again.components, again.source) == (first.compose, first.components, first.source)
+    assert again.variables == {"A": "b"}
+    with pytest.raises(Invalid) as refused:  # a compose this method did not write gives it nothing
+        method.plan({"compose": "services:\n  web:\n    image: busybox\n"}, {})
+    assert set(refused.value.fields) == {"image"}
+
+
 def test_the_variables_are_the_containers_environment(method):
     assert method.variables_as_environment is True
 
