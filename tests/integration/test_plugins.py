@@ -1,4 +1,5 @@
-"""Plugins: built-ins through the entry points, a third-party package installed by pip."""
+"""Plugins: built-ins through the entry points, a third-party package installed by pip (the
+example deploy method ``image``, examples/slipway-deploy-image)."""
 import json
 import os
 import subprocess
@@ -10,8 +11,8 @@ import pytest
 from app.pluginmanager import PluginError, deploy_methods, make_plugin_manager
 from ports import hookimpl
 
-FIXTURE = Path(__file__).parent.parent / "fixtures" / "thirdparty_plugin"
 ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "slipway-deploy-image"
 
 
 def test_builtins_come_through_the_entry_point_group():
@@ -47,15 +48,15 @@ def test_two_plugins_claiming_one_name_is_an_error():
 def test_a_pip_installed_third_party_plugin_is_loaded(tmp_path):
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-                    "--target", str(target), str(FIXTURE)], check=True, capture_output=True, text=True)
+                    "--target", str(target), str(EXAMPLE)], check=True, capture_output=True, text=True)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(target), str(ROOT)]))
     out = subprocess.run([sys.executable, "-m", "app.cli.main", "plugins"], env=env, capture_output=True, text=True,
                          check=True).stdout
     document = json.loads(out)
-    hello = next(p for p in document["plugins"] if p["name"] == "acme")
-    assert hello["distribution"] == "acme-deploy" and hello["version"] == "0.3.0"
-    assert hello["hooks"] == ["register_deploy_methods"]
-    assert "hello" in document["deployMethods"]
+    image = next(p for p in document["plugins"] if p["name"] == "deploy_image")
+    assert image["distribution"] == "slipway-deploy-image" and image["version"] == "1.0.0"
+    assert image["hooks"] == ["register_deploy_methods"]
+    assert "image" in document["deployMethods"]
     assert document["runtimes"] == ["docker", "podman", "swarm"] and document["analyzers"] == ["heuristic", "llm"]
     assert (document["routeProviders"], document["eventBuses"], document["backupDestinations"]) == (
         ["caddy", "file"], ["memory", "postgres"], ["local", "s3"])

@@ -19,9 +19,11 @@ _UNSET = ("SLIPWAY_TRUSTED_PROXIES", "SLIPWAY_OIDC_ISSUER", "SLIPWAY_OIDC_CLIENT
 
 
 class Server:
-    def __init__(self, database_url: str, port: int | None = None, serve_args=(), asgi: bool = False, **env):
+    def __init__(self, database_url: str, port: int | None = None, serve_args=(), asgi: bool = False,
+                 python: str | None = None, **env):
         """``asgi``: ``uvicorn app.asgi:app`` (docs/operator/proxies.md: the other way to serve) instead of
-        ``slipway serve``; a variable of ``env`` given as None is unset."""
+        ``slipway serve``; a variable of ``env`` given as None is unset; ``python``: the interpreter
+        (another environment's), default this one."""
         self.port = port or free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.ws_base = f"ws://127.0.0.1:{self.port}"
@@ -31,7 +33,7 @@ class Server:
         full = {k: v for k, v in full.items() if v is not None}  # None: the variable is unset
         self.output = tempfile.TemporaryFile(mode="w+")
         command = (["uvicorn", "app.asgi:app"] if asgi else ["app.cli.main", "serve"]) + ["--port", str(self.port)]
-        self.proc = subprocess.Popen([sys.executable, "-m", *command, *serve_args], env=full,
+        self.proc = subprocess.Popen([python or sys.executable, "-m", *command, *serve_args], env=full,
                                      stdout=self.output, stderr=subprocess.STDOUT, text=True)
         wait_answering(self.base + "/api/openapi.yaml", alive=lambda: self.proc.poll() is None,
                        said=lambda: "server did not start: " + self.log())
