@@ -100,6 +100,8 @@ class ApiContract:
                     {"if": {"properties": {"deploy_method": {"const": name}}, "required": ["deploy_method"]},
                      "then": copy.deepcopy(method.request_schema)}
                     for name, method in sorted(methods.items())]
+            if methods:
+                schemas["DeployMethod"]["x-slipway-capabilities"] = capabilities(methods)
         if amend is not None:  # what it adds gets the Idempotency-Key additions the parse gave the rest
             before = set(document.get("paths", {}))
             amend(document)
@@ -224,6 +226,19 @@ class ApiContract:
 
     def error_schema(self) -> dict:
         return {"$ref": "#/components/schemas/Error"}
+
+
+def capabilities(methods: dict) -> dict:
+    """What each deploy method says it is, as the served contract gives it on
+    ``DeployMethod`` (``x-slipway-capabilities``), for clients that build on it (the web
+    page's settings and Git tab): the fields it keeps per service and whether it fetches
+    its source, deploys on push and has previews. Read with defaults, so a method that
+    declares none of them keeps nothing and does none of it."""
+    return {name: {"source_fields": list(getattr(method, "source_fields", ()) or ()),
+                   "fetches_source": bool(getattr(method, "fetches_source", False)),
+                   "deploys_on_push": bool(getattr(method, "deploys_on_push", False)),
+                   "previews": bool(getattr(method, "previews", False))}
+            for name, method in sorted(methods.items())}
 
 
 @functools.cache

@@ -26,9 +26,13 @@ DEFAULT_ANALYZER = "heuristic"
 class AiDeploy(DeployMethod):
     name = "ai"
     request_schema = {
+        "title": "AI",
+        "description": "Let the analyzer write the build",
         "required": ["ai_url"],
-        "properties": {"ai_url": {"type": "string", "minLength": 1},
-                       "git_branch": {"type": "string", "minLength": 1,
+        "properties": {"ai_url": {"type": "string", "minLength": 1, "title": "Repository URL",
+                                  "description": "the repository the analyzer reads and builds (the schemes "
+                                                 "of a git URL)"},
+                       "git_branch": {"type": "string", "minLength": 1, "title": "Branch",
                                       "description": "the branch of ai_url analysed and deployed (default: the "
                                                      "remote's default branch); a preview's head branch"},
                        "deploy_key_id": DEPLOY_KEY_ID, "variables": VARIABLES},
@@ -36,6 +40,9 @@ class AiDeploy(DeployMethod):
 
     #: ``variables`` are the environment of every container it runs
     variables_as_environment = True
+    #: what it keeps per service (the service's ``source``), and what it is
+    source_fields = ("ai_url", "git_branch")
+    fetches_source = deploys_on_push = previews = True
 
     def __init__(self):
         self.settings = {}

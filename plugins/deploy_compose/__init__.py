@@ -22,9 +22,15 @@ from ports.deploy import DeployMethod, DeployPlan
 class ComposeDeploy(DeployMethod):
     name = "compose"
     request_schema = {
+        "title": "Compose",
+        "description": "Paste a compose file",
         "required": ["compose"],
-        "properties": {"compose": {"type": "string", "minLength": 1},
-                       "variables": {"type": "object", "additionalProperties": {"type": "string"}}},
+        "properties": {"compose": {"type": "string", "minLength": 1, "title": "Compose",
+                                   "contentMediaType": "application/yaml",
+                                   "description": "a compose definition (services, ports, volumes; "
+                                                  "${NAME}s filled from the variables)"},
+                       "variables": {"type": "object", "additionalProperties": {"type": "string"},
+                                     "title": "Variables", "description": "the values of the compose's ${NAME}s"}},
     }
 
     def __init__(self):
