@@ -1,14 +1,14 @@
-// Create a service: one form per loaded deploy method, its fields generated from the
-// method's request schema in the served contract; the template gallery for template_id,
-// a compose editor for compose; the 422's error.fields shown beside their fields.
+// Create a service: one form per loaded deploy method, its title, description and fields
+// generated from the method's request schema in the served contract (a method installed
+// with pip gets its form with no change here); the template gallery for template_id, the
+// customer's deploy keys for deploy_key_id; the 422's error.fields shown beside their fields.
 import { useEffect, useState } from "../vendor/hooks.mjs";
 import { api, contract } from "../api.js";
 import { navigate } from "../router.js";
 import { Field, Loading, can, clearError, html, showError } from "../ui.js";
 import { SchemaField, bodyValue, deployMethods, emptyValue } from "../schemaform.js";
-import { useCustomers } from "../pickers.js";
+import { useCustomers, useDeployKeys } from "../pickers.js";
 import { TemplateCard, categoryLabel, groupByCategory } from "./templates.js";
-import { useDeployKeys } from "../pickers.js";
 import { DeployKeySelect } from "./git.js";
 
 /** The first method (by name) whose fields include ``field``, or undefined. */

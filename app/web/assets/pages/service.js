@@ -2,8 +2,9 @@
 // failure at the top, then tabs kept in the address (?tab=...): Overview (health,
 // resources, details, live deploy progress, live logs, the event timeline), Releases
 // (roll back), Deploys (history, cancel), Settings (variables, the deploy method's
-// fields, custom domains) and Backups. Live data comes from /api/ws, narrowed to this service; the page
-// fetches again only when the status changes or a deploy ends.
+// fields, custom domains) and Backups. Live data comes from /api/ws, narrowed to this
+// service; the page fetches again only when the status changes or a deploy ends. What the
+// tabs draw of the deploy method (its fields, the Git tab) comes from the served contract.
 import { useEffect, useRef, useState } from "../vendor/hooks.mjs";
 import { api, contract, on, selectServices } from "../api.js";
 import { navigate, useRoute } from "../router.js";
