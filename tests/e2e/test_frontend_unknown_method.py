@@ -10,8 +10,9 @@ the server through its entry point, with no change to the frontend.
   the schema's types say (the method's refusal repeats the fields it was given).
 - A postcard service's Settings tab shows its kept fields (``source_fields``): ``message``
   (required at create: shown, not changed) and ``size`` (changed and saved with a PATCH,
-  the detail then says so, applied at the next redeploy); its Overview lists them; it gets
-  no Git tab (it neither deploys on push nor has previews).
+  the detail then says so, applied at the next redeploy), and no variables (its request
+  takes none); its Overview lists them; it gets no Git tab (it neither deploys on push nor
+  has previews).
 
 The service of the settings is a row written to the server's database (no containers).
 """
@@ -178,6 +179,7 @@ def test_the_settings_tab_shows_and_saves_the_kept_fields_of_a_method_it_never_h
     expect(size).to_have_value("a6")
     expect(_label(page, "size")).to_contain_text("Size")
     expect(page.get_by_test_id("field-copies")).to_have_count(0)  # not kept
+    expect(page.get_by_test_id("variables")).to_have_count(0)  # its request takes none
     size.select_option("a5")
     page.get_by_test_id("save-settings").click()
     expect(page.get_by_test_id("settings-saved")).to_contain_text("Saved")

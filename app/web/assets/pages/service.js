@@ -491,8 +491,8 @@ export function Deploys({ service, session, version, onChange }) {
 // --- settings ------------------------------------------------------------------------------
 
 // A service's settings, saved with one PATCH /api/services/{id} carrying only what changed:
-// variables (key and value rows; the whole map, every deploy method: a git or ai service's
-// are its containers' environment) with which are secret (secret_variables, sent with
+// variables (key and value rows; the whole map, of a method whose request takes them, as
+// every built-in one does: a git or ai service's are its containers' environment) with which are secret (secret_variables, sent with
 // them), its deploy method's fields (settingsFields: what it keeps per service, such as a
 // repository's branch, and what else of its request a PATCH takes, such as a compose file;
 // each drawn from its schema in the served contract) and custom domains (one per line).
@@ -552,7 +552,8 @@ export function Settings({ service, method, onSaved, onRedeploy }) {
   const [saving, setSaving] = useState(false);
   const [pending, setPending] = useState(null); // what waits for a redeploy, after a save
   const [saved, setSaved] = useState("");
-  const hasVariables = true; // every deploy method takes variables
+  // its variables, when its method takes them (the four built in do)
+  const hasVariables = !method || method.fields.some((f) => f.name === "variables");
   const kept = JSON.stringify(valuesOf(fields, s));
 
   // another save or a rollback changed the service (or the contract came): start again from what it has
