@@ -141,8 +141,8 @@ export function SchemaField({ field, value, onChange, errors, suffix, readOnly }
       ${readOnly ? null : html`<button type="button" class="ghost small" aria-label=${`Remove ${title.toLowerCase()} ${i + 1}`}
         onClick=${() => onChange(items.filter((_, j) => j !== i))}>✕</button>`}</div>`)}
     ${readOnly ? null : html`<button type="button" class="ghost small" onClick=${() => onChange([...items, blank])}>+ Add</button>`}
-    ${Object.keys(errors).filter((k) => k.startsWith(name + ".") || k.startsWith(name + "[")).map((k) => html`
-      <small class="field-error" data-testid=${"field-error-" + k}>${k.slice(name.length)}: ${errors[k]}</small>`)}`;
+    ${Object.keys(errors).filter((k) => k.startsWith(name + ".")).map((k) => html`
+      <small class="field-error" data-testid=${"field-error-" + k}>${k.slice(name.length + 1)}: ${errors[k]}</small>`)}`;
 
   if (type === "object") {
     const set = (i, part, v) => onChange(value.map((r, j) => (j === i ? { ...r, [part]: v } : r)));
