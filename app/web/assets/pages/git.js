@@ -3,7 +3,8 @@
 // deploy_key_id), the ssh host key its clones pinned (PATCH ssh_host_key null forgets it), deploy on push (the webhook URL to give the git provider, a new webhook
 // secret shown once, the auto_deploy switch) and, when its method has previews, preview environments
 // (the previews and previews_from_forks switches and the list of previews, one per pull
-// request). Deploy on push is drawn only when the service's detail has `webhook_url`.
+// request). Deploy on push is drawn when its method deploys on push and the service's
+// detail has `webhook_url`.
 import { useEffect, useState } from "../vendor/hooks.mjs";
 import { api } from "../api.js";
 import { CopyField, Empty, Field, Loading, can, clearError, html, showError } from "../ui.js";
@@ -30,10 +31,10 @@ async function patch(service, body, setErrors) {
   }
 }
 
-export function Git({ service, session, version, previews, onSaved }) {
+export function Git({ service, session, version, pushes, previews, onSaved }) {
   const s = service;
   const deploy = can(session, "services:deploy");
-  const push = Object.prototype.hasOwnProperty.call(s, "webhook_url") && s.webhook_url !== null;
+  const push = pushes && Object.prototype.hasOwnProperty.call(s, "webhook_url") && s.webhook_url !== null;
   return html`<div class="git-tab">
     ${deploy ? html`<${DeployKey} service=${s} session=${session} onSaved=${onSaved} />` : null}
     ${Object.prototype.hasOwnProperty.call(s, "ssh_host_key") ? html`<${HostKey} service=${s} deploy=${deploy} onSaved=${onSaved} />` : null}

@@ -264,8 +264,8 @@ export function ServicePage({ id, session }) {
       : tab === "deploys" ? html`<${Deploys} service=${s} session=${session} version=${version} onChange=${bump} />`
       : tab === "settings" ? html`<${Settings} service=${s} method=${method} onSaved=${(next) => setService(next)}
           onRedeploy=${allowed.redeploy ? () => act("redeploy") : null} />`
-      : tab === "git" ? html`<${Git} service=${s} session=${session} version=${version} previews=${method.previews}
-          onSaved=${(next) => setService(next)} />`
+      : tab === "git" ? html`<${Git} service=${s} session=${session} version=${version} pushes=${method.deploysOnPush}
+          previews=${method.previews} onSaved=${(next) => setService(next)} />`
       : html`<${Backups} id=${id} session=${session} status=${s.status} volumes=${s.volumes || []} />`}
   </section>`;
 }
