@@ -1,24 +1,9 @@
 // What a form picks from, for the pages that offer the pick (kept out of the pages
-// themselves, so a page that only picks does not load another page's code): the customers
-// a session may choose and a customer's deploy keys.
+// themselves, so a page that only picks does not load another page's code): a customer's
+// deploy keys (the create form and a service's Git tab).
 import { useEffect, useState } from "./vendor/hooks.mjs";
 import { api } from "./api.js";
 import { can, showError } from "./ui.js";
-
-/** Customers for the filter and the rows' names (first 100 by name), when the key may read them. */
-export function useCustomers(session) {
-  const [customers, setCustomers] = useState([]);
-  const allowed = can(session, "customers:read") && !session.customer_id;
-  useEffect(() => {
-    if (!allowed) return;
-    let live = true;
-    api("/api/customers", { query: { per_page: 100, sort: "name" } })
-      .then((r) => { if (live) setCustomers(r.data); })
-      .catch(showError);
-    return () => { live = false; };
-  }, [allowed]);
-  return customers;
-}
 
 /** The deploy keys of ``customerId`` (null while loading; [] without the permission). */
 export function useDeployKeys(session, customerId, version = 0) {

@@ -7,8 +7,9 @@ import { api, contract } from "../api.js";
 import { navigate } from "../router.js";
 import { Field, Loading, can, clearError, html, showError } from "../ui.js";
 import { SchemaField, bodyValue, deployMethods, emptyValue } from "../schemaform.js";
-import { useCustomers, useDeployKeys } from "../pickers.js";
+import { useCustomers } from "./services.js";
 import { TemplateCard, categoryLabel, groupByCategory } from "./templates.js";
+import { useDeployKeys } from "../pickers.js";
 import { DeployKeySelect } from "./git.js";
 
 /** The first method (by name) whose fields include ``field``, or undefined. */

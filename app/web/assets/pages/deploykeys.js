@@ -6,7 +6,7 @@
 import { useEffect, useState } from "../vendor/hooks.mjs";
 import { api } from "../api.js";
 import { CopyField, Empty, Field, Loading, Pager, can, clearError, fmtDate, html, showError } from "../ui.js";
-import { useCustomers } from "../pickers.js";
+import { useCustomers } from "./services.js";
 
 const PER_PAGE = 20;
 

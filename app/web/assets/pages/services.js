@@ -4,7 +4,6 @@ import { useEffect, useRef, useState } from "../vendor/hooks.mjs";
 import { api, on, selectServices } from "../api.js";
 import { navigate } from "../router.js";
 import { Empty, Loading, Pager, StatusBadge, can, fmtDate, fmtResources, html, safeUrl, showError, useDebounced } from "../ui.js";
-import { useCustomers } from "../pickers.js";
 
 const PER_PAGE = 20;
 const STATUSES = ["running", "deploying", "stopped", "failed"];
@@ -37,6 +36,21 @@ function writeFilters(f) {
   if (f.page > 1) q.set("page", String(f.page));
   const s = q.toString();
   navigate("/services" + (s ? "?" + s : ""), { replace: true });
+}
+
+/** Customers for the filter and the rows' names (first 100 by name), when the key may read them. */
+export function useCustomers(session) {
+  const [customers, setCustomers] = useState([]);
+  const allowed = can(session, "customers:read") && !session.customer_id;
+  useEffect(() => {
+    if (!allowed) return;
+    let live = true;
+    api("/api/customers", { query: { per_page: 100, sort: "name" } })
+      .then((r) => { if (live) setCustomers(r.data); })
+      .catch(showError);
+    return () => { live = false; };
+  }, [allowed]);
+  return customers;
 }
 
 export function ServicesPage({ session, query }) {
