@@ -31,9 +31,13 @@ DEFAULT_ANALYZER = ANALYZER.default
 class AiDeploy(DeployMethod):
     name = "ai"
     request_schema = {
+        "title": "AI",
+        "description": "Let the analyzer write the build",
         "required": ["ai_url"],
-        "properties": {"ai_url": {"type": "string", "minLength": 1},
-                       "git_branch": {"type": "string", "minLength": 1,
+        "properties": {"ai_url": {"type": "string", "minLength": 1, "title": "Repository URL",
+                                  "description": "the repository the analyzer reads and builds (the schemes "
+                                                 "of a git URL)"},
+                       "git_branch": {"type": "string", "minLength": 1, "title": "Branch",
                                       "description": "the branch of ai_url analysed and deployed (default: the "
                                                      "remote's default branch); a preview's head branch"},
                        "deploy_key_id": DEPLOY_KEY_ID, "variables": VARIABLES},

@@ -27,9 +27,15 @@ SETTINGS = (REGISTRY_ALLOW_PRIVATE,)
 class ComposeDeploy(DeployMethod):
     name = "compose"
     request_schema = {
+        "title": "Compose",
+        "description": "Paste a compose file",
         "required": ["compose"],
-        "properties": {"compose": {"type": "string", "minLength": 1},
-                       "variables": {"type": "object", "additionalProperties": {"type": "string"}}},
+        "properties": {"compose": {"type": "string", "minLength": 1, "title": "Compose",
+                                   "contentMediaType": "application/yaml",
+                                   "description": "a compose definition (services, ports, volumes; "
+                                                  "${NAME}s filled from the variables)"},
+                       "variables": {"type": "object", "additionalProperties": {"type": "string"},
+                                     "title": "Variables", "description": "the values of the compose's ${NAME}s"}},
     }
 
     #: it keeps nothing of its own per service (``compose`` and ``variables`` are core's own columns); it runs what it is

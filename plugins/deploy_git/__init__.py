@@ -36,10 +36,15 @@ SETTINGS = source.SETTINGS
 class GitDeploy(DeployMethod):
     name = "git"
     request_schema = {
+        "title": "Git",
+        "description": "Build a Git repository",
         "required": ["git_url"],
         "properties": {
-            "git_url": {"type": "string", "minLength": 1},
-            "git_branch": {"type": "string", "minLength": 1},
+            "git_url": {"type": "string", "minLength": 1, "title": "Git URL",
+                        "description": "the repository to clone: https://host/path or, with a deploy key, "
+                                       "git@host:path"},
+            "git_branch": {"type": "string", "minLength": 1, "title": "Branch",
+                           "description": "the branch to deploy (default: the remote's default branch)"},
             "deploy_key_id": DEPLOY_KEY_ID, "variables": VARIABLES,
         },
     }

@@ -32,10 +32,14 @@ SETTINGS = (images.IMAGE_STATIC,)
 class TemplateDeploy(DeployMethod):
     name = "template"
     request_schema = {
+        "title": "Template",
+        "description": "From the catalog, with its variables",
         "required": ["template_id"],
         "properties": {
-            "template_id": {"type": "string", "minLength": 1},
-            "variables": {"type": "object", "additionalProperties": {"type": "string"}},
+            "template_id": {"type": "string", "minLength": 1, "title": "Template",
+                            "description": "a template of the catalog (GET /api/templates)"},
+            "variables": {"type": "object", "additionalProperties": {"type": "string"}, "title": "Variables",
+                          "description": "the template's variables (the others take their defaults)"},
         },
     }
 

@@ -31,7 +31,7 @@ def run_source(text: str, root: str, runtime, *, service, revision: str, progres
 
 #: the ``variables`` field of the git and ai methods' create requests (and PATCH): the
 #: containers' environment (``DeployMethod.variables_as_environment``)
-VARIABLES = {"type": "object", "additionalProperties": {"type": "string"},
+VARIABLES = {"type": "object", "additionalProperties": {"type": "string"}, "title": "Variables",
              "description": "environment variables of every container the repository runs (names: letters, "
                             "digits and _, not starting with a digit); secret ones are named in secret_variables"}
 #: an environment variable's name, as a shell and every container engine take it
@@ -59,7 +59,7 @@ def check_variables(variables) -> dict:
 
 
 #: the ``deploy_key_id`` field of the git and ai methods' create requests (and PATCH)
-DEPLOY_KEY_ID = {"type": ["string", "null"],
+DEPLOY_KEY_ID = {"type": ["string", "null"], "title": "Deploy key",
                  "description": "a deploy key of the service's customer (dk_...); its ssh clones use it and no "
                                 "other key"}
 

@@ -172,7 +172,7 @@ def test_releases_rollback_settings_and_cancel_from_the_page(engine_site, open_p
     page.get_by_test_id("custom-domains").fill(domain)
 
     # a compose whose redeploy waits for a health that never comes: redeploy, then cancel it
-    page.get_by_test_id("settings-compose").fill(NEVER_HEALTHY)
+    page.get_by_test_id("field-compose").fill(NEVER_HEALTHY)
     page.get_by_test_id("save-settings").click()
     expect(page.get_by_test_id("needs-redeploy")).to_contain_text("compose")
     page.get_by_test_id("settings-redeploy").click()

@@ -1,7 +1,7 @@
 // Shared pieces: the htm binding, the error toast, status badges, fields, pagination
 // and formatting. Everything shown from the API is rendered as text (Preact escapes it).
 import { h } from "./vendor/preact.mjs";
-import { useEffect, useState } from "./vendor/hooks.mjs";
+import { useEffect, useRef, useState } from "./vendor/hooks.mjs";
 import htm from "./vendor/htm.mjs";
 
 export const html = htm.bind(h);
@@ -54,6 +54,41 @@ export function Field({ label, name, error, hint, children, wide }) {
     ${children}
     ${hint && !error ? html`<small class="hint" id=${"h-" + name}>${hint}</small>` : null}
     ${error ? html`<small class="field-error" id=${"e-" + name} data-testid=${"field-error-" + name}>${error}</small>` : null}
+  </div>`;
+}
+
+/** ``value`` in a read-only field (select it to copy by hand) and a Copy button that
+ * writes it to the clipboard; when the browser has no clipboard or refuses, the text is
+ * selected in the field and the page says to copy it from there. */
+export function CopyField({ id, value, label, testid, multiline = false }) {
+  const field = useRef(null);
+  const [said, setSaid] = useState("");
+  useEffect(() => { setSaid(""); }, [value]);
+
+  function selectIt() {
+    const el = field.current;
+    if (el) { el.focus(); el.select(); }
+  }
+
+  async function copy() {
+    try {
+      if (!navigator.clipboard) throw new Error("no clipboard");
+      await navigator.clipboard.writeText(value);
+      setSaid("Copied.");
+    } catch (e) {
+      selectIt();
+      setSaid("The browser did not allow copying: the text is selected in the field, copy it from there.");
+    }
+  }
+
+  const props = { id, ref: field, readOnly: true, value, "aria-label": label, "data-testid": testid, spellcheck: false,
+    class: "mono copy-value", onFocus: selectIt };
+  return html`<div class="copy-field">
+    ${multiline ? html`<textarea rows="3" ...${props}></textarea>` : html`<input ...${props} />`}
+    <div class="copy-actions">
+      <button type="button" class="small" data-testid=${testid + "-copy"} onClick=${copy}>Copy</button>
+      ${said ? html`<span class="small muted" role="status" data-testid=${testid + "-copied"}>${said}</span>` : null}
+    </div>
   </div>`;
 }
 

@@ -205,7 +205,7 @@ deploy-key-error deploy-key-created git-deploy-key-select git-deploy-key-save gi
 git-webhook-url git-webhook-secret-new git-webhook-secret git-auto-deploy git-previews-switch
 git-previews-forks preview-row preview-link preview-number preview-commit preview-status preview-of
 preview-parent git-host-key git-host-key-fingerprint git-host-key-forget git-host-key-none""".split()
-HOOK_PREFIXES = ["field-error-", "method-", "field-"]
+HOOK_PREFIXES = ["field-error-", "method-", "field-", "kept-"]
 
 
 def sources() -> str:

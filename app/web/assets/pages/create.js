@@ -1,30 +1,26 @@
-// Create a service: one form per loaded deploy method, its fields generated from the
-// method's request schema in the served contract; the template gallery for template_id,
-// a compose editor for compose; the 422's error.fields shown beside their fields.
+// Create a service: one form per loaded deploy method, its title, description and fields
+// generated from the method's request schema in the served contract (a method installed
+// with pip gets its form with no change here); the template gallery for template_id, the
+// customer's deploy keys for deploy_key_id; the 422's error.fields shown beside their fields.
 import { useEffect, useState } from "../vendor/hooks.mjs";
 import { api, contract } from "../api.js";
 import { navigate } from "../router.js";
 import { Field, Loading, can, clearError, html, showError } from "../ui.js";
-import { SchemaField, bodyValue, deployMethods, emptyValue, labelFor, methodTaking } from "../schemaform.js";
+import { SchemaField, bodyValue, deployMethods, emptyValue } from "../schemaform.js";
 import { useCustomers } from "./services.js";
 import { TemplateCard, categoryLabel, groupByCategory } from "./templates.js";
-import { useDeployKeys } from "./deploykeys.js";
+import { useDeployKeys } from "../pickers.js";
 import { DeployKeySelect } from "./git.js";
 
-const METHOD_TEXT = {
-  template: "From the catalog, with its variables",
-  compose: "Paste a compose file",
-  git: "Build a Git repository",
-  ai: "Let the analyzer write the build",
-};
+/** The first method (by name) whose fields include ``field``, or undefined. */
+const taking = (methods, field) => Object.keys(methods).find((m) => methods[m].fields.some((f) => f.name === field));
 
-/** The method the form opens with: the one of the template catalog (its request takes
- * template_id) when the key may read it (where a first service usually comes from), else
- * the one that takes a compose file, else the first. */
-function defaultMethod(found, session) {
-  const catalog = methodTaking(found, "template_id");
-  if (catalog && can(session, "templates:read")) return catalog;
-  return methodTaking(found, "compose") || Object.keys(found)[0] || null;
+/** The method the form opens with: one of the template catalog when the key may read it
+ * (where a first service usually comes from), else one that takes a compose file, else the
+ * first. Told by the fields each takes, never by its name. */
+function defaultMethod(methods, session) {
+  return (can(session, "templates:read") && taking(methods, "template_id")) || taking(methods, "compose")
+    || Object.keys(methods)[0] || null;
 }
 
 export function CreatePage({ session, query }) {
@@ -42,13 +38,13 @@ export function CreatePage({ session, query }) {
       const found = deployMethods(doc);
       const names = Object.keys(found);
       setMethods(found);
-      const wanted = query.get("method") || (query.get("template") ? methodTaking(found, "template_id") : null);
+      const wanted = query.get("method") || (query.get("template") ? taking(found, "template_id") : null);
       setMethod(names.includes(wanted) ? wanted : defaultMethod(found, session));
       if (query.get("template")) setValues((v) => ({ ...v, template_id: query.get("template") }));
     }).catch((e) => { showError(e); setMethods({}); });
   }, []);
 
-  const fields = (methods && method && methods[method]) || [];
+  const fields = (methods && method && methods[method] && methods[method].fields) || [];
   const wantsTemplates = fields.some((f) => f.name === "template_id") && can(session, "templates:read");
   useEffect(() => {
     if (!wantsTemplates || templates) return;
@@ -109,7 +105,7 @@ export function CreatePage({ session, query }) {
         <div class="method-list">
           ${names.map((m) => html`<button type="button" class=${"method" + (m === method ? " selected" : "")}
               data-testid=${"method-" + m} aria-pressed=${m === method} onClick=${() => { setMethod(m); setErrors({}); }}>
-            <strong>${labelFor(m)}</strong><small>${METHOD_TEXT[m] || `The ${m} deploy method`}</small>
+            <strong>${methods[m].title}</strong><small>${methods[m].description}</small>
           </button>`)}
         </div>
       </fieldset>

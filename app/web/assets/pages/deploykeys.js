@@ -3,65 +3,12 @@
 // (name, customer, fingerprint, the public key with Copy), a form to make one (name, and
 // the customer for an admin) and delete (a key still named by a service is refused, 409,
 // the answer's message said in its row). The private half is never answered.
-// Also the pieces the service page and the create form use: useDeployKeys (a customer's
-// keys) and CopyField (a read-only field and its Copy button).
-import { useEffect, useRef, useState } from "../vendor/hooks.mjs";
+import { useEffect, useState } from "../vendor/hooks.mjs";
 import { api } from "../api.js";
-import { Empty, Field, Loading, Pager, can, clearError, fmtDate, html, showError } from "../ui.js";
+import { CopyField, Empty, Field, Loading, Pager, can, clearError, fmtDate, html, showError } from "../ui.js";
 import { useCustomers } from "./services.js";
 
 const PER_PAGE = 20;
-
-/** The deploy keys of ``customerId`` (null while loading; [] without the permission). */
-export function useDeployKeys(session, customerId, version = 0) {
-  const [keys, setKeys] = useState(null);
-  const allowed = can(session, "services:deploy");
-  useEffect(() => {
-    if (!allowed || !customerId) { setKeys([]); return undefined; }
-    let live = true;
-    setKeys(null);
-    api("/api/deploy-keys", { query: { customer_id: customerId, per_page: 100 } })
-      .then((r) => { if (live) setKeys(r.data); })
-      .catch((e) => { if (live) { showError(e); setKeys([]); } });
-    return () => { live = false; };
-  }, [allowed, customerId, version]);
-  return keys;
-}
-
-/** ``value`` in a read-only field (select it to copy by hand) and a Copy button that
- * writes it to the clipboard; when the browser has no clipboard or refuses, the text is
- * selected in the field and the page says to copy it from there. */
-export function CopyField({ id, value, label, testid, multiline = false }) {
-  const field = useRef(null);
-  const [said, setSaid] = useState("");
-  useEffect(() => { setSaid(""); }, [value]);
-
-  function selectIt() {
-    const el = field.current;
-    if (el) { el.focus(); el.select(); }
-  }
-
-  async function copy() {
-    try {
-      if (!navigator.clipboard) throw new Error("no clipboard");
-      await navigator.clipboard.writeText(value);
-      setSaid("Copied.");
-    } catch (e) {
-      selectIt();
-      setSaid("The browser did not allow copying: the text is selected in the field, copy it from there.");
-    }
-  }
-
-  const props = { id, ref: field, readOnly: true, value, "aria-label": label, "data-testid": testid, spellcheck: false,
-    class: "mono copy-value", onFocus: selectIt };
-  return html`<div class="copy-field">
-    ${multiline ? html`<textarea rows="3" ...${props}></textarea>` : html`<input ...${props} />`}
-    <div class="copy-actions">
-      <button type="button" class="small" data-testid=${testid + "-copy"} onClick=${copy}>Copy</button>
-      ${said ? html`<span class="small muted" role="status" data-testid=${testid + "-copied"}>${said}</span>` : null}
-    </div>
-  </div>`;
-}
 
 export function DeployKeysPage({ session }) {
   const [list, setList] = useState(null);

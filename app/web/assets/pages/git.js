@@ -1,12 +1,14 @@
-// A git or ai service's Git tab (?tab=git): the deploy key its ssh clones use (PATCH
+// The Git tab (?tab=git) of a service whose deploy method deploys on push or has previews
+// (its capabilities in the served contract): the deploy key its ssh clones use (PATCH
 // deploy_key_id), the ssh host key its clones pinned (PATCH ssh_host_key null forgets it), deploy on push (the webhook URL to give the git provider, a new webhook
-// secret shown once, the auto_deploy switch) and, for git services, preview environments
+// secret shown once, the auto_deploy switch) and, when its method has previews, preview environments
 // (the previews and previews_from_forks switches and the list of previews, one per pull
-// request). Deploy on push is drawn only when the service's detail has `webhook_url`.
+// request). Deploy on push is drawn when its method deploys on push and the service's
+// detail has `webhook_url`.
 import { useEffect, useState } from "../vendor/hooks.mjs";
 import { api } from "../api.js";
-import { Empty, Field, Loading, can, clearError, html, showError } from "../ui.js";
-import { CopyField, useDeployKeys } from "./deploykeys.js";
+import { CopyField, Empty, Field, Loading, can, clearError, html, showError } from "../ui.js";
+import { useDeployKeys } from "../pickers.js";
 
 const enc = encodeURIComponent;
 
@@ -29,15 +31,15 @@ async function patch(service, body, setErrors) {
   }
 }
 
-export function Git({ service, session, version, capabilities, onSaved }) {
+export function Git({ service, session, version, pushes, previews, onSaved }) {
   const s = service;
   const deploy = can(session, "services:deploy");
-  const push = Object.prototype.hasOwnProperty.call(s, "webhook_url") && s.webhook_url !== null;
+  const push = pushes && Object.prototype.hasOwnProperty.call(s, "webhook_url") && s.webhook_url !== null;
   return html`<div class="git-tab">
     ${deploy ? html`<${DeployKey} service=${s} session=${session} onSaved=${onSaved} />` : null}
     ${Object.prototype.hasOwnProperty.call(s, "ssh_host_key") ? html`<${HostKey} service=${s} deploy=${deploy} onSaved=${onSaved} />` : null}
     ${deploy && push ? html`<${Push} service=${s} onSaved=${onSaved} />` : null}
-    ${capabilities && capabilities.previews && !s.preview_of ? html`<${Previews} service=${s} deploy=${deploy} version=${version} onSaved=${onSaved} />` : null}
+    ${previews && !s.preview_of ? html`<${Previews} service=${s} deploy=${deploy} version=${version} onSaved=${onSaved} />` : null}
   </div>`;
 }
 

@@ -1,37 +1,27 @@
 // A service's page: its name, status and the actions its state allows, the reason of a
 // failure at the top, then tabs kept in the address (?tab=...): Overview (health,
 // resources, details, live deploy progress, live logs, the event timeline), Releases
-// (roll back), Deploys (history, cancel), Settings (variables, compose, branch, custom
-// domains) and Backups. Live data comes from /api/ws, narrowed to this service; the page
-// fetches again only when the status changes or a deploy ends.
+// (roll back), Deploys (history, cancel), Settings (variables, the deploy method's
+// fields, custom domains) and Backups. Live data comes from /api/ws, narrowed to this
+// service; the page fetches again only when the status changes or a deploy ends. What the
+// tabs draw of the deploy method (its fields, the Git tab) comes from the served contract.
 import { useEffect, useRef, useState } from "../vendor/hooks.mjs";
-import { api, contract, deployMethodsOf, on, selectServices } from "../api.js";
+import { api, contract, on, selectServices } from "../api.js";
 import { navigate, useRoute } from "../router.js";
 import { Empty, Field, Loading, Pager, Progress, StatusBadge, can, clearError, fmtDate, fmtNumber, html, safeUrl, showError } from "../ui.js";
 import { Logs } from "./logs.js";
 import { Backups } from "./backups.js";
 import { Git } from "./git.js";
+import { SchemaField, bodyValue, deployMethods, isMultiline, titleOf, widgetValue } from "../schemaform.js";
 
 const enc = encodeURIComponent;
 
-/** The served contract's deploy methods: {capabilities, fields} (api.js deployMethodsOf);
- * null until it is read. */
-export function useDeployMethods() {
-  const [methods, setMethods] = useState(null);
-  useEffect(() => {
-    contract().then((doc) => setMethods(deployMethodsOf(doc)))
-      .catch((e) => { showError(e); setMethods({ capabilities: {}, fields: {} }); });
-  }, []);
-  return methods;
-}
-
-/** The tabs a session may open on a service, in order: [key, label]. Git: services of a
- * method that fetches its source (git, ai: the contract's capabilities) for keys with
- * services:deploy; without it, the previews of one (not a preview). */
-function tabsFor(session, service, methods) {
-  const caps = (methods && service && methods.capabilities[service.deploy_method]) || {};
-  const fetches = Boolean(caps.fetches_source);
-  const git = can(session, "services:deploy") ? fetches : fetches && !service.preview_of;
+/** The tabs a session may open on a service, in order: [key, label]. Git: a service whose
+ * deploy method (the contract's, once loaded) deploys on push or has previews, for keys
+ * with services:deploy; without it, the previews of one (not a preview). */
+function tabsFor(session, service, method) {
+  const git = !!method && (method.deploysOnPush || method.previews)
+    && (can(session, "services:deploy") || !service.preview_of);
   return [["overview", "Overview"], ["releases", "Releases"], ["deploys", "Deploys"],
     ...(can(session, "services:deploy") ? [["settings", "Settings"]] : []),
     ...(git ? [["git", "Git"]] : []),
@@ -52,9 +42,13 @@ export function allowedActions(status) {
 export function ServicePage({ id, session }) {
   const route = useRoute();
   const [service, setService] = useState(null);
-  const methods = useDeployMethods();
-  const tabs = tabsFor(session, service, methods);
-  const tab = tabs.some(([k]) => k === route.query.get("tab")) ? route.query.get("tab") : "overview";
+  const [methods, setMethods] = useState(null); // the served contract's deploy methods
+  const method = service && methods ? methods[service.deploy_method] || null : null;
+  const tabs = tabsFor(session, service, method);
+  const asked = route.query.get("tab");
+  // a tab the deploy method's capabilities may give (Git) is not taken for an unknown one
+  // before the contract is read
+  const tab = tabs.some(([k]) => k === asked) ? asked : asked && methods === null ? null : "overview";
   const [missing, setMissing] = useState(false);
   const [failure, setFailure] = useState(null);
   const [deleted, setDeleted] = useState(false);
@@ -68,6 +62,9 @@ export function ServicePage({ id, session }) {
   const bump = () => setVersion((n) => n + 1);
 
   useEffect(() => { if (confirming && cancelRef.current) cancelRef.current.focus(); }, [confirming]);
+  useEffect(() => {
+    contract().then((doc) => setMethods(deployMethods(doc))).catch((e) => { showError(e); setMethods({}); });
+  }, []);
 
   // Answers can come back out of order (a status event asks again while an earlier load is
   // on its way), and a later state must not be overwritten by an earlier answer: each load,
@@ -260,14 +257,15 @@ export function ServicePage({ id, session }) {
         aria-current=${tab === key ? "page" : undefined}>${label}</a>`)}
     </nav>
 
-    ${tab === "overview" ? html`<${Overview} s=${s} id=${id} session=${session} version=${version} />`
+    ${tab === null || (tab === "settings" && methods === null) ? html`<${Loading} />`
+      : tab === "overview" ? html`<${Overview} s=${s} id=${id} session=${session} version=${version} method=${method} />`
       : tab === "releases" ? html`<${Releases} service=${s} session=${session} version=${version} busy=${busy}
           onRollback=${(releaseId) => act("rollback", { release_id: releaseId })} />`
       : tab === "deploys" ? html`<${Deploys} service=${s} session=${session} version=${version} onChange=${bump} />`
-      : tab === "settings" ? html`<${Settings} service=${s} methods=${methods} onSaved=${(next) => setService(next)}
+      : tab === "settings" ? html`<${Settings} service=${s} method=${method} onSaved=${(next) => setService(next)}
           onRedeploy=${allowed.redeploy ? () => act("redeploy") : null} />`
-      : tab === "git" ? html`<${Git} service=${s} session=${session} version=${version}
-          capabilities=${(methods && methods.capabilities[s.deploy_method]) || {}} onSaved=${(next) => setService(next)} />`
+      : tab === "git" ? html`<${Git} service=${s} session=${session} version=${version} pushes=${method.deploysOnPush}
+          previews=${method.previews} onSaved=${(next) => setService(next)} />`
       : html`<${Backups} id=${id} session=${session} status=${s.status} volumes=${s.volumes || []} />`}
   </section>`;
 }
@@ -286,7 +284,7 @@ function PreviewOf({ service }) {
     data-testid="preview-parent">${parent ? parent.name : service.preview_of}</a>${" "}(PR #${service.preview_number})</p>`;
 }
 
-function Overview({ s, id, session, version }) {
+function Overview({ s, id, session, version, method }) {
   return html`<div class="cards">
       <div class="card">
         <h2>Health</h2>
@@ -309,8 +307,8 @@ function Overview({ s, id, session, version }) {
         <dl class="facts">
           <dt>Customer</dt><dd>${s.customer_name || s.customer_id}</dd>
           <dt>Method</dt><dd>${s.deploy_method}${s.template ? ` (${s.template})` : ""}</dd>
-          ${s.git_url ? html`<dt>Repository</dt><dd class="mono">${s.git_url}${s.git_branch ? ` @ ${s.git_branch}` : ""}</dd>` : null}
-          ${s.ai_url ? html`<dt>Repository</dt><dd class="mono">${s.ai_url}</dd>` : null}
+          ${keptFields(method).filter((f) => s[f.name] != null && s[f.name] !== "").map((f) => html`<dt>${titleOf(f)}</dt>
+            <dd class="mono" data-testid=${"kept-" + f.name}>${typeof s[f.name] === "object" ? JSON.stringify(s[f.name]) : String(s[f.name])}</dd>`)}
           ${s.commit ? html`<dt>Commit</dt><dd class="mono">${s.commit.slice(0, 12)}</dd>` : null}
           <dt>Release</dt><dd>${s.release ? `${s.release}` : "—"}</dd>
           ${s.custom_domains && s.custom_domains.length ? html`<dt>Domains</dt><dd data-testid="domains">${s.custom_domains.join(", ")}</dd>` : null}
@@ -493,10 +491,12 @@ export function Deploys({ service, session, version, onChange }) {
 // --- settings ------------------------------------------------------------------------------
 
 // A service's settings, saved with one PATCH /api/services/{id} carrying only what changed:
-// variables (key and value rows; the whole map, every deploy method: a git or ai service's
-// are its containers' environment) with which are secret (secret_variables, sent with
-// them), compose (compose services), branch (git services) and custom domains (one per
-// line). Domains apply at once; variables, compose and branch at the next redeploy, which
+// variables (key and value rows; the whole map, of a method whose request takes them, as
+// every built-in one does: a git or ai service's are its containers' environment) with which are secret (secret_variables, sent with
+// them), its deploy method's fields (settingsFields: what it keeps per service, such as a
+// repository's branch, and what else of its request a PATCH takes, such as a compose file;
+// each drawn from its schema in the served contract) and custom domains (one per line).
+// Domains apply at once; variables and the method's fields at the next redeploy, which
 // the page then offers. A stored secret's value is never in the page: its row's value box
 // is a password box left empty ("unchanged"), sent back as *** (the server keeps the value)
 // unless something is typed in it.
@@ -527,30 +527,40 @@ function fieldErrors(fields) {
   return out;
 }
 
-export function Settings({ service, methods, onSaved, onRedeploy }) {
+/** The fields of a service's deploy method in its detail (those it keeps per service). */
+const keptFields = (method) => (method ? method.fields.filter((f) => method.kept.includes(f.name)) : []);
+
+/** The fields of its deploy method a service's settings show: what it keeps per service and
+ * what else of its request a PATCH takes, but the variables (their own editor above) and the
+ * deploy key (the Git tab's); read-only where a PATCH cannot change it (a kept field the
+ * create requires names the source, which stays). */
+function settingsFields(method) {
+  if (!method) return [];
+  return method.fields.filter((f) => f.name !== "variables" && f.name !== "deploy_key_id"
+    && (method.kept.includes(f.name) || method.patchable(f)))
+    .map((f) => ({ ...f, readOnly: !method.patchable(f) || (f.required && method.kept.includes(f.name)) }));
+}
+const valuesOf = (fields, s) => Object.fromEntries(fields.map((f) => [f.name, widgetValue(f, s[f.name])]));
+
+export function Settings({ service, method, onSaved, onRedeploy }) {
   const s = service;
+  const fields = settingsFields(method);
   const [vars, setVars] = useState(() => rowsOf(s.variables, s.secret_variables));
-  const [compose, setCompose] = useState(s.compose || "");
-  const [branch, setBranch] = useState(s.git_branch || "");
+  const [values, setValues] = useState(() => valuesOf(fields, s));
   const [domains, setDomains] = useState((s.custom_domains || []).join("\n"));
   const [errors, setErrors] = useState({});
   const [saving, setSaving] = useState(false);
   const [pending, setPending] = useState(null); // what waits for a redeploy, after a save
   const [saved, setSaved] = useState("");
-  const hasVariables = true; // every deploy method takes variables
-  // what the method takes, from the served contract: compose when its request has it, the
-  // branch when it keeps one (its source_fields: git, and ai's branch of ai_url analysed)
-  const fields = (methods && methods.fields[s.deploy_method]) || [];
-  const caps = (methods && methods.capabilities[s.deploy_method]) || {};
-  const hasCompose = fields.includes("compose"); // the request field, not a method
-  const hasBranch = (caps.source_fields || []).includes("git_branch");
+  // its variables, when its method takes them (the four built in do)
+  const hasVariables = !method || method.fields.some((f) => f.name === "variables");
+  const kept = JSON.stringify(valuesOf(fields, s));
 
-  // another save or a rollback changed the service: start again from what it has
+  // another save or a rollback changed the service (or the contract came): start again from what it has
   useEffect(() => {
-    setVars(rowsOf(s.variables, s.secret_variables)); setCompose(s.compose || ""); setBranch(s.git_branch || "");
+    setVars(rowsOf(s.variables, s.secret_variables)); setValues(valuesOf(fields, s));
     setDomains((s.custom_domains || []).join("\n"));
-  }, [s.id, JSON.stringify(s.variables), JSON.stringify(s.secret_variables), s.compose, s.git_branch,
-    JSON.stringify(s.custom_domains)]);
+  }, [s.id, JSON.stringify(s.variables), JSON.stringify(s.secret_variables), kept, JSON.stringify(s.custom_domains)]);
 
   function changes() {
     const body = {};
@@ -558,8 +568,14 @@ export function Settings({ service, methods, onSaved, onRedeploy }) {
       body.variables = mapOf(vars); // with which are secret: a secret row removed goes
       body.secret_variables = secretsOf(vars);
     }
-    if (hasCompose && compose !== (s.compose || "")) body.compose = compose;
-    if (hasBranch && branch.trim() && branch.trim() !== (s.git_branch || "")) body.git_branch = branch.trim();
+    for (const f of fields) {
+      if (f.readOnly) continue;
+      let now = bodyValue(f, values[f.name]);
+      if (typeof now === "string" && !isMultiline(f)) now = now.trim() || undefined;
+      // a required one emptied is sent (the server says why); an optional one left empty is not
+      if (now === undefined && f.required) now = "";
+      if (now !== undefined && !same(now, bodyValue(f, widgetValue(f, s[f.name])))) body[f.name] = now;
+    }
     if (!same(domainsOf(domains), s.custom_domains || [])) body.custom_domains = domainsOf(domains);
     return body;
   }
@@ -572,7 +588,7 @@ export function Settings({ service, methods, onSaved, onRedeploy }) {
     try {
       const next = await api(`/api/services/${encodeURIComponent(s.id)}`, { method: "PATCH", body });
       clearError();
-      const later = ["variables", "compose", "git_branch"].filter((k) => k in body);
+      const later = ["variables", ...fields.map((f) => f.name)].filter((k) => k in body);
       setPending(later.length ? later : pending);
       setSaved(body.custom_domains ? "Saved. Custom domains are routed now." : "Saved.");
       // a secret's new value leaves the page (its detail, ***, may look as before the save)
@@ -590,7 +606,7 @@ export function Settings({ service, methods, onSaved, onRedeploy }) {
     }
   }
 
-  const label = { variables: "variables", compose: "compose", git_branch: "branch" };
+  const label = { variables: "variables", ...Object.fromEntries(fields.map((f) => [f.name, titleOf(f).toLowerCase()])) };
   const setVar = (id, change) => setVars((rows) => rows.map((r) => (r.id === id ? { ...r, ...change } : r)));
 
   return html`<form class="card settings" onSubmit=${save} aria-labelledby="settings-title" novalidate>
@@ -619,14 +635,9 @@ export function Settings({ service, methods, onSaved, onRedeploy }) {
       </div>
       ${errors.variables ? html`<small class="field-error" data-testid="field-error-variables">${errors.variables}</small>` : null}
     </fieldset>` : null}
-    ${hasCompose ? html`<${Field} label="Compose (applies at the next redeploy)" name="compose" error=${errors.compose} wide>
-      <textarea id="f-compose" class="code-input" rows="12" data-testid="settings-compose" spellcheck="false"
-        value=${compose} onInput=${(e) => setCompose(e.currentTarget.value)}></textarea>
-    </${Field}>` : null}
-    ${hasBranch ? html`<${Field} label="Branch (applies at the next redeploy)" name="git_branch" error=${errors.git_branch}>
-      <input id="f-git_branch" data-testid="settings-branch" value=${branch} placeholder="the remote's default branch"
-        onInput=${(e) => setBranch(e.currentTarget.value)} />
-    </${Field}>` : null}
+    ${fields.map((f) => html`<${SchemaField} key=${f.name} field=${f} value=${values[f.name]} errors=${errors} readOnly=${f.readOnly}
+      suffix=${f.readOnly ? " (set at create)" : " (applies at the next redeploy)"}
+      onChange=${(v) => setValues((old) => ({ ...old, [f.name]: v }))} />`)}
     <${Field} label="Custom domains" name="custom_domains" error=${errors.custom_domains}
       hint="One host name per line, lower case (shop.example.com); routed as soon as you save. Point each name's DNS at this platform.">
       <textarea id="f-custom_domains" rows="4" data-testid="custom-domains" spellcheck="false" autocapitalize="none"
