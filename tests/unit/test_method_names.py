@@ -45,13 +45,9 @@ ALLOWED = {
     "core/panel/capabilities.py": {
         'if "compose" in (_schema(method).get("required") or ())': "the request field compose",
     },
-    "app/web/assets/schemaform.js": {
-        'return field.name === "compose"': "the request field compose",
-    },
     "app/web/assets/pages/service.js": {
         '...(git ? [["git", "Git"]] : []),': "the Git tab's key",
         ': tab === "git" ?': "the Git tab's key",
-        'const hasCompose = fields.includes("compose");': "the request field compose",
     },
 }
 

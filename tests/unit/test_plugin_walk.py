@@ -52,7 +52,7 @@ def test_the_walked_metadata_registers_the_module_in_slipways_group():
 
 def test_the_walked_code_runs_and_plans_as_the_package_does():
     namespace = {"__name__": "walked_image_method"}
-    exec(compile("\n\n".join(_walk()[MODULE]), "docs/plugins.md", "exec"), namespace)  # noqa: S102 (our own page)
+    exec(compile("\n\n".join(_walk()[MODULE]), "docs/plugins.md", "exec"), namespace)  # our own page: its code is the package's
     [walked] = namespace["register_deploy_methods"]()
     [packaged] = image_plugin().register_deploy_methods()
     request = {"image": "localhost/busybox:latest", "port": 8080, "command": ["sh", "-c", "echo $HOME"]}

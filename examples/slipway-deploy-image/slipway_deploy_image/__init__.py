@@ -21,7 +21,9 @@ from core.errors import Invalid
 from core.panel import containerfiles
 from core.panel.compose import dump_compose, load_compose
 from ports import hookimpl
+from ports.common_settings import REGISTRY_ALLOW_PRIVATE
 from ports.deploy import DeployMethod, DeployPlan
+from ports.resolver import SystemResolver
 
 COMPONENT = "app"  # the one compose service of the plan
 #: whose own builds the image may be (``localhost/slw-<service id>-...``): an image service
@@ -55,16 +57,17 @@ class ImageDeploy(DeployMethod):
 
     def __init__(self):
         self.registry_allow_private = False
+        self.resolver = SystemResolver()  # the registry hosts' lookups (a plugin may do I/O; core does none)
 
     def configure(self, settings, plugins) -> None:
-        self.registry_allow_private = containerfiles.allow_private(settings)
+        self.registry_allow_private = REGISTRY_ALLOW_PRIVATE.read(settings)
 
     def plan(self, request: dict, catalog: dict) -> DeployPlan:
         fields = kept_fields(request)
         image = fields["image"]
         refused = containerfiles.image_refusal(image, NO_BUILDS)
         if refused is None and not self.registry_allow_private:  # plan runs off the event loop
-            refused = containerfiles.registries_refusal([("image", image)], strict=False)
+            refused = containerfiles.registries_refusal([("image", image)], strict=False, resolver=self.resolver)
             refused = refused and refused.removeprefix("image: ")
         if refused:
             raise Invalid("invalid image", fields={"image": refused})
