@@ -50,10 +50,10 @@ class Extensions:
 
     @classmethod
     def collect(cls, pm) -> "Extensions":
-        routes = tuple(item for batch in pm.hook.register_routes() for item in batch or ())
-        jobs = tuple(item for batch in pm.hook.register_jobs() for item in batch or ())
-        subscribers = tuple(item for batch in pm.hook.register_event_subscribers() for item in batch or ())
-        sources = tuple(item for batch in pm.hook.register_auth_sources() for item in batch or ())
+        from app.registries import entries
+
+        routes, jobs = entries(pm, "routes"), entries(pm, "jobs")
+        subscribers, sources = entries(pm, "event_subscribers"), entries(pm, "auth_sources")
         _check_routes(routes)
         _check_named(jobs, Job, "job")
         for job in jobs:

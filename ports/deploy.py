@@ -5,6 +5,10 @@ fields it requires (the panel contract is assembled from these, so a missing
 ``template_id`` or ``compose`` is a 422 naming the field), and turns a request into a
 ``DeployPlan``: the compose text it will run and the parsed components. The app carries
 the plan out through the container-runtime port.
+
+``register_deploy_methods`` returns :class:`DeployMethodFactory` objects: the app calls
+``create(settings)`` once, with everything the method needs, and sets nothing on the
+method afterwards.
 """
 from __future__ import annotations
 
@@ -12,8 +16,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from core.panel.compose import DEFAULT_HOST_PORTS, parse_compose
+from core.panel.compose import DEFAULT_HOST_PORTS, host_port_range, parse_compose
 from core.panel.compose.plan import Component, DeployPlan  # noqa: F401 (part of the port)
+from ports.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -39,12 +44,17 @@ class Prepared:
 
 class DeployMethod(ABC):
     #: the host ports a compose definition may name (``SLIPWAY_HOST_PORTS``): one setting
-    #: of the app for every method, set on each method before :meth:`configure`
+    #: of the app for every method, handed to the constructor by the method's factory
     host_ports: tuple = DEFAULT_HOST_PORTS
     #: whether the service's ``variables`` are also the environment of every container the
     #: deploy runs (the git and ai methods: a repository's app reads ``DATABASE_URL`` from
     #: it), over what the compose sets; False: they only fill the compose's ``${...}``
     variables_as_environment: bool = False
+
+    def __init__(self, *, host_ports: tuple = DEFAULT_HOST_PORTS):
+        """``host_ports``: the app's range (``host_port_range(settings)`` in the factory:
+        the value the app read once, ``app.config.Config.host_ports``)."""
+        self.host_ports = tuple(host_ports)
 
     @property
     @abstractmethod
@@ -56,13 +66,6 @@ class DeployMethod(ABC):
     def request_schema(self) -> dict:
         """JSON Schema (OpenAPI 3.1 dialect) for the fields this method needs, e.g.
         ``{"required": ["template_id"], "properties": {"template_id": {...}}}``."""
-
-    def configure(self, settings: Mapping[str, str], plugins: Mapping[str, dict]) -> None:
-        """Called once when the app is built, before any request. ``settings`` is the
-        environment (each plugin reads its own ``SLIPWAY_*`` variables); ``plugins`` holds
-        what other registries provide, by kind (``{"analyzers": {name: Analyzer}}``).
-        Raise ``ValueError`` naming the variable for a bad setting (start-up stops).
-        :attr:`host_ports` already holds the app's range (not read here)."""
 
     def parse(self, text: str, variables: dict | None = None) -> DeployPlan:
         """Compose text read by core's parser (:func:`core.panel.compose.parse_compose`)
@@ -109,3 +112,24 @@ class DeployMethod(ABC):
         """Turn a validated create request into a plan, or raise ``core.errors.Invalid``
         naming the field. ``catalog`` is the template catalog by id."""
         raise NotImplementedError(f"deploy method {self.name} cannot deploy yet")
+
+
+class DeployMethodFactory(ABC):
+    """What ``register_deploy_methods`` returns: ``name`` (the method's) and
+    ``create(settings)``, called once when the app is built, before any request."""
+
+    name: str
+
+    @abstractmethod
+    def create(self, settings: Settings) -> DeployMethod:
+        """The method, built with all it needs: ``settings`` holds the ``SLIPWAY_*``
+        variables (each method reads its own; ``SLIPWAY_HOST_PORTS`` is the app's range:
+        ``host_ports(settings)``) and ``settings.part(kind)`` what other registries made
+        (``settings.part("analyzers")``: the analyzer ``SLIPWAY_AI_ANALYZER`` names). Raise
+        ``ValueError`` naming the variable for a bad setting (start-up stops)."""
+
+
+def host_ports(settings: Mapping[str, str]) -> tuple[int, int]:
+    """The app's host-port range as a factory hands it to its method: ``SLIPWAY_HOST_PORTS``
+    of the settings, which the app resolved once (``app.config.Config.host_ports``)."""
+    return host_port_range(settings)

@@ -88,8 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--workers", type=int, default=1, help="uvicorn worker processes (metrics add up across them)")
 
     _command(commands, "plugins", "list the loaded plugins and what they provide",
-             "{plugins: [{name, module, distribution, version, hooks}], deployMethods, billingModels, "
-             "licenseServices, runtimes, analyzers}")
+             "{plugins: [{name, module, distribution, version, hooks}], runtimes, licenseServices, "
+             "routeProviders, eventBuses, analyzers, rateStores, backupDestinations, deployMethods, "
+             "billingModels, gitProviders, templates, registries: [{kind, hook, port, setting, selects, names}]}")
 
     partner = _group(commands, "partner", "partners of the partner API: create and list them")
     p = _command(partner, "create", "create a partner", "{id, name, type, parentId, createdAt}")

@@ -2,7 +2,8 @@
 
 The definition is parsed by the deploy-plan language in :mod:`core.panel.compose`
 (supported keys, limits, interpolation and ``SLIPWAY_HOST_PORTS`` are described there),
-with the host-port range the app gives every method (:attr:`ports.deploy.DeployMethod.host_ports`).
+with the host-port range the app gives every method (:attr:`ports.deploy.DeployMethod.host_ports`,
+handed over by the factory).
 An ``image`` that is not an image reference (:func:`core.panel.containerfiles.image_refusal`:
 a transport, an image id, another service's build), or whose registry host is, or
 resolves to, an address that is not public, is a 422 on ``compose`` at create and PATCH
@@ -16,7 +17,7 @@ from __future__ import annotations
 from core.errors import Invalid
 from core.panel import containerfiles
 from ports import hookimpl
-from ports.deploy import DeployMethod, DeployPlan
+from ports.deploy import DeployMethod, DeployMethodFactory, DeployPlan, host_ports
 
 
 class ComposeDeploy(DeployMethod):
@@ -27,11 +28,9 @@ class ComposeDeploy(DeployMethod):
                        "variables": {"type": "object", "additionalProperties": {"type": "string"}}},
     }
 
-    def __init__(self):
-        self.registry_allow_private = False
-
-    def configure(self, settings, plugins) -> None:
-        self.registry_allow_private = containerfiles.allow_private(settings)
+    def __init__(self, *, host_ports: tuple = DeployMethod.host_ports, registry_allow_private: bool = False):
+        super().__init__(host_ports=host_ports)
+        self.registry_allow_private = registry_allow_private
 
     def plan(self, request: dict, catalog: dict) -> DeployPlan:
         plan = self.parse(request["compose"], request.get("variables") or {})
@@ -48,6 +47,15 @@ class ComposeDeploy(DeployMethod):
         return plan
 
 
+class ComposeFactory(DeployMethodFactory):
+    name = ComposeDeploy.name
+
+    def create(self, settings) -> ComposeDeploy:
+        """The method with the app's host ports and ``SLIPWAY_REGISTRY_ALLOW_PRIVATE``."""
+        return ComposeDeploy(host_ports=host_ports(settings),
+                             registry_allow_private=containerfiles.allow_private(settings))
+
+
 @hookimpl
 def register_deploy_methods():
-    return [ComposeDeploy()]
+    return [ComposeFactory()]

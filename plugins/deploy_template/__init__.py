@@ -22,7 +22,7 @@ import yaml
 
 from core.errors import Invalid
 from ports import hookimpl
-from ports.deploy import DeployMethod
+from ports.deploy import DeployMethod, DeployMethodFactory, host_ports
 
 
 class TemplateDeploy(DeployMethod):
@@ -84,9 +84,16 @@ def load_catalog(environ=None) -> list[dict]:
     return catalog
 
 
+class TemplateFactory(DeployMethodFactory):
+    name = TemplateDeploy.name
+
+    def create(self, settings) -> TemplateDeploy:
+        return TemplateDeploy(host_ports=host_ports(settings))
+
+
 @hookimpl
 def register_deploy_methods():
-    return [TemplateDeploy()]
+    return [TemplateFactory()]
 
 
 @hookimpl(trylast=True)
