@@ -76,15 +76,17 @@ class Composition:
         c = self.config
         values = dict(c.settings or os.environ)
         values.update({"SLIPWAY_DATABASE_URL": c.database_url, "SLIPWAY_RUNTIME_URL": c.runtime_url or "",
-                       "SLIPWAY_RUNTIME": c.runtime,
+                       "SLIPWAY_RUNTIME": c.runtime, "SLIPWAY_LICENSE_SERVICE": c.license_service,
+                       "SLIPWAY_ROUTES": c.routes,
                        "SLIPWAY_RATE_STORE": c.rate_store, "SLIPWAY_EVENT_BUS": c.event_bus,
                        "SLIPWAY_ROUTES_FILE": c.routes_file or "", "SLIPWAY_CADDY_ADMIN": c.caddy_admin,
                        "SLIPWAY_CADDY_TLS": c.caddy_tls, "SLIPWAY_CADDY_LISTEN": c.caddy_listen,
                        "SLIPWAY_HOST_PORTS": "%d-%d" % tuple(c.host_ports)})
         return registries.settings_of(self.plugins, values)
 
-    def _select(self, kind: str, name: str):
-        return registries.select(self.plugins, kind, self.settings, name)
+    def _select(self, kind: str, settings: Settings | None = None):
+        """The part the registry ``kind`` selects from the settings (``app.registries``)."""
+        return registries.build(self.plugins, kind, settings if settings is not None else self.settings)
 
     @cached_property
     def deploy_methods(self) -> dict:
@@ -126,7 +128,7 @@ class Composition:
     @cached_property
     def bus(self):
         """``SLIPWAY_EVENT_BUS``; use cases publish through their units of work."""
-        return self._select("event_buses", self.config.event_bus)
+        return self._select("event_buses")
 
     @cached_property
     def store(self) -> Store:
@@ -150,12 +152,12 @@ class Composition:
     @cached_property
     def license_service(self):
         settings = Settings(self.settings, database=self.store.db)
-        return registries.select(self.plugins, "license_services", settings, self.config.license_service)
+        return self._select("license_services", settings)
 
     @cached_property
     def runtime(self):
         """``SLIPWAY_RUNTIME`` on ``SLIPWAY_RUNTIME_URL`` (publish address, host ports, limits)."""
-        return self._select("runtimes", self.config.runtime)
+        return self._select("runtimes")
 
     @cached_property
     def engine_gate(self):
@@ -169,12 +171,12 @@ class Composition:
     def rates(self):
         """``SLIPWAY_RATE_STORE``: every rate-limit bucket of both APIs (``memory``, or the
         factory of its URL's scheme)."""
-        return self._select("rate_stores", self.config.rate_store)
+        return self._select("rate_stores")
 
     @cached_property
     def route_provider(self):
         """``SLIPWAY_ROUTES``, configured; None when its settings leave it off."""
-        return self._select("route_providers", self.config.routes)
+        return self._select("route_providers")
 
     # --- thread pools ------------------------------------------------------------------
 

@@ -124,8 +124,8 @@ def entries(pm, kind: str):
 
 
 def select(pm, kind: str, settings: Settings, name: str | None = None, *, setting: str | None = None):
-    """``create(settings)`` of the factory ``name`` (default: the row's setting in
-    ``settings``, else its default) of a registry that selects ``one`` or by ``scheme``
+    """``create(settings)`` of the factory ``name`` (default: the one the row's setting in
+    ``settings`` names, else its default) of a registry that selects ``one`` or by ``scheme``
     (or of the kind an ``each`` entry names): the one way they are chosen. A name no
     loaded plugin provides, or a ``ValueError`` of the factory (a bad setting), is a
     ``ConfigError`` naming ``setting`` (default: the row's)."""
@@ -135,8 +135,8 @@ def select(pm, kind: str, settings: Settings, name: str | None = None, *, settin
     setting = setting or r.setting
     if name is None:
         name = (settings.get(r.setting) or "").strip() or r.default
-    if r.selects == SCHEME:
-        name = scheme(setting, name)
+        if r.selects == SCHEME:
+            name = scheme(setting, name)
     factories = entries(pm, kind)
     if name not in factories:
         raise ConfigError(f"{setting}: no loaded plugin provides {name!r} "
