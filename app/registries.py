@@ -39,8 +39,9 @@ class Registry:
     """One row: ``kind`` (its name here and in ``settings.part``), ``hook``, ``port`` (the
     interface the entries' ``create`` answers, or the entries themselves), ``setting``
     (the ``SLIPWAY_*`` variable that chooses, or None), ``selects`` (one of ``SELECTS``),
-    ``what`` (one entry, as errors name it) and ``default`` (the name chosen when the
-    setting is unset, where no ``app.config.Config`` field holds it)."""
+    ``what`` (one entry, as errors name it), ``default`` (the name chosen when the
+    setting is unset, where no ``app.config.Config`` field holds it) and ``chosen`` (who
+    picks among what was made, or more of the setting, for the docs)."""
 
     kind: str
     hook: str
@@ -49,6 +50,7 @@ class Registry:
     selects: str
     what: str
     default: str | None = None
+    chosen: str = ""
 
     @property
     def factories(self) -> bool:
@@ -66,16 +68,20 @@ REGISTRIES = (
     Registry("event_buses", "register_event_buses", "ports.events.EventBus", "SLIPWAY_EVENT_BUS", ONE,
              "event bus"),
     Registry("analyzers", "register_analyzers", "ports.analyzer.Analyzer", "SLIPWAY_AI_ANALYZER", ONE,
-             "source analyzer", default=DEFAULT_ANALYZER),
+             "source analyzer", default=DEFAULT_ANALYZER, chosen=f"(default `{DEFAULT_ANALYZER}`)"),
     Registry("rate_stores", "register_rate_stores", "ports.ratestore.RateStore", "SLIPWAY_RATE_STORE", SCHEME,
-             "rate store"),
+             "rate store", chosen="(`memory`, or a URL: `redis://...`)"),
     Registry("backup_destinations", "register_backup_destinations", "ports.backups.BackupDestination",
-             "SLIPWAY_BACKUP_DESTINATIONS", EACH, "backup destination kind"),
-    Registry("deploy_methods", "register_deploy_methods", "ports.deploy.DeployMethod", None, ALL, "deploy method"),
-    Registry("billing_models", "register_billing_models", "ports.billing.BillingModel", None, ALL, "billing model"),
+             "SLIPWAY_BACKUP_DESTINATIONS", EACH, "backup destination kind",
+             chosen="(the `kind` of each; `local` always, the folder `SLIPWAY_BACKUP_DIR`)"),
+    Registry("deploy_methods", "register_deploy_methods", "ports.deploy.DeployMethod", None, ALL, "deploy method",
+             chosen="`deploy_method` of `POST /api/services`"),
+    Registry("billing_models", "register_billing_models", "ports.billing.BillingModel", None, ALL, "billing model",
+             chosen="the model a partner contract names (`slipway contract create --model`)"),
     Registry("git_providers", "register_git_providers", "ports.git_providers.GitProvider", None, ALL,
-             "git provider"),
-    Registry("templates", "register_templates", "template dict", None, CATALOG, "template"),
+             "git provider", chosen="the first that recognises a delivery's headers"),
+    Registry("templates", "register_templates", "template dict", None, CATALOG, "template",
+             chosen="`template_id` (`GET /api/templates`)"),
     Registry("routes", "register_routes", "ports.extensions.Route", None, BEHAVIOUR, "route"),
     Registry("jobs", "register_jobs", "ports.extensions.Job", None, BEHAVIOUR, "job"),
     Registry("event_subscribers", "register_event_subscribers", "ports.extensions.Subscriber", None, BEHAVIOUR,
@@ -239,13 +245,13 @@ def describe(pm) -> list[dict]:
 def markdown(pm) -> str:
     """The table of ``docs/plugins.md``: hook, what a factory creates, the setting, how it
     selects, what Slipway's own plugins offer (``plugins/``, ``app/builtins.py``)."""
-    lines = ["| hook | entries | setting | selects | built in |", "|---|---|---|---|---|"]
+    lines = ["| hook | entries | chosen by | selects | built in |", "|---|---|---|---|---|"]
     for r in REGISTRIES:
         if r.selects == BEHAVIOUR:
             continue
         entry = f"factories: `create(settings)` → `{r.port}`" if r.factories else f"{r.port}s"
-        setting = f"`{r.setting}`" if r.setting else "–"
-        lines.append(f"| `{r.hook}` | {entry} | {setting} | `{r.selects}` | {_built_in(pm, r)} |")
+        chosen = " ".join(part for part in (f"`{r.setting}`" if r.setting else "", r.chosen) if part)
+        lines.append(f"| `{r.hook}` | {entry} | {chosen} | `{r.selects}` | {_built_in(pm, r)} |")
     return "\n".join(lines) + "\n"
 
 
