@@ -96,7 +96,8 @@ class Composition:
 
     @cached_property
     def billing_models(self) -> dict:
-        return registries.build(self.plugins, "billing_models", self.settings)  # two plugins claiming one model stop start-up
+        # two plugins claiming one model stop start-up
+        return registries.build(self.plugins, "billing_models", self.settings)
 
     @cached_property
     def templates(self) -> dict:

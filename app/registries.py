@@ -232,8 +232,10 @@ def names(pm, kind: str) -> list:
     found = entries(pm, kind)
     if isinstance(found, dict):
         return sorted(found)
-    return [f"{item.method} /api/ext/{item.plugin}{item.path}" if row(kind).kind == "routes"
-            else getattr(item, "name", type(item).__name__) for item in found]
+    if kind == "routes":
+        return [f"{getattr(item, 'method', '?')} /api/ext/{getattr(item, 'plugin', '?')}{getattr(item, 'path', '')}"
+                for item in found]
+    return [str(getattr(item, "name", type(item).__name__)) for item in found]
 
 
 def describe(pm) -> list[dict]:

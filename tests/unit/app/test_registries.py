@@ -80,7 +80,8 @@ def test_each_row_selects_the_way_it_says(row):
     made = registries.build(pm, row.kind, settings, wanted={"tape": {"kind": "probe", "drive": "st0"}})
     if row.selects in (registries.ONE, registries.SCHEME):
         assert made[:2] == ("made", "probe") and made[2] is settings
-        with pytest.raises(ConfigError, match=rf"{row.setting}: no loaded plugin provides 'nope' \(loaded: ([a-z]+, )*probe\)"):
+        refusal = rf"{row.setting}: no loaded plugin provides 'nope' \(loaded: ([a-z]+, )*probe\)"
+        with pytest.raises(ConfigError, match=refusal):
             registries.build(pm, row.kind, _settings_for(row, "nope"))
     elif row.selects == registries.EACH:
         assert made["tape"][:2] == ("made", "probe")
@@ -168,6 +169,16 @@ def test_slipway_plugins_shows_the_table():
     for key in ("deployMethods", "billingModels", "licenseServices", "runtimes", "analyzers", "routeProviders",
                 "rateStores", "eventBuses", "backupDestinations", "gitProviders", "templates"):
         assert out[key], key  # what it showed before the table, still there
+    from ports.extensions import Job, Route
+
+    route = Route(plugin="probe", method="GET", path="/things", operation_id="things", permission="services:read",
+                  handler=lambda request: None)
+    job = Job(name="tick", interval=60, run=lambda context: None)
+    out = commands.plugins(Config(database_url="sqlite:///:memory:",
+                                  plugins=(_plugin("register_routes", [route]), _plugin("register_jobs", [job]))), None)
+    by_kind = {entry["kind"]: entry for entry in out["registries"]}
+    assert by_kind["routes"]["names"] == ["GET /api/ext/probe/things"] and by_kind["jobs"]["names"] == ["tick"]
+    assert by_kind["routes"]["selects"] == "behaviour" and "routes" not in out  # the table only: no flat key
 
 
 def test_the_docs_table_is_the_table():
