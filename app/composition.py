@@ -81,7 +81,7 @@ class Composition:
                        "SLIPWAY_RATE_STORE": c.rate_store, "SLIPWAY_EVENT_BUS": c.event_bus,
                        "SLIPWAY_ROUTES_FILE": c.routes_file or "", "SLIPWAY_CADDY_ADMIN": c.caddy_admin,
                        "SLIPWAY_CADDY_TLS": c.caddy_tls, "SLIPWAY_CADDY_LISTEN": c.caddy_listen,
-                       "SLIPWAY_HOST_PORTS": "%d-%d" % tuple(c.host_ports)})
+                       "SLIPWAY_HOST_PORTS": "{}-{}".format(*c.host_ports)})
         return registries.settings_of(self.plugins, values)
 
     def _select(self, kind: str, settings: Settings | None = None):

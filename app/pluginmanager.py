@@ -1,4 +1,5 @@
-"""Build the pluggy plugin manager: hookspecs, entry-point plugins, explicit plugins."""
+"""Build the pluggy plugin manager (hookspecs, entry-point plugins, explicit plugins) and
+read its registries by name; the table of registries and their selection are app.registries."""
 from __future__ import annotations
 
 import pluggy

@@ -45,7 +45,7 @@ def init(config, args) -> dict:
 def plugins(config, args) -> dict:
     parts = Composition(config)
     pm = parts.plugins
-    parts.deploy_methods, parts.billing_models  # built as the server builds them: a bad setting stops here too
+    parts.deploy_methods, parts.billing_models  # noqa: B018 (built as the server builds them: a bad setting stops here too)
     table = registries.describe(pm)
     out = {"plugins": describe_plugins(pm)}
     for entry in table:  # each registry's names under its kind (``deployMethods``, ``runtimes``, ...)

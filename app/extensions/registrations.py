@@ -27,7 +27,7 @@ class Extensions:
     auth_sources: tuple = ()
 
     @classmethod
-    def collect(cls, pm) -> "Extensions":
+    def collect(cls, pm) -> Extensions:
         from app.registries import entries
 
         routes, jobs = entries(pm, "routes"), entries(pm, "jobs")
