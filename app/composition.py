@@ -84,24 +84,25 @@ class Composition:
                        "SLIPWAY_HOST_PORTS": "{}-{}".format(*c.host_ports)})
         return registries.settings_of(self.plugins, values)
 
-    def _select(self, kind: str, settings: Settings | None = None):
-        """The part the registry ``kind`` selects from the settings (``app.registries``)."""
-        return registries.build(self.plugins, kind, settings if settings is not None else self.settings)
+    def _select(self, kind: str):
+        """The part the registry ``kind`` selects from the settings (``app.registries``):
+        ``settings.part``, so a factory that asks for it gets the app's own."""
+        return self.settings.part(kind)
 
     @cached_property
     def deploy_methods(self) -> dict:
         """Every deploy method, each created once with the settings (its own ``SLIPWAY_*``
         variables, the app's host ports, the analyzer: a bad one stops start-up naming it)."""
-        return registries.build(self.plugins, "deploy_methods", self.settings)
+        return self._select("deploy_methods")
 
     @cached_property
     def billing_models(self) -> dict:
         # two plugins claiming one model stop start-up
-        return registries.build(self.plugins, "billing_models", self.settings)
+        return self._select("billing_models")
 
     @cached_property
     def templates(self) -> dict:
-        return registries.build(self.plugins, "templates", self.settings)
+        return self._select("templates")
 
     @cached_property
     def extensions(self) -> Extensions:
@@ -153,7 +154,7 @@ class Composition:
     @cached_property
     def license_service(self):
         settings = Settings(self.settings, database=self.store.db)
-        return self._select("license_services", settings)
+        return registries.build(self.plugins, "license_services", settings)
 
     @cached_property
     def runtime(self):
