@@ -213,10 +213,17 @@ def settings_of(pm, values=None, *, database=None) -> Settings:
     """Settings whose ``part(kind)`` is what the registry ``kind`` selects from them (made
     once, on the first ask): what every factory of one app gets."""
     made: dict = {}
+    building: list = []
 
     def part(kind: str):
         if kind not in made:
-            made[kind] = build(pm, kind, settings)
+            if kind in building:  # a factory asked, through others, for its own registry's part
+                raise PluginError(f"the parts ask for each other: {' -> '.join([*building, kind])}")
+            building.append(kind)
+            try:
+                made[kind] = build(pm, kind, settings)
+            finally:
+                building.pop()
         return made[kind]
 
     settings = Settings(values or {}, database=database, parts=part)

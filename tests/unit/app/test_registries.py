@@ -138,6 +138,14 @@ def test_a_factory_gets_what_another_registry_made_through_settings_part():
     assert parts.settings.part("analyzers") is method.analyzer and len(made) == 1
     with pytest.raises(LookupError):
         Settings({}).part("analyzers")
+
+    class Greedy(Probe):  # asks for its own registry's part: refused, not a recursion without end
+        def create(self, settings):
+            return settings.part("billing_models")
+
+    pm = make_plugin_manager([_plugin("register_billing_models", [Greedy("greedy")])], load_entrypoints=False)
+    with pytest.raises(PluginError, match="billing_models -> billing_models"):
+        registries.settings_of(pm).part("billing_models")
     wrong = Composition(Config(database_url="sqlite:///:memory:", settings={"SLIPWAY_AI_ANALYZER": "magic"}))
     with pytest.raises(ConfigError, match="SLIPWAY_AI_ANALYZER: no loaded plugin provides 'magic'"):
         wrong.deploy_methods
