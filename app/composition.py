@@ -4,9 +4,10 @@ configuration in one place, used by ``create_app`` (app.factory), the operator's
 
 Each part is built on first use and kept (``functools.cached_property``), so the CLI
 builds only the store and the plugins it needs, and ``create_app`` gets every part. The
-registries are chosen one way (``app.pluginmanager.select``): a setting names a factory,
-the factory's ``create(settings)`` builds the part. The background jobs start in the
-order ``JOBS`` declares and stop in the same order.
+registries are chosen the way their row of ``app.registries.REGISTRIES`` says: the
+factory a setting names (or every factory) builds the part with ``create(settings)``,
+given everything it needs; nothing is set on a part after it is built. The background
+jobs start in the order ``JOBS`` declares and stop in the same order.
 """
 from __future__ import annotations
 
@@ -16,9 +17,10 @@ from functools import cached_property
 from app import waits as waits_guard
 from app.config import Config, ConfigError
 from app.engine_calls import EngineCalls
+from app import registries
 from app.extensions import AUTH_SOURCE_TIMEOUT_S, AuthSources, ExtensionError, ExtensionJobs, Extensions, OutboxDelivery
-from app.pluginmanager import (PluginError, analyzers, billing_models, deploy_methods, git_providers,
-                               make_plugin_manager, select, templates)
+from app.pluginmanager import make_plugin_manager
+from app.registries import PluginError
 from app.storage.store import Store
 from core.panel.compose import compose_parser
 from core.panel.customers import Quota
@@ -40,7 +42,7 @@ JOBS = (
     "outbox_delivery",       # the plugins' event subscribers (register_event_subscribers)
     "route_sync",            # the reverse proxy's feed
     "lease",                 # dropped after the workers above stopped
-    "mcp",                   # /api/mcp's session manager (set by create_app), before the hub and bus
+    "mcp",                   # /api/mcp's session manager (made by create_app: Composition.jobs), before the hub and bus
     "hub",                   # WebSocket subscriptions; stopped after every job that publishes
     "bus",                   # the event bus, stopped last but one
     "rates",                 # its connections closed after every request was answered
@@ -57,7 +59,6 @@ class Composition:
             waits_guard.configure(True)
         self.owns_store = store is None
         self._given_store = store
-        self.mcp = None  # set by create_app: the MCP endpoint is part of the HTTP app
 
     # --- settings and plugins --------------------------------------------------------
 
@@ -69,38 +70,39 @@ class Composition:
     def settings(self) -> Settings:
         """The ``SLIPWAY_*`` variables every factory reads, with the values the
         configuration resolved on top (it may have been given directly, not by the
-        environment)."""
+        environment; ``SLIPWAY_HOST_PORTS`` is the app's one range, for every deploy
+        method and the runtime); ``part(kind)`` is what another registry made for this
+        app (``app.registries.settings_of``)."""
         c = self.config
         values = dict(c.settings or os.environ)
         values.update({"SLIPWAY_DATABASE_URL": c.database_url, "SLIPWAY_RUNTIME_URL": c.runtime_url or "",
-                       "SLIPWAY_RUNTIME": c.runtime,
+                       "SLIPWAY_RUNTIME": c.runtime, "SLIPWAY_LICENSE_SERVICE": c.license_service,
+                       "SLIPWAY_ROUTES": c.routes,
                        "SLIPWAY_RATE_STORE": c.rate_store, "SLIPWAY_EVENT_BUS": c.event_bus,
                        "SLIPWAY_ROUTES_FILE": c.routes_file or "", "SLIPWAY_CADDY_ADMIN": c.caddy_admin,
-                       "SLIPWAY_CADDY_TLS": c.caddy_tls, "SLIPWAY_CADDY_LISTEN": c.caddy_listen})
-        return Settings(values)
+                       "SLIPWAY_CADDY_TLS": c.caddy_tls, "SLIPWAY_CADDY_LISTEN": c.caddy_listen,
+                       "SLIPWAY_HOST_PORTS": "{}-{}".format(*c.host_ports)})
+        return registries.settings_of(self.plugins, values, resolver=c.resolver)
 
-    def _select(self, registry: str, setting: str, value: str):
-        return select(self.plugins, registry, setting, value, self.settings)
+    def _select(self, kind: str):
+        """The part the registry ``kind`` selects from the settings (``app.registries``):
+        ``settings.part``, so a factory that asks for it gets the app's own."""
+        return self.settings.part(kind)
 
     @cached_property
     def deploy_methods(self) -> dict:
-        methods = deploy_methods(self.plugins)
-        try:  # each method reads its own settings; a bad one stops start-up naming the variable
-            registries = {"analyzers": analyzers(self.plugins)}
-            for method in methods.values():
-                method.host_ports = self.config.host_ports  # SLIPWAY_HOST_PORTS: the app's, for every method
-                method.configure(self.settings, registries)  # the settings every factory reads
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from exc
-        return methods
+        """Every deploy method, each created once with the settings (its own ``SLIPWAY_*``
+        variables, the app's host ports, the analyzer: a bad one stops start-up naming it)."""
+        return self._select("deploy_methods")
 
     @cached_property
     def billing_models(self) -> dict:
-        return billing_models(self.plugins)  # refuses start-up when two plugins claim one model
+        # two plugins claiming one model stop start-up
+        return self._select("billing_models")
 
     @cached_property
     def templates(self) -> dict:
-        return templates(self.plugins)
+        return self._select("templates")
 
     @cached_property
     def extensions(self) -> Extensions:
@@ -119,17 +121,16 @@ class Composition:
         created once with empty settings, in name order: what ``POST /api/hooks/git/{id}``
         asks to recognise a delivery. Two plugins providing one name stop start-up."""
         try:
-            factories = git_providers(self.plugins)
+            return list(registries.create_all(self.plugins, "git_providers", Settings({})).values())
         except PluginError as exc:
             raise ConfigError(f"plugins: {exc}") from exc
-        return [factories[name].create(Settings({})) for name in sorted(factories)]
 
     # --- ports -----------------------------------------------------------------------
 
     @cached_property
     def bus(self):
         """``SLIPWAY_EVENT_BUS``; use cases publish through their units of work."""
-        return self._select("event_buses", "SLIPWAY_EVENT_BUS", self.config.event_bus)
+        return self._select("event_buses")
 
     @cached_property
     def store(self) -> Store:
@@ -152,14 +153,13 @@ class Composition:
 
     @cached_property
     def license_service(self):
-        settings = Settings(self.settings, database=self.store.db)
-        return select(self.plugins, "license_services", "SLIPWAY_LICENSE_SERVICE", self.config.license_service,
-                      settings)
+        settings = Settings(self.settings, database=self.store.db, resolver=self.config.resolver)
+        return registries.build(self.plugins, "license_services", settings)
 
     @cached_property
     def runtime(self):
         """``SLIPWAY_RUNTIME`` on ``SLIPWAY_RUNTIME_URL`` (publish address, host ports, limits)."""
-        return self._select("runtimes", "SLIPWAY_RUNTIME", self.config.runtime)
+        return self._select("runtimes")
 
     @cached_property
     def engine_gate(self):
@@ -171,26 +171,14 @@ class Composition:
 
     @cached_property
     def rates(self):
-        """``SLIPWAY_RATE_STORE``: every rate-limit bucket of both APIs."""
-        from urllib.parse import urlsplit
-
-        value = self.config.rate_store
-        if value.lower() == "memory":
-            return self._select("rate_stores", "SLIPWAY_RATE_STORE", "memory")
-        try:
-            scheme = urlsplit(value).scheme
-        except ValueError as exc:  # e.g. an unclosed [IPv6 address
-            raise ConfigError(f"SLIPWAY_RATE_STORE: not a URL ({exc}); "
-                              "redis://[user:password@]host[:port][/db]") from None
-        if not scheme or scheme == "memory":
-            raise ConfigError(f"SLIPWAY_RATE_STORE: memory, or a URL of a scheme a loaded plugin serves; "
-                              f"got scheme {scheme!r}")
-        return self._select("rate_stores", "SLIPWAY_RATE_STORE", scheme)
+        """``SLIPWAY_RATE_STORE``: every rate-limit bucket of both APIs (``memory``, or the
+        factory of its URL's scheme)."""
+        return self._select("rate_stores")
 
     @cached_property
     def route_provider(self):
         """``SLIPWAY_ROUTES``, configured; None when its settings leave it off."""
-        return self._select("route_providers", "SLIPWAY_ROUTES", self.config.routes)
+        return self._select("route_providers")
 
     # --- thread pools ------------------------------------------------------------------
 
@@ -356,12 +344,9 @@ class Composition:
                 raise ConfigError("SLIPWAY_BACKUP_DESTINATIONS: \"local\" is built in (the folder SLIPWAY_BACKUP_DIR); "
                                   "give another name")
             wanted[name] = options
-        destinations = {}
-        for name, options in wanted.items():
-            setting = "SLIPWAY_BACKUP_DIR" if name == "local" else "SLIPWAY_BACKUP_DESTINATIONS"
-            settings = Settings({**options, "name": name})
-            destinations[name] = select(self.plugins, "backup_destinations", setting, options["kind"], settings)
-        return destinations
+        return registries.create_each(
+            self.plugins, "backup_destinations", wanted,
+            setting_of=lambda name: "SLIPWAY_BACKUP_DIR" if name == "local" else "SLIPWAY_BACKUP_DESTINATIONS")
 
     @cached_property
     def backup_archives(self):
@@ -382,13 +367,11 @@ class Composition:
         from core.panel import backups
 
         c = self.config
-        worker = BackupWorker(self.store, c.clock, self.runtime, self.backup_calls, self.backup_archives,
-                              lease=self.lease,
-                              verify=lambda backup: backups.queue_verification_of(self.store.uow(), c.clock,
-                                                                                  backup.id),
-                              concurrency=c.backup_workers, timeout=c.backup_timeout, max_mb=c.backup_max_mb)
-        worker.engine_check = backups.check_dumps(self.runtime)
-        return worker
+        return BackupWorker(self.store, c.clock, self.runtime, self.backup_calls, self.backup_archives,
+                            lease=self.lease,
+                            verify=lambda backup: backups.queue_verification_of(self.store.uow(), c.clock, backup.id),
+                            engine_check=backups.check_dumps(self.runtime),
+                            concurrency=c.backup_workers, timeout=c.backup_timeout, max_mb=c.backup_max_mb)
 
     @cached_property
     def policy_destinations(self):
@@ -448,15 +431,19 @@ class Composition:
     WORKER_JOBS = frozenset({"deployer", "backup_worker", "preview_worker", "backup_scheduler", "idempotency_cleanup", "history",
                              "webhook_worker", "extension_jobs", "outbox_delivery", "lease"})
 
-    def jobs(self) -> list:
-        """The background jobs of this process, in ``JOBS`` order."""
+    #: the jobs the HTTP app makes (``create_app``), handed to :meth:`jobs`
+    HTTP_JOBS = frozenset({"mcp"})
+
+    def jobs(self, http: dict | None = None) -> list:
+        """The background jobs of this process, in ``JOBS`` order; ``http``: those the HTTP
+        app made (``{"mcp": endpoint}``)."""
         out = []
         for name in JOBS:
             if name in self.WORKER_JOBS and not self._workers_on():
                 continue
             if name == "billing_recompute" and not self.config.billing_interval:
                 continue
-            part = getattr(self, name)
+            part = (http or {}).get(name) if name in self.HTTP_JOBS else getattr(self, name)
             if part is not None:
                 out.append(part)
         return out

@@ -62,7 +62,7 @@ def _check_login(config) -> None:
 
 def _check_event_bus(config) -> None:
     """The built-in ``postgres`` bus needs PostgreSQL; a name no loaded plugin provides is
-    refused when the app is composed (``app.pluginmanager.select``)."""
+    refused when the app is composed (``app.registries.select``)."""
     if config.event_bus == "postgres" and not config.database_url.startswith(("postgresql://", "postgres://")):
         raise ConfigError("SLIPWAY_EVENT_BUS=postgres needs a PostgreSQL database (SLIPWAY_DATABASE_URL="
                           f"postgresql://...), not {config.database_url.split(':', 1)[0]}")

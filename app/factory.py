@@ -46,17 +46,14 @@ log = logging.getLogger("slipway.engine")
 
 class SlipwayApp(falcon.asgi.App):
     """A Falcon ASGI app that also carries its composition (``app.parts``:
-    ``app.composition.Composition``) for background jobs and tests."""
+    ``app.composition.Composition``) for background jobs and tests, its lifespan, its
+    contracts (``{"partner": ..., "panel": ...}``), the MCP endpoint (app.panel.mcp, handed
+    requests to exactly its path as raw ASGI) and the observer (request ids, access lines
+    and request metrics: app.http.observability), all given to the constructor."""
 
-    parts = None
-    lifespan = None
-    #: request ids, access lines and request metrics (app.http.observability); set by create_app
-    observer = None
-    #: the MCP endpoint (app.panel.mcp), handed requests to exactly its path as raw ASGI
-    mcp = None
-
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, parts=None, lifespan=None, contracts=None, mcp=None, observer=None, **kwargs):
         super().__init__(*args, **kwargs)
+        self.parts, self.lifespan, self.contracts, self.mcp, self.observer = parts, lifespan, contracts, mcp, observer
         #: the same routes again, for ``route_template`` (falcon's own router is private)
         self._templates = CompiledRouter()
 
@@ -107,13 +104,13 @@ class Lifespan:
     order); on shutdown stop them in the same order, then release the database
     connections and worker threads."""
 
-    def __init__(self, parts: Composition):
-        self.parts = parts
-        self.checks = []  # the /readyz checks' threads
+    def __init__(self, parts: Composition, mcp=None):
+        self.parts, self.mcp = parts, mcp
+        self.checks = []  # the /readyz checks' threads (add_probe_routes adds them)
 
     @property
     def jobs(self) -> list:
-        return self.parts.jobs()
+        return self.parts.jobs({"mcp": self.mcp})
 
     async def process_startup(self, scope, event):
         log_engine(self.parts.config)
@@ -143,13 +140,6 @@ def create_app(config: Config | None = None, *, store: Store | None = None,
     store = parts.store
     parts.serve_events()
     license_service, runtime, deployer = parts.license_service, parts.runtime, parts.deployer
-    lifespan = Lifespan(parts)
-    app = SlipwayApp(middleware=[lifespan])
-    app.parts, app.lifespan = parts, lifespan
-    app.req_options.auto_parse_qs_csv = False
-    app.add_error_handler(Exception, handle_any_error)
-    app.add_error_handler(falcon.HTTPError, handle_any_error)
-
     partner = ApiContract.load("partner")
     handlers = IdentityHandlers(store, config.clock, partner).handlers()
     handlers.update(LicensingHandlers(store, config.clock, license_service).handlers())
@@ -157,7 +147,7 @@ def create_app(config: Config | None = None, *, store: Store | None = None,
     handlers.update(docs_handlers("partner"))
     handlers.update(WebhookHandlers(store, config.clock, allow_private=config.webhook_allow_private,
                                     lookups=parts.webhook_lookups, resolver=config.resolver).handlers())
-    add_contract_routes(app, partner, PartnerGate(store, config, parts.rates), handlers, parts.idempotency)
+    partner_gate = PartnerGate(store, config, parts.rates)
 
     routes = parts.extensions.routes  # the plugins' routes (register_routes), in the contract and behind its gate
     panel = ApiContract.load("panel", deploy_methods=parts.deploy_methods,
@@ -200,21 +190,29 @@ def create_app(config: Config | None = None, *, store: Store | None = None,
                                       logs_http=panel_ops["getServiceLogs"]).handlers())
     panel_ops.update(AuthHandlers(store, config, panel_gate).handlers())
     panel_ops.update(extensions.route_handlers(routes, parts.extension_context, parts.extension_calls))
-    add_contract_routes(app, panel, panel_gate, panel_ops, parts.idempotency)
-    parts.contracts = {"partner": partner, "panel": panel}
-    parts.panel_gate = panel_gate
     # /api/mcp: tools over these handlers (and the plugins' routes that ask for it)
-    app.mcp = parts.mcp = McpEndpoint(panel, panel_gate, panel_ops, extra_tools=extensions.mcp_tools(routes))
+    mcp = McpEndpoint(panel, panel_gate, panel_ops, extra_tools=extensions.mcp_tools(routes))
+
+    operations = {(op.route, op.method): op.operation_id for c in (partner, panel) for op in c.operations}
+    operations.update({("/healthz", "GET"): "healthz", ("/readyz", "GET"): "readyz", ("/metrics", "GET"): "metrics"})
+    operations.update({(MCP_PATH, method): "mcp" for method in ("POST", "GET", "DELETE")})
+    # the observer asks the app (made next) for the route template of each request's path
+    observer = Observer(lambda path: MCP_PATH if path == MCP_PATH else app.route_template(path), operations)
+    lifespan = Lifespan(parts, mcp=mcp)
+    app = SlipwayApp(middleware=[lifespan], parts=parts, lifespan=lifespan,
+                     contracts={"partner": partner, "panel": panel}, mcp=mcp, observer=observer)
+    app.req_options.auto_parse_qs_csv = False
+    app.add_error_handler(Exception, handle_any_error)
+    app.add_error_handler(falcon.HTTPError, handle_any_error)
+    add_contract_routes(app, partner, partner_gate, handlers, parts.idempotency)
+    add_contract_routes(app, panel, panel_gate, panel_ops, parts.idempotency)
 
     # the web frontend: GET / and client-side routes answer the page, /assets/... its files
     Frontend(config.web_dir, oidc=bool(config.oidc_issuer)).add_to(app)
 
-    lifespan.checks = add_probe_routes(app, store=store, runtime=runtime, engine_configured=bool(config.runtime_url),
-                                       timeout=config.ready_timeout, metrics_token=config.metrics_token)
-    operations = {(op.route, op.method): op.operation_id for c in (partner, panel) for op in c.operations}
-    operations.update({("/healthz", "GET"): "healthz", ("/readyz", "GET"): "readyz", ("/metrics", "GET"): "metrics"})
-    operations.update({(MCP_PATH, method): "mcp" for method in ("POST", "GET", "DELETE")})
-    app.observer = Observer(lambda path: MCP_PATH if path == MCP_PATH else app.route_template(path), operations)
+    lifespan.checks.extend(add_probe_routes(app, store=store, runtime=runtime,
+                                            engine_configured=bool(config.runtime_url),
+                                            timeout=config.ready_timeout, metrics_token=config.metrics_token))
     return app
 
 

@@ -1,13 +1,12 @@
-"""Build the pluggy plugin manager: hookspecs, entry-point plugins, explicit plugins."""
+"""Build the pluggy plugin manager (hookspecs, entry-point plugins, explicit plugins) and
+read its registries by name; the table of registries and their selection are app.registries."""
 from __future__ import annotations
 
 import pluggy
 
+from app import registries
+from app.registries import PluginError  # noqa: F401 (where callers have always found it)
 from ports import PROJECT, hookspecs
-
-
-class PluginError(RuntimeError):
-    pass
 
 
 def make_plugin_manager(extra_plugins=(), load_entrypoints: bool = True) -> pluggy.PluginManager:
@@ -29,63 +28,10 @@ def make_plugin_manager(extra_plugins=(), load_entrypoints: bool = True) -> plug
     return pm
 
 
-#: the registries of factories (``create(settings)``): hook, what one is called in errors
-REGISTRIES = {
-    "runtimes": ("register_runtimes", "container runtime"),
-    "license_services": ("register_license_services", "license service"),
-    "route_providers": ("register_route_providers", "route provider"),
-    "rate_stores": ("register_rate_stores", "rate store"),
-    "event_buses": ("register_event_buses", "event bus"),
-    "backup_destinations": ("register_backup_destinations", "backup destination kind"),
-    "git_providers": ("register_git_providers", "git provider"),
-}
-
-
-def registry(pm, name: str) -> dict:
-    """The factories of one registry (``REGISTRIES``) by name; two plugins providing one
-    name is a ``PluginError``."""
-    hook, what = REGISTRIES[name]
-    return _by_name(getattr(pm.hook, hook)(), what)
-
-
-def select(pm, name: str, setting: str, value: str, settings):
-    """``create(settings)`` of the factory named ``value`` in registry ``name``: the one
-    way every registry is chosen. A name no loaded plugin provides, or a ``ValueError``
-    of the factory (a bad setting), is a ``ConfigError`` naming ``setting``."""
-    from app.config import ConfigError
-
-    factories = registry(pm, name)
-    if value not in factories:
-        raise ConfigError(f"{setting}: no loaded plugin provides {value!r} "
-                          f"(loaded: {', '.join(sorted(factories)) or 'none'})")
-    try:
-        return factories[value].create(settings)
-    except ValueError as exc:
-        message = str(exc)
-        raise ConfigError(message if message.startswith(setting) or "SLIPWAY_" in message
-                          else f"{setting}: {message}") from exc
-
-
-def _by_name(results, what: str) -> dict:
-    found = {}
-    for batch in results:
-        for item in batch or ():
-            if item.name in found:
-                raise PluginError(f"two plugins provide {what} {item.name!r}")
-            found[item.name] = item
-    return found
-
-
-def billing_models(pm) -> dict:
-    return _by_name(pm.hook.register_billing_models(), "billing model")
-
-
-def deploy_methods(pm) -> dict:
-    return _by_name(pm.hook.register_deploy_methods(), "deploy method")
-
-
-def analyzers(pm) -> dict:
-    return _by_name(pm.hook.register_analyzers(), "source analyzer")
+def registry(pm, kind: str) -> dict:
+    """What the plugins registered in the registry ``kind`` of ``app.registries.REGISTRIES``
+    (factories by name); two plugins providing one name is a ``PluginError``."""
+    return registries.entries(pm, kind)
 
 
 def describe_plugins(pm) -> list[dict]:
@@ -106,17 +52,31 @@ def describe_plugins(pm) -> list[dict]:
     return out
 
 
+# --- each registry by name (the CLI, the benchmarks and tests that build parts alone) ------
+
+
+def deploy_methods(pm, values=None) -> dict:
+    """Every deploy method, created from ``values`` (the ``SLIPWAY_*`` variables; default
+    none: every default), by name. An app's come from ``app.composition``."""
+    return registries.build(pm, "deploy_methods", registries.settings_of(pm, values))
+
+
+def billing_models(pm, values=None) -> dict:
+    """Every billing model, created, by name."""
+    return registries.build(pm, "billing_models", registries.settings_of(pm, values))
+
+
+def analyzers(pm) -> dict:
+    return registry(pm, "analyzers")
+
+
 def license_services(pm) -> dict:
     return registry(pm, "license_services")
 
 
 def templates(pm) -> dict:
     """The template catalog by id; a plugin's template replaces a built-in one."""
-    catalog = {}
-    for batch in reversed(pm.hook.register_templates()):  # built-ins (trylast) come last: apply them first
-        for template in batch or ():
-            catalog[template["id"]] = template
-    return catalog
+    return registry(pm, "templates")
 
 
 def runtimes(pm) -> dict:

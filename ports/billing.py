@@ -2,7 +2,8 @@
 
 A model gets the contract, the period, "today" (usage counts days up to and including
 it) and the history of every license that was ever under the contract, rebuilt from
-the activity ledger; it returns one statement line. Money is integer cents.
+the activity ledger; it returns one statement line. Money is integer cents. ``register_billing_models``
+returns :class:`BillingModelFactory` objects; the app creates each model once.
 """
 from __future__ import annotations
 
@@ -48,3 +49,15 @@ class BillingModel(ABC):
     def price(self, contract: Contract, period: Period, histories: list[LicenseHistory], today: date) -> Line:
         """Price ``contract`` over ``period``. Deterministic: the same histories and day
         give the same line, so a past period prices the same way again."""
+
+
+class BillingModelFactory(ABC):
+    """What ``register_billing_models`` returns: ``name`` (the model's) and
+    ``create(settings)``, called once when the app is built."""
+
+    name: str
+
+    @abstractmethod
+    def create(self, settings) -> BillingModel:
+        """The model, built with all it needs (``settings``: ``ports.settings.Settings``);
+        a bad setting is a ``ValueError`` naming the variable (start-up stops)."""

@@ -7,6 +7,10 @@ fields it keeps per service, whether it fetches its source, deploys on push, has
 previews: :func:`capabilities`, served in the contract), and turns a request into a
 ``DeployPlan``: the compose text it will run and the parsed components. The app carries
 the plan out through the container-runtime port.
+
+``register_deploy_methods`` returns :class:`DeployMethodFactory` objects: the app calls
+``create(settings)`` once, with everything the method needs, and sets nothing on the
+method afterwards.
 """
 from __future__ import annotations
 
@@ -14,8 +18,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from core.panel.compose import DEFAULT_HOST_PORTS, parse_compose
+from core.panel.compose import DEFAULT_HOST_PORTS, host_port_range, parse_compose
 from core.panel.compose.plan import Component, DeployPlan  # noqa: F401 (part of the port)
+from ports.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -41,7 +46,7 @@ class Prepared:
 
 class DeployMethod(ABC):
     #: the host ports a compose definition may name (``SLIPWAY_HOST_PORTS``): one setting
-    #: of the app for every method, set on each method before :meth:`configure`
+    #: of the app for every method, handed to the constructor by the method's factory
     host_ports: tuple = DEFAULT_HOST_PORTS
     #: whether the service's ``variables`` are also the environment of every container the
     #: deploy runs (the git and ai methods: a repository's app reads ``DATABASE_URL`` from
@@ -64,6 +69,11 @@ class DeployMethod(ABC):
     #: its services may have preview services of pull requests (``core.panel.previews``)
     previews: bool = False
 
+    def __init__(self, *, host_ports: tuple = DEFAULT_HOST_PORTS):
+        """``host_ports``: the app's range (``host_port_range(settings)`` in the factory:
+        the value the app read once, ``app.config.Config.host_ports``)."""
+        self.host_ports = tuple(host_ports)
+
     @property
     @abstractmethod
     def name(self) -> str:
@@ -74,13 +84,6 @@ class DeployMethod(ABC):
     def request_schema(self) -> dict:
         """JSON Schema (OpenAPI 3.1 dialect) for the fields this method needs, e.g.
         ``{"required": ["template_id"], "properties": {"template_id": {...}}}``."""
-
-    def configure(self, settings: Mapping[str, str], plugins: Mapping[str, dict]) -> None:
-        """Called once when the app is built, before any request. ``settings`` is the
-        environment (each plugin reads its own ``SLIPWAY_*`` variables); ``plugins`` holds
-        what other registries provide, by kind (``{"analyzers": {name: Analyzer}}``).
-        Raise ``ValueError`` naming the variable for a bad setting (start-up stops).
-        :attr:`host_ports` already holds the app's range (not read here)."""
 
     def parse(self, text: str, variables: dict | None = None) -> DeployPlan:
         """Compose text read by core's parser (:func:`core.panel.compose.parse_compose`)
@@ -136,3 +139,24 @@ def capabilities(method) -> dict:
             "fetches_source": bool(getattr(method, "fetches_source", False)),
             "deploys_on_push": bool(getattr(method, "deploys_on_push", False)),
             "previews": bool(getattr(method, "previews", False))}
+
+
+class DeployMethodFactory(ABC):
+    """What ``register_deploy_methods`` returns: ``name`` (the method's) and
+    ``create(settings)``, called once when the app is built, before any request."""
+
+    name: str
+
+    @abstractmethod
+    def create(self, settings: Settings) -> DeployMethod:
+        """The method, built with all it needs: ``settings`` holds the ``SLIPWAY_*``
+        variables (each method reads its own; ``SLIPWAY_HOST_PORTS`` is the app's range:
+        ``host_ports(settings)``) and ``settings.part(kind)`` what other registries made
+        (``settings.part("analyzers")``: the analyzer ``SLIPWAY_AI_ANALYZER`` names). Raise
+        ``ValueError`` naming the variable for a bad setting (start-up stops)."""
+
+
+def host_ports(settings: Mapping[str, str]) -> tuple[int, int]:
+    """The app's host-port range as a factory hands it to its method: ``SLIPWAY_HOST_PORTS``
+    of the settings, which the app resolved once (``app.config.Config.host_ports``)."""
+    return host_port_range(settings)

@@ -4,12 +4,14 @@ Two kinds of hooks:
 
 - **Registry hooks** (``register_runtimes``, ``register_license_services``,
   ``register_route_providers``, ``register_rate_stores``, ``register_event_buses``,
-  ``register_backup_destinations``, ``register_git_providers``) return named factories of one shape: an object
-  with ``name`` and ``create(settings: ports.settings.Settings)``. One setting names the factory
-  (``app.pluginmanager.select``); a name no loaded plugin provides stops start-up listing
-  the loaded names, and two plugins providing one name is a start-up error. The other
-  registries (billing models, deploy methods, analyzers, templates) hold instances by
-  name.
+  ``register_analyzers``, ``register_backup_destinations``, ``register_deploy_methods``,
+  ``register_billing_models``, ``register_git_providers``) return named factories of one
+  shape: an object with ``name`` and ``create(settings: ports.settings.Settings)``, which
+  builds the object with everything it needs (nothing is set on it afterwards). The table
+  ``app.registries.REGISTRIES`` says how each is chosen (a setting names one, every one is
+  made, ...); a name no loaded plugin provides stops start-up listing the loaded names,
+  and two plugins providing one name is a start-up error. ``register_templates`` returns
+  data (template dicts).
 - **Behaviour hooks** (``register_routes``, ``register_jobs``,
   ``register_event_subscribers``, ``register_auth_sources``) add routes, background jobs,
   reactions to events and ways of signing in (``ports.extensions``). Every loaded
@@ -24,11 +26,12 @@ from ports import hookspec
 
 @hookspec
 def register_billing_models():
-    """Return a list of :class:`ports.billing.BillingModel` instances.
+    """Return a list of :class:`ports.billing.BillingModelFactory` instances: ``name`` and
+    ``create(settings) -> ports.billing.BillingModel``.
 
-    Called once when the plugin manager is built. A contract may only name a model
-    (``BillingModel.name``) that some loaded plugin returns here; two plugins returning
-    the same name is a start-up error.
+    Called once when the app is built; every model is created once. A contract may only
+    name a model (``BillingModel.name``) that some loaded plugin returns here; two plugins
+    returning the same name is a start-up error.
     """
 
 
@@ -37,10 +40,13 @@ def register_billing_models():
 
 @hookspec
 def register_deploy_methods():
-    """Return a list of :class:`ports.deploy.DeployMethod` instances.
+    """Return a list of :class:`ports.deploy.DeployMethodFactory` instances: ``name`` and
+    ``create(settings) -> ports.deploy.DeployMethod``.
 
-    Called once when the plugin manager is built. Each method's ``name`` becomes a value
-    of ``deploy_method`` in the panel contract, and its ``request_schema`` says which
+    Called once when the app is built; every method is created once, with the settings
+    (the app's ``SLIPWAY_HOST_PORTS`` among them) and what other registries made for it
+    (``settings.part("analyzers")``). Each method's ``name`` becomes a value of
+    ``deploy_method`` in the panel contract, and its ``request_schema`` says which
     create-request fields it requires; two plugins returning the same name is a start-up
     error.
     """
@@ -51,12 +57,14 @@ def register_deploy_methods():
 
 @hookspec
 def register_analyzers():
-    """Return a list of :class:`ports.analyzer.Analyzer` instances.
+    """Return a list of :class:`ports.analyzer.AnalyzerFactory` instances: ``name`` and
+    ``create(settings) -> ports.analyzer.Analyzer``.
 
     Called once when the app is built. ``SLIPWAY_AI_ANALYZER`` (``heuristic`` by
-    default, or ``llm``) names the analyzer the ``ai`` deploy method asks to turn a
-    repository into a compose definition; two plugins returning the same name is a
-    start-up error, and so is a name no loaded plugin provides.
+    default, or ``llm``) names the factory whose analyzer the ``ai`` deploy method asks
+    to turn a repository into a compose definition (only that one is created); two
+    plugins returning the same name is a start-up error, and so is a name no loaded
+    plugin provides.
     """
 
 
@@ -241,6 +249,6 @@ def register_auth_sources():
     request. A source answers an :class:`~ports.extensions.Identity` (a principal of an
     existing role and, for ``customer``, an existing customer) or None. A source that
     raises refuses the request with 401; it never lets a request through. A source has
-    5 s to answer (``app.extensions.AUTH_SOURCE_TIMEOUT_S``), in a pool of its own
+    5 s to answer (``app.extensions.auth_sources.AUTH_SOURCE_TIMEOUT_S``), in a pool of its own
     share; past them the request is 503.
     """

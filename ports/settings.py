@@ -3,8 +3,8 @@ one line of documentation) and the parsers they share. The app's own settings ar
 ``app.config_table``; a plugin module declares the ``SLIPWAY_*`` variables only it reads in
 a module attribute ``SETTINGS`` (a tuple of :class:`Setting`), which the app collects for
 ``slipway settings`` and docs/configuration.md. Each plugin reads its settings from the
-mapping the app hands it (``DeployMethod.configure``, registry factories, analyzers), with
-:meth:`Setting.read`, so the default lives in the declaration alone."""
+mapping the app hands every registry factory's ``create(settings)`` (:class:`Settings`),
+with :meth:`Setting.read`, so the default lives in the declaration alone."""
 from __future__ import annotations
 
 import math
@@ -146,13 +146,44 @@ class Settings(Mapping):
     """What every registry factory's ``create(settings)`` gets: the ``SLIPWAY_*`` variables
     (a read-only mapping, with the values Slipway resolved: e.g. ``SLIPWAY_DATABASE_URL``,
     ``SLIPWAY_RUNTIME_URL`` and ``SLIPWAY_RUNTIME`` as the server uses them, the engine
-    found when the operator named none) and ``database``, the panel's
-    relational database (a ``peewee.Database``) for factories that keep tables in it (the
-    embedded license service); None where there is none (a plain check of the settings)."""
+    found when the operator named none, ``SLIPWAY_HOST_PORTS`` as the app read it) and
+    ``database``, the panel's relational database (a ``peewee.Database``) for factories
+    that keep tables in it (the embedded license service); None where there is none (a
+    plain check of the settings). ``resolver`` is the app's name lookups
+    (``ports.resolver.Resolver``, the system's when none is given) for a factory whose
+    object looks host names up (the ``compose`` method: a registry's host), so core does
+    no lookup of its own and a test hands a fake one.
 
-    def __init__(self, values: Mapping[str, str] | None = None, *, database=None):
+    :meth:`part` hands a factory what another registry made for the same app (the ``ai``
+    deploy method's analyzer), so a factory gets everything its object needs before the
+    object is built, and nothing is set on it afterwards."""
+
+    def __init__(self, values: Mapping[str, str] | None = None, *, database=None,
+                 parts: Callable[[str], object] | None = None, resolver=None):
         self._values = {k: v for k, v in (values or {}).items() if v is not None}
         self.database = database
+        self._parts = parts
+        if resolver is None and isinstance(values, Settings):  # settings on top of settings: the same lookups
+            resolver = values._resolver
+        self._resolver: Any = resolver
+
+    @property
+    def resolver(self):
+        """The app's ``ports.resolver.Resolver`` (the system's when none was given)."""
+        if self._resolver is None:
+            from ports.resolver import SystemResolver
+
+            self._resolver = SystemResolver()
+        return self._resolver
+
+    def part(self, kind: str):
+        """What the registry ``kind`` (a kind of ``app.registries.REGISTRIES``, e.g.
+        ``"analyzers"``: the analyzer ``SLIPWAY_AI_ANALYZER`` names) made for this app,
+        made on the first ask. A bad setting of that registry is a ``ValueError`` naming
+        it; ``LookupError`` when these settings offer no parts (a plain check)."""
+        if self._parts is None:
+            raise LookupError(f"these settings offer no {kind}")
+        return self._parts(kind)
 
     def __getitem__(self, name: str) -> str:
         return self._values[name]

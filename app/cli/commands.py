@@ -9,8 +9,8 @@ from app.partner.identity import partner_json, token_json
 from app.composition import Composition
 from app.config import ConfigError, data_dir, read, sqlite_file
 from app.config_table import DATA_DIR, FIELDS, SECRET_KEY, SETTINGS, DuplicateSetting, plugin_settings
-from app.pluginmanager import (analyzers, backup_destinations, describe_plugins, event_buses, git_providers,
-                               license_services, rate_stores, registry, route_providers, templates)
+from app import registries
+from app.pluginmanager import describe_plugins, license_services
 from app.http.collector import collector_paused
 from app.storage.store import Store
 from app.http.timefmt import rfc3339
@@ -48,20 +48,19 @@ def init(config, args) -> dict:
 def plugins(config, args) -> dict:
     parts = Composition(config)
     pm = parts.plugins
-    return {
-        "plugins": describe_plugins(pm),
-        "deployMethods": sorted(parts.deploy_methods),
-        "billingModels": sorted(parts.billing_models),
-        "licenseServices": sorted(license_services(pm)),
-        "runtimes": sorted(registry(pm, "runtimes")),
-        "analyzers": sorted(analyzers(pm)),
-        "routeProviders": sorted(route_providers(pm)),
-        "rateStores": sorted(rate_stores(pm)),
-        "eventBuses": sorted(event_buses(pm)),
-        "backupDestinations": sorted(backup_destinations(pm)),
-        "gitProviders": sorted(git_providers(pm)),
-        "templates": sorted(templates(pm)),
-    }
+    parts.deploy_methods, parts.billing_models  # noqa: B018 (built as the server builds them: a bad setting stops here too)
+    table = registries.describe(pm)
+    out = {"plugins": describe_plugins(pm)}
+    for entry in table:  # each registry's names under its kind (``deployMethods``, ``runtimes``, ...)
+        if entry["selects"] != registries.BEHAVIOUR:
+            out[_camel(entry["kind"])] = entry["names"]
+    out["registries"] = table  # the table (app.registries): hook, port, setting, how it selects, names
+    return out
+
+
+def _camel(kind: str) -> str:
+    head, *rest = kind.split("_")
+    return head + "".join(word.title() for word in rest)
 
 
 def _shown(setting, value):

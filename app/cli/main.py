@@ -89,8 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--workers", type=int, default=1, help="uvicorn worker processes (metrics add up across them)")
 
     _command(commands, "plugins", "list the loaded plugins and what they provide",
-             "{plugins: [{name, module, distribution, version, hooks}], deployMethods, billingModels, "
-             "licenseServices, runtimes, analyzers}")
+             "{plugins: [{name, module, distribution, version, hooks}], runtimes, licenseServices, "
+             "routeProviders, eventBuses, analyzers, rateStores, backupDestinations, deployMethods, "
+             "billingModels, gitProviders, templates, registries: [{kind, hook, port, setting, selects, names}]}")
 
     _command(commands, "settings", "list every setting: its value (a secret's as ***) and where it came from",
              "{settings: [{name, value, source, readBy}]}: source is environment or default; readBy slipway or "

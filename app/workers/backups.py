@@ -36,7 +36,7 @@ class BackupWorker(JobWorker):
     name = "backup"
     CANCEL_POLL_S = 2.0
 
-    def __init__(self, store, clock, runtime, calls, archives, lease=None, verify=None, *,
+    def __init__(self, store, clock, runtime, calls, archives, lease=None, verify=None, *, engine_check=None,
                  concurrency: int = 2, timeout: float = 3600.0, max_mb: float = 102400.0):
         self.store, self.clock, self.runtime, self.calls, self.archives = store, clock, runtime, calls, archives
         self.lease = lease  # app.workers.loop.WorkerLease; None: jobs are claimed without an owner
@@ -45,7 +45,7 @@ class BackupWorker(JobWorker):
         self.verify = verify
         # the engine's own check of a database dump during a verification, after the checksum
         # and the archive's structure (core.panel.backups.run_verify); None: those only
-        self.engine_check = None
+        self.engine_check = engine_check
         self.concurrency, self.timeout, self.max_bytes = concurrency, float(timeout), int(max_mb * MB)
         self._active: dict = {}  # backup id -> (service ids the job touches, its Budget): jobs running here
         self._active_lock = threading.Lock()

@@ -19,7 +19,7 @@ from plugins.source_common import repository_compose
 from plugins.source_common.images import DEFAULT_IMAGES, PORT, SETTINGS, base_image  # noqa: F401 (DEFAULT_IMAGES, SETTINGS: part of this analyzer)
 from plugins.source_common.source import found, inside, read_text
 from ports import hookimpl
-from ports.analyzer import Analysis, AnalysisError, Analyzer
+from ports.analyzer import Analysis, AnalysisError, Analyzer, AnalyzerFactory
 
 STATIC_DIRS = ("", "public", "dist", "build", "site", "www", "_site")
 PYTHON_MARKERS = ("requirements.txt", "pyproject.toml", "Pipfile", "manage.py", "app.py", "main.py")
@@ -131,6 +131,13 @@ class HeuristicAnalyzer(Analyzer):
                             "go.mod, package.json, Python project or index.html")
 
 
+class HeuristicFactory(AnalyzerFactory):
+    name = HeuristicAnalyzer.name
+
+    def create(self, settings) -> HeuristicAnalyzer:
+        return HeuristicAnalyzer()  # its base images are read per analysis (``base_image``)
+
+
 @hookimpl
 def register_analyzers():
-    return [HeuristicAnalyzer()]
+    return [HeuristicFactory()]

@@ -22,7 +22,7 @@ from plugins.source_common.images import DEFAULT_IMAGES, PORT, base_image
 from plugins.source_common.source import read_text
 from ports.settings import Setting, positive_seconds, stripped, text
 from ports import hookimpl
-from ports.analyzer import Analysis, AnalysisError, Analyzer
+from ports.analyzer import Analysis, AnalysisError, Analyzer, AnalyzerFactory
 
 MAX_FILES = 200
 KEY_FILES = ("README.md", "README", "package.json", "requirements.txt", "pyproject.toml", "Pipfile", "go.mod",
@@ -125,9 +125,20 @@ def _timeout(settings) -> float:
     return TIMEOUT.read(settings)
 
 
+class LlmFactory(AnalyzerFactory):
+    name = LlmAnalyzer.name
+
+    def create(self, settings) -> LlmAnalyzer:
+        """The analyzer, once its settings are checked (``SLIPWAY_AI_ENDPOINT``,
+        ``SLIPWAY_AI_MODEL``, ``SLIPWAY_AI_TIMEOUT``: a ``ValueError`` names the variable)."""
+        analyzer = LlmAnalyzer()
+        analyzer.check_settings(settings)
+        return analyzer
+
+
 @hookimpl
 def register_analyzers():
-    return [LlmAnalyzer()]
+    return [LlmFactory()]
 
 
 __all__ = ["LlmAnalyzer", "DEFAULT_IMAGES", "compose_from_answer"]

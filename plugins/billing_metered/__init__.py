@@ -9,7 +9,7 @@ from operator import attrgetter
 
 from core.partner.billing import billable_days, quantity, round_half_up
 from ports import hookimpl
-from ports.billing import BillingModel, Line, LineDetail
+from ports.billing import BillingModel, BillingModelFactory, Line, LineDetail
 
 
 class PerInstanceMetered(BillingModel):
@@ -31,6 +31,13 @@ class PerInstanceMetered(BillingModel):
                     detail=tuple(detail))
 
 
+class PerInstanceMeteredFactory(BillingModelFactory):
+    name = PerInstanceMetered.name
+
+    def create(self, settings) -> PerInstanceMetered:
+        return PerInstanceMetered()  # it reads no setting
+
+
 @hookimpl
 def register_billing_models():
-    return [PerInstanceMetered()]
+    return [PerInstanceMeteredFactory()]

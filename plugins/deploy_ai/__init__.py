@@ -16,16 +16,15 @@ from core.errors import Invalid
 from plugins.source_common import (DEPLOY_KEY_ID, VARIABLES, check_variables, clone,
                                    invalid_reason, run_source, source, stale)
 from ports import hookimpl
-from ports.analyzer import AnalysisError
-from ports.deploy import DeployMethod, DeployPlan, Prepared
+from ports.analyzer import DEFAULT_ANALYZER, AnalysisError, Analyzer
+from ports.deploy import DeployMethod, DeployMethodFactory, DeployPlan, Prepared, host_ports
 from ports.runtime import Cancelled
 from ports.settings import Setting, stripped
 
-ANALYZER = Setting("SLIPWAY_AI_ANALYZER", stripped, "heuristic",
+ANALYZER = Setting("SLIPWAY_AI_ANALYZER", stripped, DEFAULT_ANALYZER,
                    "analyzer plugin of the `ai` method: `heuristic` (rules, no network) or `llm`")
 #: what the method reads: its analyzer, and how sources are fetched and built
 SETTINGS = (ANALYZER,) + source.SETTINGS
-DEFAULT_ANALYZER = ANALYZER.default
 
 
 class AiDeploy(DeployMethod):
@@ -49,21 +48,15 @@ class AiDeploy(DeployMethod):
     source_fields = ("ai_url", "git_branch")
     fetches_source = deploys_on_push = previews = True
 
-    def __init__(self):
-        self.settings = {}
-        self.sources = source.Settings()
-        self.analyzer = None
-
-    def configure(self, settings, plugins) -> None:
-        self.settings = settings
-        self.sources = source.source_settings(settings, host_ports=self.host_ports)
-        analyzers = plugins.get("analyzers") or {}
-        wanted = ANALYZER.read(settings)
-        if wanted not in analyzers:
-            raise ValueError(f"SLIPWAY_AI_ANALYZER: no loaded plugin provides {wanted!r} "
-                             f"(loaded: {', '.join(sorted(analyzers)) or 'none'})")
-        self.analyzer = analyzers[wanted]
-        self.analyzer.check_settings(settings)
+    def __init__(self, settings=None, *, analyzer: Analyzer | None = None,
+                 host_ports: tuple = DeployMethod.host_ports):
+        """``settings``: the ``SLIPWAY_*`` variables (read here, as the git method reads
+        them, and handed to the analyzer); ``analyzer``: the one ``SLIPWAY_AI_ANALYZER``
+        names (None: the method plans but cannot deploy)."""
+        super().__init__(host_ports=host_ports)
+        self.settings = settings if settings is not None else {}
+        self.sources = source.source_settings(self.settings, host_ports=self.host_ports)
+        self.analyzer = analyzer
 
     def plan(self, request: dict, catalog: dict) -> DeployPlan:
         source.check_source(request["ai_url"], "ai_url", self.sources)
@@ -115,6 +108,15 @@ class AiDeploy(DeployMethod):
                         ssh_host_key=host_key, branch=branch)
 
 
+class AiFactory(DeployMethodFactory):
+    name = AiDeploy.name
+
+    def create(self, settings) -> AiDeploy:
+        """The method with the analyzer the app made from ``SLIPWAY_AI_ANALYZER``
+        (``settings.part("analyzers")``: a name no loaded plugin provides stops start-up)."""
+        return AiDeploy(settings, analyzer=settings.part("analyzers"), host_ports=host_ports(settings))
+
+
 @hookimpl
 def register_deploy_methods():
-    return [AiDeploy()]
+    return [AiFactory()]

@@ -2,7 +2,8 @@
 
 The definition is parsed by the deploy-plan language in :mod:`core.panel.compose`
 (supported keys, limits, interpolation and ``SLIPWAY_HOST_PORTS`` are described there),
-with the host-port range the app gives every method (:attr:`ports.deploy.DeployMethod.host_ports`).
+with the host-port range the app gives every method (:attr:`ports.deploy.DeployMethod.host_ports`,
+handed over by the factory).
 An ``image`` that is not an image reference (:func:`core.panel.containerfiles.image_refusal`:
 a transport, an image id, another service's build), or whose registry host is, or
 resolves to, an address that is not public, is a 422 on ``compose`` at create and PATCH
@@ -17,7 +18,7 @@ from core.errors import Invalid
 from core.panel import containerfiles
 from ports import hookimpl
 from ports.common_settings import REGISTRY_ALLOW_PRIVATE
-from ports.deploy import DeployMethod, DeployPlan
+from ports.deploy import DeployMethod, DeployMethodFactory, DeployPlan, host_ports
 from ports.resolver import Resolver, SystemResolver
 
 #: what the method reads (declared in ports: the app's deploy jobs read it too)
@@ -43,12 +44,11 @@ class ComposeDeploy(DeployMethod):
     source_fields = ()
     fetches_source = deploys_on_push = previews = False
 
-    def __init__(self, resolver: Resolver | None = None):
-        self.registry_allow_private = False
+    def __init__(self, *, host_ports: tuple = DeployMethod.host_ports, registry_allow_private: bool = False,
+                 resolver: Resolver | None = None):
+        super().__init__(host_ports=host_ports)
+        self.registry_allow_private = registry_allow_private
         self.resolver = resolver or SystemResolver()  # the registry hosts' lookups
-
-    def configure(self, settings, plugins) -> None:
-        self.registry_allow_private = REGISTRY_ALLOW_PRIVATE.read(settings)
 
     def plan(self, request: dict, catalog: dict) -> DeployPlan:
         plan = self.parse(request["compose"], request.get("variables") or {})
@@ -66,6 +66,17 @@ class ComposeDeploy(DeployMethod):
         return plan
 
 
+class ComposeFactory(DeployMethodFactory):
+    name = ComposeDeploy.name
+
+    def create(self, settings) -> ComposeDeploy:
+        """The method with the app's host ports, ``SLIPWAY_REGISTRY_ALLOW_PRIVATE`` and the
+        app's resolver (a registry host's lookups)."""
+        return ComposeDeploy(host_ports=host_ports(settings),
+                             registry_allow_private=REGISTRY_ALLOW_PRIVATE.read(settings),
+                             resolver=settings.resolver)
+
+
 @hookimpl
 def register_deploy_methods():
-    return [ComposeDeploy()]
+    return [ComposeFactory()]

@@ -26,7 +26,7 @@ import os
 from plugins.source_common import (DEPLOY_KEY_ID, VARIABLES, check_variables, clone,
                                    repository_compose, run_source, source, stale)
 from ports import hookimpl
-from ports.deploy import DeployMethod, DeployPlan, Prepared
+from ports.deploy import DeployMethod, DeployMethodFactory, DeployPlan, Prepared, host_ports
 from ports.runtime import Cancelled
 
 #: what the method reads: how sources are fetched and built (plugins.source_common.source)
@@ -55,13 +55,12 @@ class GitDeploy(DeployMethod):
     source_fields = ("git_url", "git_branch")
     fetches_source = deploys_on_push = previews = True
 
-    def __init__(self):
-        self.settings = {}
-        self.sources = source.Settings()
-
-    def configure(self, settings, plugins) -> None:
-        self.settings = settings
-        self.sources = source.source_settings(settings, host_ports=self.host_ports)
+    def __init__(self, settings=None, *, host_ports: tuple = DeployMethod.host_ports):
+        """``settings``: the ``SLIPWAY_*`` variables (its ``SLIPWAY_GIT_*``, ``SLIPWAY_SOURCE_*``
+        and build settings are read here: a bad one is a ``ValueError`` naming it)."""
+        super().__init__(host_ports=host_ports)
+        self.settings = settings if settings is not None else {}
+        self.sources = source.source_settings(self.settings, host_ports=self.host_ports)
 
     def plan(self, request: dict, catalog: dict) -> DeployPlan:
         source.check_source(request["git_url"], "git_url", self.sources)
@@ -104,6 +103,13 @@ class GitDeploy(DeployMethod):
                         stale_images=stale(service, compose), ssh_host_key=host_key, branch=branch)
 
 
+class GitFactory(DeployMethodFactory):
+    name = GitDeploy.name
+
+    def create(self, settings) -> GitDeploy:
+        return GitDeploy(settings, host_ports=host_ports(settings))
+
+
 @hookimpl
 def register_deploy_methods():
-    return [GitDeploy()]
+    return [GitFactory()]

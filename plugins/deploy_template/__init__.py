@@ -23,7 +23,7 @@ import yaml
 from core.errors import Invalid
 from plugins.source_common import images
 from ports import hookimpl
-from ports.deploy import DeployMethod
+from ports.deploy import DeployMethod, DeployMethodFactory, host_ports
 
 #: the settings a template variable may take its default from (``setting:`` in its YAML)
 SETTINGS = (images.IMAGE_STATIC,)
@@ -97,9 +97,16 @@ def load_catalog(environ=None) -> list[dict]:
     return catalog
 
 
+class TemplateFactory(DeployMethodFactory):
+    name = TemplateDeploy.name
+
+    def create(self, settings) -> TemplateDeploy:
+        return TemplateDeploy(host_ports=host_ports(settings))
+
+
 @hookimpl
 def register_deploy_methods():
-    return [TemplateDeploy()]
+    return [TemplateFactory()]
 
 
 @hookimpl(trylast=True)

@@ -39,7 +39,7 @@ def test_two_plugins_claiming_one_name_is_an_error():
     class Again:
         @hookimpl
         def register_deploy_methods(self):
-            return [deploy_git.GitDeploy()]
+            return [deploy_git.GitFactory()]
 
     with pytest.raises(PluginError, match="git"):
         deploy_methods(make_plugin_manager([Again()]))

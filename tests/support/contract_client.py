@@ -22,7 +22,7 @@ class ContractClient:
     def __init__(self, app):
         self.app = app
         self.http = testing.TestClient(app)
-        self.contracts = app.parts.contracts
+        self.contracts = app.contracts
         self._routes = {
             api: [(re.compile("^" + re.sub(r"\{[^}]+\}", "[^/]+", op.route) + "$"), op)
                   for op in contract.operations]

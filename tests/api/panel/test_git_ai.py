@@ -271,9 +271,9 @@ def test_migration_9_adds_the_source_columns_to_an_older_service_table(store, cl
 
 def test_a_plugin_adds_an_analyzer_through_register_analyzers(make_app):
     from app.pluginmanager import PluginError
-    from plugins.analyzer_heuristic import HeuristicAnalyzer
+    from plugins.analyzer_heuristic import HeuristicFactory
     from ports import hookimpl
-    from ports.analyzer import Analysis, Analyzer
+    from ports.analyzer import Analysis, Analyzer, AnalyzerFactory
 
     class Fixed(Analyzer):
         name = "fixed"
@@ -281,10 +281,16 @@ def test_a_plugin_adds_an_analyzer_through_register_analyzers(make_app):
         def analyze(self, source_dir, settings):
             return Analysis("services:\n  app:\n    image: localhost/busybox:latest\n", "always the same")
 
+    class FixedFactory(AnalyzerFactory):
+        name = "fixed"
+
+        def create(self, settings):
+            return Fixed()
+
     class Plugin:
         @hookimpl
         def register_analyzers(self):
-            return [Fixed()]
+            return [FixedFactory()]
 
     app = make_app(plugins=(Plugin(),), settings={"SLIPWAY_AI_ANALYZER": "fixed"})
     assert app.parts.deployer.methods["ai"].analyzer.name == "fixed"
@@ -292,7 +298,7 @@ def test_a_plugin_adds_an_analyzer_through_register_analyzers(make_app):
     class Clash:
         @hookimpl
         def register_analyzers(self):
-            return [HeuristicAnalyzer()]
+            return [HeuristicFactory()]
 
     with pytest.raises(PluginError, match="two plugins provide source analyzer 'heuristic'"):
         make_app(plugins=(Clash(),))

@@ -1,6 +1,6 @@
 """The registry hooks (``ports.hookspecs``): every one through a plugin manager, the one
 shape of their factories (``create(settings)``) and the one way a setting picks one
-(``app.pluginmanager.select``): the built-ins are there, a plugin adds one, a name no
+(``app.registries.select``): the built-ins are there, a plugin adds one, a name no
 plugin provides stops start-up listing the loaded names, two plugins providing one name
 is an error. The behaviour hooks are tested through a real server and the example plugin
 (tests/e2e/test_plugin_hooks.py)."""
@@ -11,7 +11,8 @@ import pytest
 from app.composition import Composition
 from app.config import Config, ConfigError
 from app.pluginmanager import (PluginError, analyzers, billing_models, deploy_methods, make_plugin_manager, registry,
-                               select, templates)
+                               templates)
+from app.registries import select
 from ports import hookimpl
 from ports.settings import Settings
 
@@ -49,12 +50,12 @@ def _registry_round(name: str, hook: str, setting: str, built_ins: set):
     assert built_ins <= set(registry(pm, name))
     pm = make_plugin_manager([_plugin(hook, "probe")])
     settings = Settings({"SLIPWAY_X": "1"}, database="db")
-    made = select(pm, name, setting, "probe", settings)
+    made = select(pm, name, settings, "probe")
     assert made[:2] == ("made", "probe") and made[2] is settings and made[2].database == "db"
     with pytest.raises(ConfigError, match=rf"{setting}: no loaded plugin provides 'nope' \(loaded: .*probe"):
-        select(pm, name, setting, "nope", settings)
+        select(pm, name, settings, "nope")
     with pytest.raises(ConfigError, match="SLIPWAY_PROBE must not be bad"):
-        select(pm, name, setting, "probe", Settings({"SLIPWAY_PROBE": "bad"}))
+        select(pm, name, Settings({"SLIPWAY_PROBE": "bad"}), "probe")
     with pytest.raises(PluginError, match="'probe'"):
         registry(make_plugin_manager([_plugin(hook, "probe"), _plugin(hook, "probe")]), name)
 
@@ -85,35 +86,27 @@ def test_hook_register_event_buses():
                               event_bus="probe")).bus
     assert made[1] == "probe"
     with pytest.raises(ConfigError, match="needs a PostgreSQL database"):
-        select(make_plugin_manager(), "event_buses", "SLIPWAY_EVENT_BUS", "postgres",
-               Settings({"SLIPWAY_DATABASE_URL": "sqlite:///x.db"}))
-
-
-def _named(cls_name: str, name: str, **attributes):
-    return type(cls_name, (), {"name": name, **attributes})()
+        select(make_plugin_manager(), "event_buses", Settings({"SLIPWAY_DATABASE_URL": "sqlite:///x.db"}), "postgres")
 
 
 def test_hook_register_billing_models():
     assert "per_instance_metered" in billing_models(make_plugin_manager())
-    twice = [type("P", (), {"register_billing_models": hookimpl(lambda self: [_named("M", "flat")])})()
-             for _ in range(2)]
-    with pytest.raises(PluginError, match="'flat'"):
+    twice = [_plugin("register_billing_models", "flat") for _ in range(2)]
+    with pytest.raises(PluginError, match="two plugins provide billing model 'flat'"):
         billing_models(make_plugin_manager(twice, load_entrypoints=False))
 
 
 def test_hook_register_deploy_methods():
     assert {"template", "git", "compose", "ai"} <= set(deploy_methods(make_plugin_manager()))
-    twice = [type("P", (), {"register_deploy_methods": hookimpl(lambda self: [_named("D", "mine")])})()
-             for _ in range(2)]
-    with pytest.raises(PluginError, match="'mine'"):
+    twice = [_plugin("register_deploy_methods", "mine") for _ in range(2)]
+    with pytest.raises(PluginError, match="two plugins provide deploy method 'mine'"):
         deploy_methods(make_plugin_manager(twice, load_entrypoints=False))
 
 
 def test_hook_register_analyzers():
     assert {"heuristic", "llm"} <= set(analyzers(make_plugin_manager()))
-    twice = [type("P", (), {"register_analyzers": hookimpl(lambda self: [_named("A", "guess")])})()
-             for _ in range(2)]
-    with pytest.raises(PluginError, match="'guess'"):
+    twice = [_plugin("register_analyzers", "guess") for _ in range(2)]
+    with pytest.raises(PluginError, match="two plugins provide source analyzer 'guess'"):
         analyzers(make_plugin_manager(twice, load_entrypoints=False))
 
 

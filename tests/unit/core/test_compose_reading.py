@@ -249,10 +249,16 @@ def test_host_ports_outside_the_range_and_host_addresses_are_refused(port, words
 
 def test_the_range_comes_from_slipway_host_ports():
     """The app reads the range once (``Config.host_ports``) and gives it to every method
-    (``DeployMethod.host_ports``); a method does not read the variable itself."""
-    method = ComposeDeploy()
-    method.host_ports = host_port_range({"SLIPWAY_HOST_PORTS": " 30000 - 30010 "})
-    method.configure({"SLIPWAY_HOST_PORTS": "1-2"}, {})
+    (``DeployMethod.host_ports``, through its factory); a method does not read the
+    variable of the environment itself."""
+    from app.composition import Composition
+    from app.config import Config
+
+    parts = Composition(Config(database_url="sqlite:///:memory:",
+                               host_ports=host_port_range({"SLIPWAY_HOST_PORTS": " 30000 - 30010 "}),
+                               settings={"SLIPWAY_HOST_PORTS": "1-2"}))
+    method = parts.deploy_methods["compose"]
+    assert all(m.host_ports == (30000, 30010) for m in parts.deploy_methods.values())
     text = HEAD + "    ports: ['30005:80']\n"
     assert method.plan({"compose": text}, {}).components[0].ports[0].host_port == 30005
     assert method.parse(text).components[0].ports[0].host_port == 30005

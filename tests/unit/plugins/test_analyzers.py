@@ -9,10 +9,10 @@ import subprocess
 import pytest
 import yaml
 
+from app.pluginmanager import deploy_methods, make_plugin_manager
 from core.errors import Invalid
 from plugins.analyzer_heuristic import HeuristicAnalyzer
-from plugins.analyzer_llm import LlmAnalyzer, compose_from_answer
-from plugins.deploy_ai import AiDeploy
+from plugins.analyzer_llm import LlmAnalyzer, LlmFactory, compose_from_answer
 from core.panel.compose import parse_compose
 from plugins.source_common import source
 from ports.analyzer import AnalysisError
@@ -157,10 +157,10 @@ def _prepare_with(tmp_path, chat, repo_files):
     for args in (["init", "-q", "-b", "main"], ["add", "-A"],
                  ["-c", "user.name=t", "-c", "user.email=t@example.org", "commit", "-q", "-m", "one"]):
         subprocess.run(["git", "-C", str(repo), *args], check=True, env=env, capture_output=True)
-    method = AiDeploy()
-    method.configure({**LLM_SETTINGS, "SLIPWAY_AI_ENDPOINT": chat.url, "SLIPWAY_AI_ANALYZER": "llm",
-                      "SLIPWAY_GIT_ALLOWED_SCHEMES": "file", "SLIPWAY_GIT_ALLOW_PRIVATE": "1"},
-                     {"analyzers": {"llm": LlmAnalyzer(), "heuristic": HeuristicAnalyzer()}})
+    settings = {**LLM_SETTINGS, "SLIPWAY_AI_ENDPOINT": chat.url, "SLIPWAY_AI_ANALYZER": "llm",
+                "SLIPWAY_GIT_ALLOWED_SCHEMES": "file", "SLIPWAY_GIT_ALLOW_PRIVATE": "1"}
+    method = deploy_methods(make_plugin_manager(), settings)["ai"]
+    assert isinstance(method.analyzer, LlmAnalyzer)
 
     class Service:
         id, source, ssh_host_key = "svc_unit", {"ai_url": f"file://{repo}"}, None
@@ -218,9 +218,10 @@ def test_llm_settings_are_checked_at_start_up():
         LlmAnalyzer().check_settings({"SLIPWAY_AI_MODEL": "m"})
     with pytest.raises(ValueError, match="SLIPWAY_AI_MODEL is required"):
         LlmAnalyzer().check_settings({"SLIPWAY_AI_ENDPOINT": "http://x"})
-    method = AiDeploy()
+    with pytest.raises(ValueError, match="SLIPWAY_AI_ENDPOINT is required"):
+        LlmFactory().create({"SLIPWAY_AI_MODEL": "m"})  # the selected analyzer's factory checks them
     with pytest.raises(ValueError, match="SLIPWAY_AI_ANALYZER: no loaded plugin provides 'magic'"):
-        method.configure({"SLIPWAY_AI_ANALYZER": "magic"}, {"analyzers": {"heuristic": HeuristicAnalyzer()}})
+        deploy_methods(make_plugin_manager(), {"SLIPWAY_AI_ANALYZER": "magic"})
 
 
 def test_compose_from_answer():
