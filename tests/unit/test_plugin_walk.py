@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from core.errors import Invalid
+from ports.settings import Settings
 from tests.support.image_plugin import image_plugin
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,8 +54,9 @@ def test_the_walked_metadata_registers_the_module_in_slipways_group():
 def test_the_walked_code_runs_and_plans_as_the_package_does():
     namespace = {"__name__": "walked_image_method"}
     exec(compile("\n\n".join(_walk()[MODULE]), "docs/plugins.md", "exec"), namespace)  # our own page: its code is the package's
-    [walked] = namespace["register_deploy_methods"]()
-    [packaged] = image_plugin().register_deploy_methods()
+    [walked_factory] = namespace["register_deploy_methods"]()
+    [packaged_factory] = image_plugin().register_deploy_methods()
+    walked, packaged = walked_factory.create(Settings()), packaged_factory.create(Settings())
     request = {"image": "localhost/busybox:latest", "port": 8080, "command": ["sh", "-c", "echo $HOME"]}
     assert walked.name == packaged.name == "image"
     assert walked.request_schema == packaged.request_schema

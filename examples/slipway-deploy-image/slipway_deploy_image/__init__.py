@@ -22,8 +22,8 @@ from core.panel import containerfiles
 from core.panel.compose import dump_compose, load_compose
 from ports import hookimpl
 from ports.common_settings import REGISTRY_ALLOW_PRIVATE
-from ports.deploy import DeployMethod, DeployPlan
-from ports.resolver import SystemResolver
+from ports.deploy import DeployMethod, DeployMethodFactory, DeployPlan, host_ports
+from ports.resolver import Resolver, SystemResolver
 
 COMPONENT = "app"  # the one compose service of the plan
 #: whose own builds the image may be (``localhost/slw-<service id>-...``): an image service
@@ -55,12 +55,12 @@ class ImageDeploy(DeployMethod):
     previews = False
     variables_as_environment = True
 
-    def __init__(self):
-        self.registry_allow_private = False
-        self.resolver = SystemResolver()  # the registry hosts' lookups (a plugin may do I/O; core does none)
-
-    def configure(self, settings, plugins) -> None:
-        self.registry_allow_private = REGISTRY_ALLOW_PRIVATE.read(settings)
+    def __init__(self, *, host_ports: tuple = DeployMethod.host_ports, registry_allow_private: bool = False,
+                 resolver: Resolver | None = None):
+        super().__init__(host_ports=host_ports)
+        self.registry_allow_private = registry_allow_private
+        #: the registry hosts' lookups (the app's; a plugin may do I/O, core does none)
+        self.resolver = resolver or SystemResolver()
 
     def plan(self, request: dict, catalog: dict) -> DeployPlan:
         fields = kept_fields(request)
@@ -132,6 +132,17 @@ def fields_of(compose: str) -> dict:
         return {}
 
 
+class ImageFactory(DeployMethodFactory):
+    name = ImageDeploy.name
+
+    def create(self, settings) -> ImageDeploy:
+        """The method with the app's host ports, ``SLIPWAY_REGISTRY_ALLOW_PRIVATE`` (its
+        declared setting, read with ``Setting.read``) and the app's resolver."""
+        return ImageDeploy(host_ports=host_ports(settings),
+                           registry_allow_private=REGISTRY_ALLOW_PRIVATE.read(settings),
+                           resolver=settings.resolver)
+
+
 @hookimpl
 def register_deploy_methods():
-    return [ImageDeploy()]
+    return [ImageFactory()]

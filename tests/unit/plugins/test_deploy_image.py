@@ -9,6 +9,7 @@ import pytest
 
 from core.errors import Invalid
 from core.panel.compose import load_compose
+from ports.settings import Settings
 from tests.support.image_plugin import image_plugin
 
 BUSYBOX = "localhost/busybox:latest"
@@ -93,13 +94,14 @@ def test_an_image_the_compose_rule_refuses_is_a_422_on_image(method, image, word
     assert not refused.value.fields["image"].startswith("image:")
 
 
-def test_the_operator_may_allow_private_registries(method):
-    method.configure({"SLIPWAY_REGISTRY_ALLOW_PRIVATE": "1"}, {})
+def test_the_operator_may_allow_private_registries():
+    [factory] = image_plugin().register_deploy_methods()
+    method = factory.create(Settings({"SLIPWAY_REGISTRY_ALLOW_PRIVATE": "1"}))
     assert method.plan({"image": "10.0.0.8/ops/billing:1"}, {}).components[0].image == "10.0.0.8/ops/billing:1"
     with pytest.raises(Invalid):  # the rest of the rule holds
         method.plan({"image": "oci-archive:billing"}, {})
     with pytest.raises(ValueError, match="SLIPWAY_REGISTRY_ALLOW_PRIVATE"):
-        method.configure({"SLIPWAY_REGISTRY_ALLOW_PRIVATE": "yes"}, {})
+        factory.create(Settings({"SLIPWAY_REGISTRY_ALLOW_PRIVATE": "yes"}))
 
 
 @pytest.mark.parametrize("fields, field", [
