@@ -72,7 +72,8 @@ class Composition:
         configuration resolved on top (it may have been given directly, not by the
         environment; ``SLIPWAY_HOST_PORTS`` is the app's one range, for every deploy
         method and the runtime); ``part(kind)`` is what another registry made for this
-        app (``app.registries.settings_of``)."""
+        app (``app.registries.settings_of``); ``resolver`` the configuration's name
+        lookups (``Config.resolver``), for a factory whose object looks hosts up."""
         c = self.config
         values = dict(c.settings or os.environ)
         values.update({"SLIPWAY_DATABASE_URL": c.database_url, "SLIPWAY_RUNTIME_URL": c.runtime_url or "",

@@ -152,7 +152,10 @@ class DeployMethodFactory(ABC):
         """The method, built with all it needs: ``settings`` holds the ``SLIPWAY_*``
         variables (each method reads its own; ``SLIPWAY_HOST_PORTS`` is the app's range:
         ``host_ports(settings)``) and ``settings.part(kind)`` what other registries made
-        (``settings.part("analyzers")``: the analyzer ``SLIPWAY_AI_ANALYZER`` names). Raise
+        (``settings.part("analyzers")``: the analyzer ``SLIPWAY_AI_ANALYZER`` names);
+        ``settings.resolver`` is the app's name lookups, for a method that looks a host up
+        (the ``compose`` method's registry check). A method reads its declared settings
+        (its plugin's ``SETTINGS``) with ``Setting.read``. Raise
         ``ValueError`` naming the variable for a bad setting (start-up stops)."""
 
 
