@@ -2,7 +2,8 @@
 company would: ``pip install`` into a fresh virtual environment that sees Slipway, then
 ``slipway serve`` from that environment on a temporary SQLite database and the real
 Podman. An ``image`` service deployed through the REST API, and one through MCP, answer
-on their url; a redeploy runs again. And nothing outside the package names the method:
+on their url; a redeploy runs again; the page's create form offers the method with its
+fields (headless Chromium). And nothing outside the package names the method:
 Slipway's own code (app, core, ports, plugins) compares no value with ``"image"`` as a
 method name and lists it nowhere."""
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.e2e.test_frontend import browser, open_page, screenshots, sign_in  # noqa: F401 (fixtures)
 from tests.support.http import wait_answering
 from tests.support.servers import Server
 
@@ -100,7 +102,7 @@ def _tool(http: httpx.Client, name: str, arguments: dict) -> dict:
 
 @pytest.mark.runtime
 def test_installed_with_pip_the_method_deploys_through_the_api_and_mcp(image_python, runtime_url, engine_ulimits,
-                                                                      tmp_path):
+                                                                      tmp_path, open_page):
     database_url = f"sqlite:///{tmp_path / 'slipway.db'}"
     _cli(image_python, database_url, "init")
     listed = _cli(image_python, database_url, "plugins")
@@ -152,6 +154,22 @@ def test_installed_with_pip_the_method_deploys_through_the_api_and_mcp(image_pyt
             made.append(mcp_id)
             detail = _until_running(lambda: _tool(http, "get_service", {"id": mcp_id}), "the MCP service")
             assert "mcp from image" in wait_answering(detail["url"], seconds=30).text
+
+            # in the browser: the create form offers the method, each field drawn from its schema
+            from types import SimpleNamespace
+
+            from playwright.sync_api import expect
+
+            watched = open_page(SimpleNamespace(base=server.base))
+            sign_in(watched, admin)
+            page = watched.page
+            page.get_by_test_id("nav-create").click()
+            page.get_by_test_id("method-image").click()
+            for field in ("image", "port", "command"):
+                expect(page.get_by_test_id(f"field-{field}")).to_be_visible()
+            assert page.get_by_test_id("field-port").get_attribute("type") == "number"
+            expect(page.get_by_test_id("field-command")).to_have_attribute("role", "group")
+            assert watched.problems() == {}
         finally:
             for service_id in made:
                 http.delete(f"/api/services/{service_id}")
