@@ -35,7 +35,7 @@ def test_slipway_help_lists_every_command_with_a_line_each():
     assert done.returncode == 0 and done.stderr == ""
     listed = done.stdout.split("commands:", 1)[1]
     tops = sorted({path[0] for path in _commands()})
-    assert len(tops) == 14
+    assert len(tops) == 15 and "settings" in tops  # slipway settings (every setting, its value and source)
     for name in tops:
         line = next(line for line in listed.splitlines() if line.strip().startswith(name))
         # the summary is on the command's line, or the next one when the name is long
