@@ -12,7 +12,7 @@ import httpx
 from websockets.sync.client import connect
 
 from tests.support.http import wait_answering
-from tests.support.processes import free_port, slipway
+from tests.support.processes import free_port, read_output, slipway
 from tests.support.servers import Server
 
 
@@ -125,8 +125,7 @@ def test_plain_uvicorn_on_app_asgi_logs_no_query_string(migrated_database_url, t
     finally:
         proc.terminate()
         proc.wait(timeout=20)
-    log.seek(0)
-    lines = [line for line in log.read().splitlines() if line.strip()]
+    lines = [line for line in read_output(log).splitlines() if line.strip()]
     assert key not in "\n".join(lines)
     access = [json.loads(line) for line in lines if '"slipway.access"' in line]
     assert any(a["path"] == "/api/services" and a["request_id"] for a in access), lines

@@ -17,7 +17,7 @@ import pytest
 from tests.fixtures.fake_oidc import FakeOIDC
 from tests.support.database import POSTGRES, _reset_postgres
 from tests.support.http import wait_answering
-from tests.support.processes import free_port, slipway
+from tests.support.processes import free_port, read_output, slipway
 
 pytestmark = pytest.mark.storage  # browser sessions and users live in the database
 
@@ -36,7 +36,7 @@ def _serve(url, port, extra_env):
     proc = subprocess.Popen([sys.executable, "-m", "app.cli.main", "serve", "--port", str(port)], env=env,
                             stdout=subprocess.DEVNULL, stderr=log, text=True)
     wait_answering(f"http://127.0.0.1:{port}/api/auth/session", alive=lambda: proc.poll() is None, seconds=30,
-                   said=lambda: log.seek(0) or log.read())
+                   said=lambda: read_output(log))
     return proc
 
 

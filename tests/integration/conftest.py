@@ -8,6 +8,7 @@ import pytest
 from ports.runtime import ContainerRuntime
 from tests.support.engine import BUSYBOX, _factories, engine_settings
 from tests.support.panel_server import admin_key, serve_panel
+from tests.support.processes import read_output
 from tests.support.releases import page_images  # noqa: F401 (a fixture: three local images serving pages)
 
 
@@ -54,7 +55,7 @@ def start_panel(request, runtime_url, migrated_database_url, engine_ulimits, tmp
 
     start.engine = engine
     start.stop = stop
-    start.logs = lambda: "".join(log.seek(0) or log.read() for _, _, log in servers)
+    start.logs = lambda: "".join(read_output(log) for _, _, log in servers)
     yield start
     images = set()
     for server, client, log in servers:

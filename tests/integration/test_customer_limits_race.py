@@ -17,7 +17,7 @@ import pytest
 from core.panel import access
 from core.panel import customers as panel_customers
 from tests.support.http import wait_answering
-from tests.support.processes import free_port
+from tests.support.processes import free_port, read_output
 
 ONE = "services:\n  a: {image: localhost/busybox:latest, mem_limit: 512m, cpus: 0.5}\n"
 
@@ -37,8 +37,7 @@ def servers(store, database_url):
         bases.append(f"http://127.0.0.1:{port}")
 
     def said(log):
-        log.seek(0)
-        return "the server did not start: " + log.read()
+        return "the server did not start: " + read_output(log)
 
     try:
         for proc, base, log in zip(procs, bases, logs):

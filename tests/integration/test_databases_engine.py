@@ -18,6 +18,7 @@ from ports.runtime import SERVICE_LABEL, ContainerSpec
 from tests.support.dbimages import mariadb_image, postgres_image, redis_image  # noqa: F401 (fixtures)
 from tests.support.engine import BUSYBOX
 from tests.support.panel_server import _until, admin_key, serve_panel
+from tests.support.processes import read_output
 
 pytestmark = pytest.mark.runtime
 
@@ -221,8 +222,7 @@ def test_databases_with_generated_passwords_on_the_customer_network(panel, postg
             assert answer.status_code == 200, answer.text
             admin_seen.append(answer.text)
     admin_seen.append(client.get("/api/services", params={"per_page": 100}).text)
-    log.seek(0)
-    everything = "\n".join(admin_seen) + log.read()
+    everything = "\n".join(admin_seen) + read_output(log)
     for password in (pg_password, maria_password, redis_password):
         assert password not in everything
 

@@ -13,7 +13,7 @@ import httpx
 from app.http.openapi import ApiContract
 from tests.support.engine import engine_settings
 from tests.support.http import wait_answering
-from tests.support.processes import free_port, slipway
+from tests.support.processes import free_port, read_output, slipway
 
 IMAGE = "localhost/busybox:latest"
 
@@ -50,8 +50,7 @@ def serve_panel(key: str, env: dict, stderr=None, cwd=None, wrap=()):
 
 def _output(server, stderr) -> str:
     if hasattr(stderr, "seek"):  # a log file
-        stderr.seek(0)
-        return stderr.read()
+        return read_output(stderr)
     return server.stderr.read() if server.stderr else "the server exited"
 
 

@@ -67,3 +67,17 @@ def free_port() -> int:
                 continue
         return port
     raise RuntimeError(f"no free port in {start}-{start + PORT_SLICE - 1}")
+
+
+def read_output(file) -> str:
+    """All a child process has written so far to ``file`` (its stdout or stderr, a file this
+    process opened and handed it), read without moving the file's offset. The child's
+    descriptor shares that offset with ours and writes where it points (the file is not
+    opened for appending): a ``seek(0)`` and ``read()`` here while the child writes made it
+    write over the start of its own output (CI saw a JSON line of a server's log cut in
+    two), so the offset is never touched."""
+    fd, offset, chunks = file.fileno(), 0, []
+    while chunk := os.pread(fd, 1 << 16, offset):
+        chunks.append(chunk)
+        offset += len(chunk)
+    return b"".join(chunks).decode(errors="replace")

@@ -18,7 +18,7 @@ import pytest
 from botocore.config import Config
 
 from tests.support.http import wait_answering
-from tests.support.processes import free_port
+from tests.support.processes import free_port, read_output
 
 ACCESS_KEY, SECRET_KEY, REGION = "testing-key", "testing-secret", "us-east-1"
 
@@ -36,8 +36,7 @@ class S3Server:
                        said=lambda: f"moto's S3 server did not start: {self._log()[-2000:]}")
 
     def _log(self) -> str:
-        self.log.seek(0)
-        return self.log.read()
+        return read_output(self.log)
 
     def client(self):
         return boto3.session.Session().client(

@@ -9,7 +9,7 @@ import sys
 import tempfile
 
 from tests.support.http import wait_answering
-from tests.support.processes import free_port
+from tests.support.processes import free_port, read_output
 
 # settings of the test run's environment that would change what the server under test does
 _UNSET = ("SLIPWAY_TRUSTED_PROXIES", "SLIPWAY_OIDC_ISSUER", "SLIPWAY_OIDC_CLIENT_ID", "SLIPWAY_OIDC_CLIENT_SECRET",
@@ -39,8 +39,7 @@ class Server:
                        said=lambda: "server did not start: " + self.log())
 
     def log(self) -> str:
-        self.output.seek(0)
-        return self.output.read()
+        return read_output(self.output)
 
     def stop(self) -> None:
         if self.proc.poll() is None:
