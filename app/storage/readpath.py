@@ -26,13 +26,16 @@ then read one page. All of them go the same way:
    named tuples of what the page shows (``ServiceSummary``, ``LicenseSummary``), not the
    entities the rules use: no variables decrypted, no columns the page does not show,
    and a tuple instead of a frozen dataclass of thirty fields.
-4. **Nothing remembered across requests.** No credential, row or record is kept between
-   requests: a revoked token, key or session fails on its very next request, whichever
-   process revoked it. The caches here hold SQL text only, and they belong to one store
-   (a process may hold several: tests, the CLI), never to a class. The only other answers
-   kept are those of two pure conversions of a time, SQLite's text to a datetime
-   (``utc_datetime``) and a datetime to the APIs' text (``rfc3339``), the last 4,096 of
-   each: a list page writes the same times on every request.
+4. **Nothing kept past a change.** The token and the key of a request (the reads of every
+   request) are kept on the loop's SQLite connection only while the database is unchanged
+   (``Statements.kept``): SQLite's ``PRAGMA data_version`` changes whenever any other
+   connection, of this process or another, commits, and a changed version forgets every
+   kept answer before the read. So a revoked token, key or session still fails on its very
+   next request, whichever process revoked it; on PostgreSQL nothing is kept. The other
+   caches here hold SQL text, and they belong to one store (a process may hold several:
+   tests, the CLI), never to a class; and two pure conversions of a time keep their last
+   4,096 answers, SQLite's text to a datetime (``utc_datetime``) and a datetime to the
+   APIs' text (``rfc3339``): a list page writes the same times on every request.
 5. **A page's total in the page's statement.** ``GET /api/services`` reads its page and
    its total in one statement (the count an uncorrelated subquery, computed once), so
    the two agree without a read transaction: it reads through ``Store.read``. Only a
@@ -42,18 +45,32 @@ What each piece measured when it was kept is in docs/decisions.md ("Read path").
 """
 from __future__ import annotations
 
+import sqlite3
 import threading
 
 import peewee
 
 
-class Statements:
-    """SQL text by name, built once per store from a peewee query; and a way to run it."""
+#: answers ``Statements.kept`` holds at most (then it starts again, empty)
+KEPT_ANSWERS = 4096
+_NOT_KEPT = object()
 
-    def __init__(self, db):
+
+class Statements:
+    """SQL text by name, built once per store from a peewee query; and a way to run it.
+
+    ``remembers`` (the loop's SQLite connection, ``LoopReads``): ``kept`` answers a read
+    made before for as long as the database is unchanged since, as SQLite's
+    ``PRAGMA data_version`` tells (it changes whenever any other connection, of this
+    process or another, commits)."""
+
+    def __init__(self, db, remembers: bool = False):
         self.db = db
         self._sql: dict[str, str] = {}
         self._lock = threading.Lock()  # worker threads build at once on a cold start
+        self.remembers = remembers
+        self._kept: dict = {}
+        self._kept_version = None
 
     def sql(self, name: str, build) -> str:
         """The SQL of ``build()`` (a peewee query written with the placeholder ``"?"`` for
@@ -64,6 +81,30 @@ class Statements:
                 found = self._sql.get(name)
                 if found is None:
                     found = self._sql[name] = build().sql()[0]
+        return found
+
+    def kept(self, key, read):
+        """``read()``, or what it answered for ``key`` before while nothing was committed
+        since (only an answer that is not None is kept). On a store that does not remember,
+        always ``read()``. For the reads of every request (a token, a key): an unchanged
+        database gives the same row, and any commit (a revocation, a ``lastUsedAt``, any
+        write) forgets every kept answer before the next read, so a revoked credential still
+        fails on its very next request, whichever process revoked it."""
+        if not self.remembers:
+            return read()
+        version = self.db.connection().execute("PRAGMA data_version").fetchone()[0]
+        if version != self._kept_version:
+            self._kept.clear()
+            self._kept_version = version
+        found = self._kept.get(key, _NOT_KEPT)
+        if found is _NOT_KEPT:
+            # read after the version: a commit in between gives a newer version next time,
+            # which forgets this answer
+            found = read()
+            if found is not None:
+                if len(self._kept) >= KEPT_ANSWERS:
+                    self._kept.clear()
+                self._kept[key] = found
         return found
 
     def rows(self, sql: str, params) -> list[tuple]:
@@ -90,7 +131,7 @@ class LoopReads:
 
     def __init__(self, path: str, define_models, unit_of_work):
         self.db = peewee.SqliteDatabase(path, pragmas=self.PRAGMAS, thread_safe=False, check_same_thread=False)
-        self.models = define_models(self.db)
+        self.models = define_models(self.db, Statements(self.db, remembers=True))
         self._unit_of_work = unit_of_work
         self._owner: int | None = None
 
@@ -116,7 +157,7 @@ class LoopReads:
         uow = self._unit_of_work(self.db, self.models, transaction=snapshot, write=False, release=_keep)
         try:
             return fn(uow, *args, **kwargs)
-        except peewee.OperationalError as exc:
+        except (peewee.OperationalError, sqlite3.OperationalError) as exc:  # (the latter: Statements.kept's check)
             if _busy(exc):  # nothing was written (query_only): the worker threads read it again
                 return ELSEWHERE
             raise

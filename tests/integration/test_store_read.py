@@ -1,7 +1,8 @@
 """``Store.read``, the read path of every authenticated request (app.storage.readpath): never
 waiting on the event loop (SQLite: on the loop, on a connection that never waits, else a
-worker thread; PostgreSQL: a worker thread); nothing remembered between reads, so a
-revocation is seen at once; SQL built once per store, not shared between stores."""
+worker thread; PostgreSQL: a worker thread); an answer kept only while the database is
+unchanged, so a revocation is seen at once; SQL built once per store, not shared between
+stores."""
 import asyncio
 import sqlite3
 import threading
@@ -142,8 +143,9 @@ def test_the_loop_connection_writes_nothing(store, clock, secret):
     assert read(store, value).token.id == token.id
 
 
-def test_nothing_is_remembered_between_reads(store, clock, secret):
-    """Every read asks the database: a change by any connection shows on the next read."""
+def test_a_change_by_a_connection_of_another_process_shows_on_the_next_read(store, clock, secret):
+    """A kept answer never outlives a change: one made by a connection Slipway does not
+    know (another process's) shows on the next read."""
     token, value = secret
     read(store, value)
     if POSTGRES:
@@ -156,6 +158,31 @@ def test_nothing_is_remembered_between_reads(store, clock, secret):
             outside.close()
     with pytest.raises(Unauthorized):
         read(store, value)
+
+
+@pytest.mark.skipif(POSTGRES, reason="the loop's own connection is SQLite's")
+def test_the_loop_keeps_an_answer_while_nothing_is_committed_and_forgets_it_on_any_commit(store, clock, secret):
+    """The token's read on the loop's connection runs its statement once while the database
+    is unchanged (``Statements.kept``: SQLite's data_version); any commit, of any row, makes
+    the next read ask again; an unknown token is never kept."""
+    token, value = secret
+    read(store, value)  # the loop's connection is opened by its first read
+    ran = []
+    store.loop_reads.db.connection().set_trace_callback(ran.append)
+    looked_up = lambda: sum("api_token" in sql for sql in ran)  # noqa: E731
+
+    assert read(store, value).token.id == token.id
+    assert read(store, value).token.id == token.id
+    assert looked_up() == 0 and any("data_version" in sql for sql in ran)
+    partners.create_partner(store.uow(), clock, name="Unrelated")  # a commit of another table
+    assert read(store, value).token.id == token.id
+    assert looked_up() == 1
+    assert read(store, value).token.id == token.id
+    assert looked_up() == 1
+    for _ in range(2):
+        with pytest.raises(Unauthorized):
+            read(store, "pcp_" + "y" * 40)
+    assert looked_up() == 3
 
 
 def test_statements_belong_to_one_store(database_url, clock):

@@ -74,7 +74,7 @@ class Observer:
 
     async def __call__(self, scope, receive, send, app):
         kind = scope.get("type")
-        if kind not in ("http", "websocket"):
+        if kind != "http" and kind != "websocket":
             return await app(scope, receive, send)
         # any iterable of 2-item iterables (falcon.testing passes iterators): read once, pass a
         # list on (a server's list, as uvicorn's, as it is)
@@ -82,70 +82,91 @@ class Observer:
         if type(headers) is not list:
             headers = [tuple(pair) for pair in headers or ()]
             scope = {**scope, "headers": headers}
-        incoming = next((v for k, v in headers if k.lower() == REQUEST_ID_HEADER), None)
+        incoming = None
+        for name, value in headers:
+            if name.lower() == REQUEST_ID_HEADER:
+                incoming = value
+                break
         request_id = valid_request_id(incoming) or os.urandom(16).hex()
-        header = (REQUEST_ID_HEADER, request_id.encode("ascii"))
-        path = scope.get("path") or "/"
-        method = "GET" if kind == "websocket" else (scope.get("method") or "GET").upper()
-        api = api_label(path)
-        state = {"status": None, "accepted": False, "done": False}
-        started = time.perf_counter()
-        operation = self.operation(path, method)
-
-        def finish() -> None:
-            """Count and log the request once: before its last message goes out (so a
-            client that has the whole answer also finds it in /metrics and the log), or
-            when an accepted WebSocket ends."""
-            if state["done"]:
-                return
-            state["done"] = True
-            elapsed = time.perf_counter() - started
-            status = state["status"] or (1000 if kind == "websocket" else 500)
-            if api:
-                counted, timed = self._series(api, operation, status)
-                counted.inc()
-                timed.observe(elapsed)
-                if status == 429:
-                    metrics().rate_limited.labels(api).inc()
-            handler = access_handler()
-            if handler is not None or access_log.isEnabledFor(logging.INFO):
-                # the client's two strings (method, path) redacted here (the rest is Slipway's
-                # own vocabulary): this runs on every request
-                clean_method, clean_path = redact(method[:MAX_LOGGED_METHOD]), redact(path[:MAX_LOGGED_PATH])
-                message = f"{clean_method} {operation} {status}"
-                fields = {"kind": "access", "method": clean_method, "api": api or "none", "operation": operation,
-                          "path": clean_path, "status": status, "duration_ms": round(elapsed * 1000, 3)}
-                if handler is not None:  # log_config's own handler: the line without a LogRecord
-                    handler.access(message, fields)
-                else:  # Logger.info without its caller lookup (no formatter here shows the caller)
-                    access_log.handle(access_log.makeRecord(access_log.name, logging.INFO, "", 0, message,
-                                                            None, None, extra={REDACTED: True, "fields": fields}))
-
-        async def observed_send(message):
-            kind_ = message.get("type")
-            if kind_ in ("http.response.start", "websocket.http.response.start"):
-                state["status"] = message.get("status")
-                headers = [(k, v) for k, v in message.get("headers") or () if k.lower() != REQUEST_ID_HEADER]
-                message = {**message, "headers": headers + [header]}
-            elif kind_ in ("http.response.body", "websocket.http.response.body") and not message.get("more_body"):
-                finish()
-            elif kind_ == "websocket.accept":
-                state["status"], state["accepted"] = 101, True
-                headers = [(k, v) for k, v in message.get("headers") or () if k.lower() != REQUEST_ID_HEADER]
-                message = {**message, "headers": headers + [header]}
-                if api:
-                    metrics().websockets.labels(api).inc()
-            elif kind_ == "websocket.close" and not state["accepted"]:
-                if state["status"] is None:
-                    state["status"] = 403  # closed before accepting: the server refuses the handshake with 403
-                finish()
-            await send(message)
-
+        exchange = _Exchange(self, kind, scope, send, request_id)
         token = request_id_var.set(request_id)
         try:
-            await app(scope, receive, observed_send)
+            await app(scope, receive, exchange.send)
         finally:
-            if state["accepted"] and api:
-                metrics().websockets.labels(api).dec()
-            finish()
+            if exchange.accepted and exchange.api:
+                metrics().websockets.labels(exchange.api).dec()
+            exchange.finish()
             request_id_var.reset(token)
+
+
+class _Exchange:
+    """One request as ``Observer`` sees it: ``send`` passes the app's messages on (with the
+    request id header on the answer's head) and ``finish`` counts and logs it, once."""
+
+    __slots__ = ("observer", "kind", "method", "path", "api", "operation", "header", "downstream", "status",
+                 "accepted", "done", "started")
+
+    def __init__(self, observer: Observer, kind: str, scope, send, request_id: str):
+        self.observer, self.kind, self.downstream = observer, kind, send
+        self.path = path = scope.get("path") or "/"
+        self.method = method = "GET" if kind == "websocket" else (scope.get("method") or "GET").upper()
+        self.api = api_label(path)
+        self.header = (REQUEST_ID_HEADER, request_id.encode("ascii"))
+        self.status = None
+        self.accepted = self.done = False
+        self.started = time.perf_counter()
+        self.operation = observer.operation(path, method)
+
+    def finish(self) -> None:
+        """Count and log the request once: before its last message goes out (so a client
+        that has the whole answer also finds it in /metrics and the log), or when an
+        accepted WebSocket ends."""
+        if self.done:
+            return
+        self.done = True
+        elapsed = time.perf_counter() - self.started
+        status = self.status or (1000 if self.kind == "websocket" else 500)
+        api, operation = self.api, self.operation
+        if api:
+            counted, timed = self.observer._series(api, operation, status)
+            counted.inc()
+            timed.observe(elapsed)
+            if status == 429:
+                metrics().rate_limited.labels(api).inc()
+        handler = access_handler()
+        if handler is not None or access_log.isEnabledFor(logging.INFO):
+            # the client's two strings (method, path) redacted here (the rest is Slipway's
+            # own vocabulary): this runs on every request
+            method, path = redact(self.method[:MAX_LOGGED_METHOD]), redact(self.path[:MAX_LOGGED_PATH])
+            message = f"{method} {operation} {status}"
+            fields = {"kind": "access", "method": method, "api": api or "none", "operation": operation,
+                      "path": path, "status": status, "duration_ms": round(elapsed * 1000, 3)}
+            if handler is not None:  # log_config's own handler: the line without a LogRecord
+                handler.access(message, fields)
+            else:  # Logger.info without its caller lookup (no formatter here shows the caller)
+                access_log.handle(access_log.makeRecord(access_log.name, logging.INFO, "", 0, message,
+                                                        None, None, extra={REDACTED: True, "fields": fields}))
+
+    def _with_header(self, message: dict) -> dict:
+        headers = [(k, v) for k, v in message.get("headers") or () if k.lower() != REQUEST_ID_HEADER]
+        headers.append(self.header)
+        return {**message, "headers": headers}
+
+    async def send(self, message):
+        kind = message.get("type")
+        if kind == "http.response.body" or kind == "websocket.http.response.body":
+            if not message.get("more_body"):
+                self.finish()
+        elif kind == "http.response.start" or kind == "websocket.http.response.start":
+            self.status = message.get("status")
+            message = self._with_header(message)
+        elif kind == "websocket.accept":
+            self.status, self.accepted = 101, True
+            message = self._with_header(message)
+            if self.api:
+                metrics().websockets.labels(self.api).inc()
+        elif kind == "websocket.close" and not self.accepted:
+            if self.status is None:
+                self.status = 403  # closed before accepting: the server refuses the handshake with 403
+            self.finish()
+        await self.downstream(message)

@@ -14,7 +14,9 @@ from app.storage.readpath import Statements
 __all__ = ["UtcDateTimeField", "define_models"]
 
 
-def define_models(db: peewee.Database) -> SimpleNamespace:
+def define_models(db: peewee.Database, statements: Statements | None = None) -> SimpleNamespace:
+    """Every model on ``db``, and ``statements``, the SQL of the reads on every request
+    (``Statements``; one of its own by default)."""
     class Base(peewee.Model):
         class Meta:
             database = db
@@ -28,5 +30,5 @@ def define_models(db: peewee.Database) -> SimpleNamespace:
         class Meta:
             table_name = "slipway_schema"
 
-    return SimpleNamespace(statements=Statements(db), SchemaVersion=SchemaVersion, **partner.define(Base),
+    return SimpleNamespace(statements=statements or Statements(db), SchemaVersion=SchemaVersion, **partner.define(Base),
                            **panel.define(Base), **shared.define(Base))

@@ -34,10 +34,15 @@ class PeeweeApiKeys:
         sql = self.m.statements.sql("panel-key-by-id", lambda: K.select(
             K.id, K.name, K.role, K.secret_hash, K.rate_limit_rpm, K.created_at, K.expires_at,
             K.denied_permissions, K.customer, K.revoked_at).where(K.id == "?"))
-        rows = self.m.statements.rows(sql, (key_id,))
-        if not rows:
-            return None
-        row, dt = rows[0], K.created_at.python_value
+
+        def read():
+            rows = self.m.statements.rows(sql, (key_id,))
+            return self._key(rows[0]) if rows else None
+
+        return self.m.statements.kept(("panel-key-by-id", key_id), read)
+
+    def _key(self, row) -> ApiKey:
+        dt = self.m.PanelApiKey.created_at.python_value
         return ApiKey(id=row[0], name=row[1], role=row[2], secret_hash=row[3], rate_limit_rpm=row[4],
                       created_at=dt(row[5]), expires_at=dt(row[6]), denied_permissions=tuple(json.loads(row[7])),
                       customer_id=row[8], revoked_at=dt(row[9]))

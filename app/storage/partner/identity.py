@@ -65,8 +65,12 @@ class PeeweeTokens(TokenRepository):
             T.select(T.id, T.partner, T.label, T.token_prefix, T.token_hash, T.scope, T.created_by,
                      T.created_at, T.last_used_at, T.revoked_at, P.name, P.type, P.parent, P.created_at)
             .join(P).where(T.token_hash == "?")))
-        rows = self.m.statements.rows(sql, (token_hash,))
-        return self._records(rows[0]) if rows else None
+
+        def read():
+            rows = self.m.statements.rows(sql, (token_hash,))
+            return self._records(rows[0]) if rows else None
+
+        return self.m.statements.kept(("token-by-hash", token_hash), read)
 
     def _records(self, row) -> tuple:
         dt = self.m.ApiToken.created_at.python_value
