@@ -35,6 +35,8 @@ JOBS = (
     "backup_worker",         # backups and restores
     "preview_worker",        # the previews pull-request deliveries open and close
     "backup_scheduler",      # the backup policies' due runs
+    "task_worker",           # scheduled tasks' runs
+    "task_scheduler",        # scheduled tasks' due runs
     "idempotency_cleanup",   # expired Idempotency-Key records
     "history",               # each service's newest events and jobs
     "webhook_worker",        # partner webhook deliveries
@@ -202,6 +204,14 @@ class Composition:
         return EngineCalls(threads=self.config.backup_workers, name="slipway-backup")
 
     @cached_property
+    def task_calls(self) -> EngineCalls:
+        """One thread per scheduled task's run that may run at once: a customer's command
+        running to its time limit holds up no deploy, backup, health check or log pump."""
+        from app.workers.tasks import TaskWorker
+
+        return EngineCalls(threads=TaskWorker.concurrency, name="slipway-tasks")
+
+    @cached_property
     def request_calls(self) -> EngineCalls:
         """Engine calls of requests; one customer's slow calls hold at most a quarter."""
         return EngineCalls(threads=self.config.engine_threads, deadline=self.config.engine_timeout,
@@ -230,7 +240,7 @@ class Composition:
     def thread_pools(self) -> tuple:
         """The pools built so far (closed at shutdown)."""
         names = ("engine_calls", "request_calls", "deploy_calls", "backup_calls", "webhook_lookups",
-                 "extension_calls", "auth_source_calls", "preview_calls")
+                 "extension_calls", "auth_source_calls", "preview_calls", "task_calls")
         return tuple(self.__dict__[name] for name in names if name in self.__dict__)
 
     # --- the panel's rules ---------------------------------------------------------------
@@ -388,6 +398,18 @@ class Composition:
         return BackupScheduler(self.store, self.config.clock, self.read_compose, queued=self.backup_worker.wake)
 
     @cached_property
+    def task_worker(self):
+        from app.workers.tasks import TaskWorker
+
+        return TaskWorker(self.store, self.config.clock, self.runtime, self.task_calls, lease=self.lease)
+
+    @cached_property
+    def task_scheduler(self):
+        from app.workers.tasks import TaskScheduler
+
+        return TaskScheduler(self.store, self.config.clock, queued=self.task_worker.wake)
+
+    @cached_property
     def idempotency(self):
         """``Idempotency-Key`` on every POST of both APIs."""
         from app.http.idempotency import Idempotency
@@ -429,7 +451,8 @@ class Composition:
                               bus=self.bus)
 
     #: the jobs that run only in a process running the workers (SLIPWAY_DEPLOY_WORKER)
-    WORKER_JOBS = frozenset({"deployer", "backup_worker", "preview_worker", "backup_scheduler", "idempotency_cleanup", "history",
+    WORKER_JOBS = frozenset({"deployer", "backup_worker", "preview_worker", "backup_scheduler", "task_worker",
+                             "task_scheduler", "idempotency_cleanup", "history",
                              "webhook_worker", "extension_jobs", "outbox_delivery", "lease"})
 
     #: the jobs the HTTP app makes (``create_app``), handed to :meth:`jobs`

@@ -23,6 +23,7 @@ from app.http.websocket_limits import limit_messages
 from app.panel.accounts import AccountsHandlers
 from app.panel.auth import AuthHandlers
 from app.panel.backup_policies import BackupPoliciesHandlers
+from app.panel.tasks import TasksHandlers
 from app.panel.deploy_keys import DeployKeysHandlers
 from app.panel.backups import BackupsHandlers
 from app.panel.docs import docs_handlers
@@ -185,6 +186,7 @@ def create_app(config: Config | None = None, *, store: Store | None = None,
                                      calls=parts.request_calls, engine_gate=parts.engine_gate).handlers())
     panel_ops.update(BackupPoliciesHandlers(store, config.clock, parts.policy_destinations,
                                             wake=parts.backup_scheduler.wake).handlers())
+    panel_ops.update(TasksHandlers(store, config.clock, wake=parts.task_worker.wake).handlers())
     panel_ops.update(DeployKeysHandlers(store, config.clock).handlers())
     panel_ops.update(RealtimeHandlers(parts.hub, store, runtime, parts.engine_calls, config.ws_queue,
                                       logs_http=panel_ops["getServiceLogs"]).handlers())

@@ -46,6 +46,16 @@ class Cancelled(EngineError):
 
 
 @dataclass(frozen=True)
+class ExecResult:
+    """How a command of ``Runtime.exec_command`` ended: its exit status (None when it was
+    killed at its time limit: ``timed_out``), and the last bytes it wrote, standard output
+    and error as the engine passed them on."""
+    exit_code: int | None
+    output: bytes
+    timed_out: bool = False
+
+
+@dataclass(frozen=True)
 class ContainerState:
     id: str
     name: str
@@ -261,6 +271,15 @@ class ContainerRuntime(ABC):
         """Run ``argv`` in the running container with the ``size`` bytes of the iterable
         ``chunks`` as its standard input, streamed (never whole in memory); the tail of its
         output. Failures and ``cancel`` as for :meth:`exec_output`."""
+        raise EngineError(f"the {getattr(self, 'name', '?')} runtime cannot run commands in containers")
+
+    def exec_command(self, container_id: str, argv, *, limit: int, timeout: float, cancel=None) -> ExecResult:
+        """Run ``argv`` in the running container (a scheduled task's command; the image needs
+        ``/bin/sh``): its exit status, whatever it is, and the last ``limit`` bytes of its
+        standard output and error as the engine passed them on. At ``timeout`` seconds the command, and
+        every process it started, is killed: ``timed_out``. ``cancel`` (set: the same kill)
+        as for :meth:`exec_output`. :class:`EngineError` when the engine fails or cannot
+        reach the container."""
         raise EngineError(f"the {getattr(self, 'name', '?')} runtime cannot run commands in containers")
 
     def put_file(self, container_id: str, path: str, chunks, size: int, *, mode: int = 0o600) -> None:

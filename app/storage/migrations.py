@@ -766,6 +766,32 @@ def _v36_kept_host_ports(db):
     _add_columns(db, "service", {"host_ports": peewee.TextField(null=True)})
 
 
+_V38 = (
+    'CREATE TABLE IF NOT EXISTS "service_task" ("id" VARCHAR(40) NOT NULL PRIMARY KEY, '
+    '"service_id" VARCHAR(40) NOT NULL, "name" TEXT NOT NULL, "schedule" VARCHAR(200) NOT NULL, '
+    '"component" VARCHAR(63) NOT NULL, "command" TEXT NOT NULL, "timeout_s" INTEGER NOT NULL, '
+    '"enabled" {boolean} NOT NULL, "next_run_at" {timestamp} NOT NULL, "created_at" {timestamp} NOT NULL, '
+    '"updated_at" {timestamp} NOT NULL, '
+    'FOREIGN KEY ("service_id") REFERENCES "service" ("id") ON DELETE CASCADE)',
+    'CREATE INDEX IF NOT EXISTS "service_task_service_id" ON "service_task" ("service_id")',
+    'CREATE INDEX IF NOT EXISTS "service_task_next_run_at" ON "service_task" ("next_run_at")',
+    'CREATE TABLE IF NOT EXISTS "task_run" ("id" VARCHAR(40) NOT NULL PRIMARY KEY, '
+    '"task_id" VARCHAR(40) NOT NULL, "service_id" VARCHAR(40) NOT NULL, "customer_id" VARCHAR(40) NOT NULL, '
+    '"status" VARCHAR(16) NOT NULL, "trigger" VARCHAR(16) NOT NULL, "owner" VARCHAR(64), '
+    '"created_at" {timestamp} NOT NULL, "started_at" {timestamp}, "finished_at" {timestamp}, '
+    '"exit_code" INTEGER, "output" TEXT NOT NULL, '
+    'FOREIGN KEY ("task_id") REFERENCES "service_task" ("id") ON DELETE CASCADE)',
+    'CREATE INDEX IF NOT EXISTS "task_run_task_id" ON "task_run" ("task_id")',
+    'CREATE INDEX IF NOT EXISTS "task_run_status_created_at" ON "task_run" ("status", "created_at")',
+)
+
+
+def _v38_scheduled_tasks(db):
+    """Scheduled tasks of services (``core.panel.tasks``: a command on a cron schedule in a
+    component's container) and their runs, with output and exit status."""
+    _run(db, _V38)
+
+
 #: the source columns migration 9 made, which migration 37 moves into ``deploy_source``
 #: (frozen with it)
 _V37_MOVED = ("git_url", "git_branch", "ai_url")
@@ -839,6 +865,7 @@ MIGRATIONS = [
     (36, "services: the host ports their components keep across deploys", _v36_kept_host_ports),
     (37, "services: the fields their deploy method keeps, in one JSON column (git_url, git_branch and ai_url "
          "moved into it)", _v37_method_sources),
+    (38, "scheduled tasks of services and their runs", _v38_scheduled_tasks),
 ]
 LATEST = max(version for version, _, _ in MIGRATIONS)
 

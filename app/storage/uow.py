@@ -6,7 +6,7 @@ import contextlib
 
 import peewee
 
-from app.storage.panel import accounts, backups, deploy_keys, leases, routes, services, sessions
+from app.storage.panel import accounts, backups, deploy_keys, leases, routes, services, sessions, tasks
 from app.storage.partner import contracts, identity, licensing, webhooks
 from core import waits
 from ports.storage import UnitOfWork
@@ -47,6 +47,8 @@ REPOSITORY_TYPES = {
     "service_events": services.PeeweeServiceEvents,
     "backups": backups.PeeweeBackups,
     "backup_policies": backups.PeeweeBackupPolicies,
+    "tasks": tasks.PeeweeTasks,
+    "task_runs": tasks.PeeweeTaskRuns,
     "deploy_keys": deploy_keys.PeeweeDeployKeys,
     "routes": routes.PeeweeRoutes,
     "custom_domains": routes.PeeweeCustomDomains,

@@ -33,13 +33,14 @@ names of the destinations the operator configured and the default one.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
-
-from cronsim import CronSim, CronSimError
+from datetime import datetime
 
 from core.errors import Conflict, Invalid, NotFound
 from core.panel import backups
+from core.panel.schedules import next_run, schedule_problem
 from core.panel.services import record, visible
+
+__all__ = ["next_run", "schedule_problem"]  # (the schedule's rules: core.panel.schedules)
 
 KEEP_MIN, KEEP_MAX = 1, 365
 DUE_BATCH = 50  # due policies read at a time (a tick reads every page)
@@ -64,27 +65,6 @@ class Destinations:
     """The backup destinations a policy may name, and the one it gets when it names none."""
     names: frozenset
     default: str = "local"
-
-
-# --- the schedule ---------------------------------------------------------------------------
-
-
-def schedule_problem(schedule) -> str | None:
-    """Why ``schedule`` is not a usable five-field cron expression, or None."""
-    if not isinstance(schedule, str) or len(schedule.split()) != 5:
-        return "a cron expression of five fields: minute hour day-of-month month day-of-week (UTC)"
-    try:
-        next_run(schedule, datetime(2000, 1, 1, tzinfo=timezone.utc))
-    except (CronSimError, StopIteration, ValueError) as exc:
-        return f"not a valid cron expression: {exc or 'it never matches'}"
-    return None
-
-
-def next_run(schedule: str, after: datetime) -> datetime:
-    """The schedule's first time strictly after ``after`` (UTC, aware)."""
-    after = after.astimezone(timezone.utc).replace(tzinfo=None)
-    found = next(iter(CronSim(schedule, after)))
-    return found.replace(tzinfo=timezone.utc)
 
 
 # --- requests -------------------------------------------------------------------------------

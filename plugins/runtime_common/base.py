@@ -44,6 +44,7 @@ from ports.runtime import (
     Cancelled,
     ContainerState,
     EngineError,
+    ExecResult,
     Gone,
     LogLine,
     PortSpec,
@@ -854,6 +855,64 @@ class ClientRuntime(ContainerRuntime):
             with contextlib.suppress(EngineError):
                 self.exec_run(container_id, ["rm", "-f", path])
             raise
+
+    #: after a task's command was killed, its output stream is given this long to end
+    KILL_GRACE_S = 5.0
+
+    def exec_command(self, container_id: str, argv, *, limit: int, timeout: float, cancel=None) -> ExecResult:
+        """The command runs under a ``sh`` that first writes its process id to standard
+        error and then becomes the command (``execs.TASK_WRAPPER``), so at ``timeout`` (or
+        once ``cancel`` is set) a second command kills it and every process it started
+        (``execs.KILL_TREE``): the engines' APIs cannot kill a command they started. The
+        output stream ends when the command dies, or is closed ``KILL_GRACE_S`` later."""
+        argv = [str(a) for a in argv]
+        what = f"running {argv[0]} in {container_id}"
+        _raise_if_cancelled(cancel)
+        with self.engine(what):
+            target = self._exec_target(container_id)
+            body = {"AttachStdin": False, "AttachStdout": True, "AttachStderr": True, "Tty": False,
+                    "Cmd": ["/bin/sh", "-c", execs.TASK_WRAPPER, "sh", *argv]}
+            exec_id = self._engine_call("post", f"/containers/{target}/exec", body).json()["Id"]
+            response = self._engine_call("post", f"/exec/{exec_id}/start", {"Detach": False, "Tty": False},
+                                         stream=True)
+        marker, out = execs.PidMarker(), bytearray()
+        killed, ended, close = threading.Event(), threading.Event(), threading.Event()
+        deadline = time.monotonic() + timeout
+
+        def watch():
+            while not ended.wait(0.1):
+                if time.monotonic() >= deadline or (cancel is not None and cancel.is_set()):
+                    killed.set()
+                    if marker.pid is not None:
+                        with contextlib.suppress(Exception):
+                            self.exec_run(container_id, ["/bin/sh", "-c", execs.KILL_TREE, "sh", str(marker.pid)])
+                    if not ended.wait(self.KILL_GRACE_S):
+                        close.set()
+                    return
+
+        threading.Thread(target=watch, name="slipway-task-timeout", daemon=True).start()
+        try:
+            with closed_on_cancel(close, lambda: response):
+                try:
+                    with self.engine(what):
+                        for stream, data in execs.frames(response.raw):
+                            if stream == execs.STDERR:
+                                data = marker.feed(data)
+                            if data:
+                                out += data
+                                del out[:-limit]
+                except Exception:
+                    if not killed.is_set():
+                        raise
+        finally:
+            ended.set()
+            close_response(response)
+        _raise_if_cancelled(cancel)
+        if killed.is_set():
+            return ExecResult(None, bytes(out), timed_out=True)
+        with self.engine(what):
+            code = self._exec_exit_code(exec_id)
+        return ExecResult(code, bytes(out))
 
     # --- hooks for the client plugins ------------------------------------------------------
 

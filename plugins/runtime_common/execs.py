@@ -76,3 +76,48 @@ def failure(argv, code, stderr: bytes) -> str:
     """The message of a command that ended with exit status ``code``."""
     tail = stderr[-STDERR_TAIL:].decode("utf-8", "replace").strip()
     return f"{argv[0]} failed (exit status {code})" + (f": {tail}" if tail else "")
+
+
+# --- a scheduled task's command (``exec_command``) -------------------------------------------
+
+#: the first line a task's command writes to standard error, from the shell that then
+#: becomes the command (``exec``): the command's process id in the container
+PID_MARKER = b"slipway-task-pid:"
+TASK_WRAPPER = 'printf "slipway-task-pid:%s\\n" "$$" >&2; exec "$@"'
+#: kills the process ``$1`` and every process it started: each is stopped first (so it
+#: starts nothing more), its children found by their ``PPid`` in ``/proc`` and killed the
+#: same way, then it is killed; shell built-ins only, so any image with a ``sh`` runs it
+KILL_TREE = ('t() { kill -STOP "$1" 2>/dev/null; for d in /proc/[0-9]*; do p=; '
+             'while read -r k v; do if [ "$k" = PPid: ]; then p=$v; break; fi; done 2>/dev/null < "$d/status"; '
+             'if [ "$p" = "$1" ]; then t "${d#/proc/}"; fi; done; kill -KILL "$1" 2>/dev/null; }; t "$1"')
+
+
+class PidMarker:
+    """Reads the wrapper's first line off the command's standard error: ``feed(data)``
+    answers the bytes beyond it (the command's own), ``pid`` the process id once read.
+    Standard error that does not start with the marker (the shell could not start) is
+    passed on whole."""
+
+    LONGEST = len(PID_MARKER) + 24
+
+    def __init__(self):
+        self.pid: int | None = None
+        self.pending = True
+        self._head = b""
+
+    def feed(self, data: bytes) -> bytes:
+        if not self.pending:
+            return data
+        self._head += data
+        line, newline, rest = self._head.partition(b"\n")
+        if not newline:
+            if len(self._head) < self.LONGEST and PID_MARKER.startswith(self._head[:len(PID_MARKER)]):
+                return b""  # the line is still coming
+            self.pending = False
+            return self._head
+        self.pending = False
+        number = line[len(PID_MARKER):] if line.startswith(PID_MARKER) else b""
+        if number.isdigit():
+            self.pid = int(number)
+            return rest
+        return self._head

@@ -33,7 +33,8 @@ from ports.storage.panel import (ApiKeyRepository, BackupPolicyRepository, Backu
                                  GitDeliveryRepository, PreviewJobRepository,
                                  LeaseRepository, PanelCustomerRepository, PanelKeySessionRepository,
                                  PanelLoginRepository, PanelSessionRepository, PanelUserRepository,
-                                 ReleaseRepository, RouteRepository, ServiceEventRepository, ServiceRepository)
+                                 ReleaseRepository, RouteRepository, ServiceEventRepository, ServiceRepository,
+                                 TaskRepository, TaskRunRepository)
 from ports.storage.partner import (ContactRepository, ContractRepository, CustomerRepository, EditionRepository,
                                    HumanIdRepository, LedgerRepository, LicenseRepository, NoteRepository,
                                    PartnerRepository, StatementRepository, TokenRepository, TransferRepository,
@@ -79,6 +80,8 @@ class UnitOfWork(Protocol):
     service_events: ServiceEventRepository
     backups: BackupRepository
     backup_policies: BackupPolicyRepository
+    tasks: TaskRepository
+    task_runs: TaskRunRepository
     deploy_keys: DeployKeyRepository
     routes: RouteRepository
     custom_domains: CustomDomainRepository

@@ -71,3 +71,41 @@ def test_input_and_files_are_streamed_in(idle):
     with pytest.raises(EngineError, match="exit status 1"):
         runtime.exec_input(container, ["sh", "-c", "cat >/dev/null; exit 1"], iter(pieces), size)
     assert b"slipway-input" not in runtime.exec_run(container, ["ls", "/tmp"])
+
+
+def _processes(runtime, container) -> list[bytes]:
+    """The command lines of the container's processes (its ``/proc``)."""
+    script = 'for d in /proc/[0-9]*; do tr "\\0" " " < "$d/cmdline" 2>/dev/null; echo; done'
+    return [line.strip() for line in runtime.exec_run(container, ["sh", "-c", script]).splitlines() if line.strip()]
+
+
+def test_a_command_answers_its_exit_status_and_the_tail_of_its_output(idle):
+    """``exec_command`` (a scheduled task's run): any exit status is an answer, not an
+    error; standard output and error as the engine passed them on; the last ``limit``
+    bytes only."""
+    runtime, container = idle
+    done = runtime.exec_command(container, ["sh", "-c", "echo out; echo err >&2; echo $((6*7)); exit 3"],
+                                limit=1024, timeout=30)
+    assert (done.exit_code, done.timed_out) == (3, False)
+    # both streams (the engine passes each on as it reads it: their order between them may
+    # change), and the wrapper's line is not in it
+    assert sorted(done.output.split()) == [b"42", b"err", b"out"]
+    ok = runtime.exec_command(container, ["true"], limit=1024, timeout=30)
+    assert (ok.exit_code, ok.output, ok.timed_out) == (0, b"", False)
+    long = runtime.exec_command(container, ["seq", "1", "200000"], limit=100, timeout=30)
+    assert long.exit_code == 0 and len(long.output) == 100 and long.output.endswith(b"\n200000\n")
+    missing = runtime.exec_command(container, ["/no/such/command"], limit=1024, timeout=30)
+    assert missing.exit_code not in (0, None) and b"/no/such/command" in missing.output
+
+
+def test_a_command_past_its_time_limit_is_killed_with_what_it_started(idle):
+    runtime, container = idle
+    n = 100 + secrets.randbelow(900)  # the sleeps' own lengths, to find them among the processes
+    script = f"echo started; sleep 3{n} & sleep 4{n}; echo never"
+    done = runtime.exec_command(container, ["sh", "-c", script], limit=1024, timeout=2)
+    assert done.timed_out and done.exit_code is None
+    assert done.output == b"started\n"
+    wait_for(lambda: not [p for p in _processes(runtime, container) if p in (f"sleep 3{n}".encode(),
+                                                                             f"sleep 4{n}".encode())],
+             "the command and the process it started are gone")
+    assert any(b"sleep 100000" in p for p in _processes(runtime, container))  # the container's own goes on

@@ -234,6 +234,21 @@ def drop_database(url: str, name: str) -> None:
         conn.close()
 
 
+def make_task_due(database_url: str, task_id: str) -> None:
+    """The scheduled task's next run, moved into the past (as ``make_policy_due``)."""
+    from datetime import datetime
+
+    from app.storage.database import open_database
+
+    db = open_database(database_url)
+    try:
+        with db.connection_context():
+            db.execute_sql(f"UPDATE service_task SET next_run_at = {db.param} WHERE id = {db.param}",
+                           (datetime(2000, 1, 1), task_id))
+    finally:
+        db.close_all() if hasattr(db, "close_all") else db.close()
+
+
 def make_policy_due(database_url: str, service_id: str) -> None:
     """The service's backup policy's next run, moved into the past: a scheduler that looks
     now finds the run due (tests wait for that state instead of a cron minute)."""

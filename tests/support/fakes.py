@@ -807,6 +807,9 @@ class InMemoryServices(_Repo):
                 self._delete(b.id, table="backups")
         if service_id in self.uow._rows("backup_policies"):
             self._delete(service_id, table="backup_policies")
+        for t in list(self.uow._rows("tasks").values()):  # ON DELETE CASCADE, and their runs
+            if t.service_id == service_id:
+                InMemoryTasks(self.uow).delete(t.id)
         self._delete(service_id)
 
     def count_for_customer(self, customer_id):
@@ -1242,6 +1245,100 @@ class InMemoryBackupPolicies(_Repo):
         return True
 
 
+class InMemoryTasks(_Repo):
+    table = "tasks"
+
+    def add(self, task):
+        if task.service_id not in self.uow._rows("services"):
+            raise IntegrityError("service does not exist")
+        self._insert(task.id, task)
+
+    def get(self, task_id):
+        return self.rows.get(task_id)
+
+    def update(self, task):
+        if task.id in self.rows:
+            self._put(task.id, task)
+
+    def delete(self, task_id):
+        for run_id in [r.id for r in self.uow._rows("task_runs").values() if r.task_id == task_id]:
+            self._delete(run_id, table="task_runs")
+        if task_id in self.rows:
+            self._delete(task_id)
+
+    def count(self, service_id):
+        return sum(1 for t in self.rows.values() if t.service_id == service_id)
+
+    def page(self, service_id, *, page, per_page):
+        rows = _sorted([t for t in self.rows.values() if t.service_id == service_id], "created_at", "id", desc=True)
+        return _paginate(rows, page, per_page), len(rows)
+
+    def due(self, now, limit, after=None):
+        rows = [t for t in self.rows.values() if t.enabled and t.next_run_at <= now and (after is None or t.id > after)]
+        return _sorted(rows, "id")[:limit]
+
+    def advance(self, task_id, due_at, next_run_at):
+        task = self.rows.get(task_id)
+        if task is None or task.next_run_at != due_at or not task.enabled:
+            return False
+        self._put(task_id, replace(task, next_run_at=next_run_at))
+        return True
+
+
+class InMemoryTaskRuns(_Repo):
+    table = "task_runs"
+
+    def add(self, run):
+        if run.task_id not in self.uow._rows("tasks"):
+            raise IntegrityError("task does not exist")
+        self._insert(run.id, run)
+
+    def get(self, run_id):
+        return self.rows.get(run_id)
+
+    def running(self, task_id):
+        return next((r for r in self.rows.values() if r.task_id == task_id and r.status == "running"), None)
+
+    def _of(self, task_id):
+        return _sorted([r for r in self.rows.values() if r.task_id == task_id], "created_at", "id", desc=True)
+
+    def newest(self, task_id):
+        runs = self._of(task_id)
+        return runs[0] if runs else None
+
+    def newest_of(self, task_ids):
+        return {task_id: run for task_id in task_ids if (run := self.newest(task_id)) is not None}
+
+    def page(self, task_id, *, page, per_page):
+        runs = self._of(task_id)
+        return _paginate(runs, page, per_page), len(runs)
+
+    def claim_queued(self, now, owner):
+        started = {r.customer_id for r in self.rows.values() if r.status == "running" and r.started_at is not None}
+        queued = sorted((r for r in self.rows.values() if r.status == "running" and r.started_at is None
+                         and r.customer_id not in started), key=lambda r: (r.created_at, r.id))
+        if not queued:
+            return None
+        run = replace(queued[0], started_at=now, owner=owner)
+        self._put(run.id, run)
+        return run
+
+    def finish(self, run):
+        found = self.rows.get(run.id)
+        if found is not None and found.status == "running":
+            self._put(run.id, replace(found, status=run.status, exit_code=run.exit_code, output=run.output,
+                                      finished_at=run.finished_at))
+
+    def fail_orphaned(self, live_owners, now, reason):
+        live = set(live_owners)
+        orphans = [r for r in self.rows.values() if r.status == "running" and r.started_at is not None
+                   and r.owner not in live]
+        for run in orphans:
+            output = (run.output + "\n" if run.output else "") + reason
+            self._put(run.id, replace(run, status="failed", finished_at=now, output=output))
+        return [r.id for r in orphans]
+
+
 class InMemoryRoutes(_Repo):
     table = "routes"
 
@@ -1357,6 +1454,8 @@ class FakeUnitOfWork:
         self.service_events = InMemoryServiceEvents(self)
         self.backups = InMemoryBackups(self)
         self.backup_policies = InMemoryBackupPolicies(self)
+        self.tasks = InMemoryTasks(self)
+        self.task_runs = InMemoryTaskRuns(self)
         self.deploy_keys = InMemoryDeployKeys(self)
         self.routes = InMemoryRoutes(self)
         self.custom_domains = InMemoryCustomDomains(self)

@@ -1,6 +1,6 @@
 """The panel API's tables: panel customers, API keys, users, sessions and pending logins,
 services, route records, custom domains, worker leases, deploy jobs, releases, service
-events, backups, backup policies, deploy keys."""
+events, backups, backup policies, deploy keys, scheduled tasks and their runs."""
 from __future__ import annotations
 
 import peewee
@@ -295,6 +295,45 @@ def define(Base) -> dict:
         class Meta:
             table_name = "backup_policy"
 
+    class ServiceTask(Base):
+        """A scheduled task of a service (migration 38, ``core.panel.tasks``)."""
+
+        id = peewee.CharField(max_length=40, primary_key=True)
+        service = peewee.ForeignKeyField(Service, column_name="service_id", on_delete="CASCADE")
+        name = peewee.TextField()
+        schedule = peewee.CharField(max_length=200)  # five-field cron, UTC
+        component = peewee.CharField(max_length=63)
+        command = peewee.TextField()  # JSON array of strings
+        timeout_s = peewee.IntegerField()
+        enabled = peewee.BooleanField()
+        next_run_at = UtcDateTimeField(index=True)
+        created_at = UtcDateTimeField()
+        updated_at = UtcDateTimeField()
+
+        class Meta:
+            table_name = "service_task"
+
+    class TaskRun(Base):
+        """A run of a scheduled task (migration 38): queued while ``running`` without
+        ``started_at``; ``owner`` the worker lease of the process that started it."""
+
+        id = peewee.CharField(max_length=40, primary_key=True)
+        task = peewee.ForeignKeyField(ServiceTask, column_name="task_id", on_delete="CASCADE")
+        service_id = peewee.CharField(max_length=40)
+        customer_id = peewee.CharField(max_length=40)
+        status = peewee.CharField(max_length=16)
+        trigger = peewee.CharField(max_length=16)
+        owner = peewee.CharField(max_length=64, null=True)
+        created_at = UtcDateTimeField()
+        started_at = UtcDateTimeField(null=True)
+        finished_at = UtcDateTimeField(null=True)
+        exit_code = peewee.IntegerField(null=True)
+        output = peewee.TextField(default="")
+
+        class Meta:
+            table_name = "task_run"
+            indexes = ((("status", "created_at"), False),)
+
     class DeployKey(Base):
         """A customer's deploy key (migration 26, ``core.panel.deploy_keys``): its public
         half, and its private half sealed with SLIPWAY_SECRET_KEY (app.storage.secrets)."""
@@ -347,4 +386,4 @@ def define(Base) -> dict:
                 PanelSession=PanelSession, PanelKeySession=PanelKeySession, PanelLogin=PanelLogin, Service=Service,
                 ServiceRoute=ServiceRoute, CustomDomain=CustomDomain, WorkerLease=WorkerLease, DeployJob=DeployJob,
                 Release=Release, ReleaseAncestor=ReleaseAncestor, ServiceEvent=ServiceEvent, Backup=Backup,
-                BackupPolicy=BackupPolicy, DeployKey=DeployKey)
+                BackupPolicy=BackupPolicy, DeployKey=DeployKey, ServiceTask=ServiceTask, TaskRun=TaskRun)
