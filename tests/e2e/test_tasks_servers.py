@@ -19,20 +19,12 @@ import time
 import pytest
 
 from tests.support.database import make_task_due
+from tests.support.engine import wait_for
 from tests.support.panel_server import _until, admin_key, serve_panel
 
 pytestmark = pytest.mark.runtime
 IMAGE = "localhost/busybox:latest"
-
-
-def _wait(what, check, seconds=120):
-    deadline = time.monotonic() + seconds
-    while True:
-        found = check()
-        if found:
-            return found
-        assert time.monotonic() < deadline, f"waited {seconds} s for {what}"
-        time.sleep(0.3)
+WAIT_S = 120  # at most, for each state (a loaded CI machine)
 
 
 def _runs(client, base, task_id) -> list[dict]:
@@ -91,14 +83,14 @@ def test_two_servers_run_each_due_task_once_with_output_exit_codes_timeouts_and_
                                 "command": ["sh", "-c", "echo tick-$((6*7)); echo to-stderr >&2"]})
     assert task.status_code == 201, task.text
     tick = task.json()["id"]
-    (first,) = _wait("the first scheduled run", lambda: _ended(one, base, tick, 1), seconds=150)
+    (first,) = wait_for(lambda: _ended(one, base, tick, 1), "the first scheduled run", timeout=150)
     assert (first["status"], first["exit_code"], first["trigger"]) == ("succeeded", 0, "schedule")
     assert sorted(first["output"].split()) == ["tick-42", "to-stderr"] and first["started_at"] and first["finished_at"]
     # from now on a run comes only when the test makes it due
     assert two.patch(f"{base}/{tick}", json={"schedule": "0 0 1 1 *"}).status_code == 200
     for count in range(2, 6):
         make_task_due(database_url, tick)
-        _wait(f"run {count}", lambda: _ended(two, base, tick, count))
+        wait_for(lambda: _ended(two, base, tick, count), f"run {count}", timeout=WAIT_S)
     runs = _runs(one, base, tick)
     assert len(runs) == len({r["id"] for r in runs}) == 5  # each due time ran once, on one server
     assert {(r["status"], r["exit_code"]) for r in runs} == {("succeeded", 0)}
@@ -108,18 +100,18 @@ def test_two_servers_run_each_due_task_once_with_output_exit_codes_timeouts_and_
     failing = one.post(base, json={"name": "fails", "schedule": "0 0 1 1 *", "component": "web",
                                    "command": ["sh", "-c", "echo broken; exit 3"]}).json()["id"]
     assert one.post(f"{base}/{failing}/run").status_code == 202
-    (failed,) = _wait("the failing run", lambda: _ended(two, base, failing, 1))
+    (failed,) = wait_for(lambda: _ended(two, base, failing, 1), "the failing run", timeout=WAIT_S)
     assert (failed["status"], failed["exit_code"], failed["trigger"]) == ("failed", 3, "manual")
     assert failed["output"].startswith("broken")
 
-    slow = one.post(base, json={"name": "slow", "schedule": "0 0 1 1 *", "component": "web", "timeout_s": 3,
+    slow = one.post(base, json={"name": "slow", "schedule": "0 0 1 1 *", "component": "web", "timeout_s": 15,
                                 "command": ["sleep", "3171"]}).json()["id"]
     assert one.post(f"{base}/{slow}/run").status_code == 202
-    _wait("the slow run to start", lambda: _runs(one, base, slow)[0]["started_at"])
+    wait_for(lambda: _runs(one, base, slow)[0]["started_at"], "the slow run to start", timeout=WAIT_S)
     assert one.post(f"{base}/{slow}/run").status_code == 409  # it runs
-    make_task_due(database_url, slow)
-    _wait("a skipped run", lambda: any(r["status"] == "skipped" for r in _runs(two, base, slow)))
-    runs = _wait("the slow run to end", lambda: _ended(one, base, slow, 2))
+    make_task_due(database_url, slow)  # the schedulers look every 5 s: well within its 15 s
+    wait_for(lambda: any(r["status"] == "skipped" for r in _runs(two, base, slow)), "a skipped run", timeout=WAIT_S)
+    runs = wait_for(lambda: _ended(one, base, slow, 2), "the slow run to end", timeout=WAIT_S)
     assert sorted(r["status"] for r in runs) == ["skipped", "timed_out"]
     timed_out = next(r for r in runs if r["status"] == "timed_out")
     assert timed_out["exit_code"] is None and "timeout_s" in timed_out["output"]

@@ -234,8 +234,9 @@ def drop_database(url: str, name: str) -> None:
         conn.close()
 
 
-def make_task_due(database_url: str, task_id: str) -> None:
-    """The scheduled task's next run, moved into the past (as ``make_policy_due``)."""
+def _make_due(database_url: str, table: str, key: str, value: str) -> None:
+    """The row's ``next_run_at`` moved into the past: a scheduler that looks now finds its
+    run due (tests wait for that state instead of a cron minute)."""
     from datetime import datetime
 
     from app.storage.database import open_database
@@ -243,26 +244,20 @@ def make_task_due(database_url: str, task_id: str) -> None:
     db = open_database(database_url)
     try:
         with db.connection_context():
-            db.execute_sql(f"UPDATE service_task SET next_run_at = {db.param} WHERE id = {db.param}",
-                           (datetime(2000, 1, 1), task_id))
+            db.execute_sql(f"UPDATE {table} SET next_run_at = {db.param} WHERE {key} = {db.param}",
+                           (datetime(2000, 1, 1), value))
     finally:
         db.close_all() if hasattr(db, "close_all") else db.close()
 
 
 def make_policy_due(database_url: str, service_id: str) -> None:
-    """The service's backup policy's next run, moved into the past: a scheduler that looks
-    now finds the run due (tests wait for that state instead of a cron minute)."""
-    from datetime import datetime
+    """The service's backup policy's next run, moved into the past (``_make_due``)."""
+    _make_due(database_url, "backup_policy", "service_id", service_id)
 
-    from app.storage.database import open_database
 
-    db = open_database(database_url)
-    try:
-        with db.connection_context():
-            db.execute_sql(f"UPDATE backup_policy SET next_run_at = {db.param} WHERE service_id = {db.param}",
-                           (datetime(2000, 1, 1), service_id))
-    finally:
-        db.close_all() if hasattr(db, "close_all") else db.close()
+def make_task_due(database_url: str, task_id: str) -> None:
+    """The scheduled task's next run, moved into the past (``_make_due``)."""
+    _make_due(database_url, "service_task", "id", task_id)
 
 
 def age_worker_leases(database_url: str) -> None:
