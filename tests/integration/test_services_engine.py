@@ -282,17 +282,21 @@ def test_a_delete_at_any_moment_of_its_deploy_leaves_nothing_in_the_engine_after
         answer = client.get(f"/api/services/{created['id']}/deploys/{created['deploy_job_id']}")
         return answer.json()["status"] if answer.status_code == 200 else None
 
-    def until(what, check, seconds=120):
+    def until(what, check, seconds=120, created=None):
         deadline = time.monotonic() + seconds
         while not check():
-            assert time.monotonic() < deadline, f"still waiting for {what}"
+            if time.monotonic() >= deadline:  # what the server saw (CI once waited 120 s for a first container)
+                events = "" if created is None else client.get("/api/services/%s/events" % created["id"]).text
+                said = "" if created is None else f"; job {job_state(created)}; events {events[:3000]}"
+                pytest.fail(f"still waiting for {what}{said}")
             time.sleep(0.05)
 
     deleted = []
     moments = {
         "queued": lambda created: None,  # at once: the job queued, or just claimed
-        "claimed": lambda created: until("the job running", lambda: job_state(created) != "queued"),
-        "starting": lambda created: until("its first container", lambda: engine.labelled(created["id"])["containers"]),
+        "claimed": lambda created: until("the job running", lambda: job_state(created) != "queued", created=created),
+        "starting": lambda created: until("its first container", lambda: engine.labelled(created["id"])["containers"],
+                                          created=created),
     }
     for tag, moment in moments.items():
         created = create(tag)
