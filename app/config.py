@@ -15,9 +15,9 @@ from ports.clock import Clock, SystemClock
 from ports.resolver import Resolver, SystemResolver
 from ports.settings import Setting
 
+from app.config_error import ConfigError
 
-class ConfigError(ValueError):
-    """A setting is wrong; the message names the variable."""
+__all__ = ["ConfigError"]  # (re-exported: the callers' name for it)
 
 
 def read(setting: Setting, environ):

@@ -104,3 +104,7 @@ def backup_destinations(pm) -> dict:
 def git_providers(pm) -> dict:
     """Git-provider factories by name (``github``, ``gitlab``, ``gitea``, ``bitbucket``)."""
     return registry(pm, "git_providers")
+
+
+if __name__ == "__main__":  # python -m app.pluginmanager: the docs' table of registries, from the built-in plugins
+    print(registries.markdown(make_plugin_manager()) + "\n" + registries.selects_markdown(), end="")

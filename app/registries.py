@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from app.config_error import ConfigError
 from ports.analyzer import DEFAULT_ANALYZER
 from ports.settings import Settings
 
@@ -135,7 +136,6 @@ def select(pm, kind: str, settings: Settings, name: str | None = None, *, settin
     (or of the kind an ``each`` entry names): the one way they are chosen. A name no
     loaded plugin provides, or a ``ValueError`` of the factory (a bad setting), is a
     ``ConfigError`` naming ``setting`` (default: the row's)."""
-    from app.config import ConfigError
 
     r = row(kind)
     setting = setting or r.setting
@@ -152,7 +152,6 @@ def select(pm, kind: str, settings: Settings, name: str | None = None, *, settin
 
 def scheme(setting: str, value: str) -> str:
     """The factory a ``scheme`` setting names: ``memory``, or its URL's scheme."""
-    from app.config import ConfigError
 
     if value.lower() == "memory":
         return "memory"
@@ -196,7 +195,6 @@ def build(pm, kind: str, settings: Settings, wanted: dict | None = None):
 
 
 def _create(setting: str | None, factory, settings: Settings):
-    from app.config import ConfigError
 
     try:
         return factory.create(settings)
@@ -276,9 +274,3 @@ def _built_in(pm, r: Registry) -> str:
 def selects_markdown() -> str:
     """The list of the ways of ``SELECTS``, for the docs."""
     return "\n".join(f"- `{way}`: {meaning}." for way, meaning in SELECTS.items()) + "\n"
-
-
-if __name__ == "__main__":  # python -m app.registries: the docs' table, from the built-in plugins
-    from app.pluginmanager import make_plugin_manager
-
-    print(markdown(make_plugin_manager()) + "\n" + selects_markdown(), end="")

@@ -191,9 +191,9 @@ def test_slipway_plugins_shows_the_table():
 
 def test_the_docs_table_is_the_table():
     """``docs/plugins.md`` holds the table as ``app.registries.markdown`` writes it
-    (``python -m app.registries`` prints it), and the ways of selecting."""
+    (``python -m app.pluginmanager`` prints it), and the ways of selecting."""
     text = (ROOT / "docs" / "plugins.md").read_text(encoding="utf-8")
-    assert registries.markdown(make_plugin_manager()) in text, "run python -m app.registries and paste its table"
+    assert registries.markdown(make_plugin_manager()) in text, "run python -m app.pluginmanager and paste its table"
     assert registries.selects_markdown() in text
 
 
